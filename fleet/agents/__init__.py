@@ -1,0 +1,1 @@
+"""Agents: the run loop, model adapters and tools."""

@@ -1,0 +1,100 @@
+"""``fleet check``: validate settings and config, connect read-only. Creates and migrates nothing."""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+from fleet.errors import FleetError
+
+State = Literal["ok", "warn", "fail"]
+
+
+class CheckResult(NamedTuple):
+    name: str
+    state: State
+    detail: str
+
+
+def run_checks() -> list[CheckResult]:
+    from fleet.config import Settings, load_config, load_settings
+
+    results: list[CheckResult] = []
+    try:
+        settings: Settings = load_settings()
+    except FleetError as exc:
+        return [CheckResult("settings", "fail", exc.message)]
+    mode = "embedded (no FLEET_REDIS_URL)" if settings.embedded else "fleet (Celery on Redis)"
+    results.append(CheckResult("settings", "ok", f"mode: {mode}"))
+    try:
+        config = load_config(settings.config_dir)
+        results.append(
+            CheckResult(
+                "config",
+                "ok",
+                f"{settings.config_dir}: {len(config.agents)} agents, "
+                f"{len(config.deployments)} deployments ({', '.join(sorted(config.deployments))})",
+            )
+        )
+        if any(a.model.provider == "openai" for a in config.agents.values()) and not (
+            settings.openai_api_key
+        ):
+            results.append(
+                CheckResult("models", "warn", "an agent uses provider 'openai' but FLEET_OPENAI_API_KEY is unset")
+            )
+    except FleetError as exc:
+        results.append(CheckResult("config", "fail", exc.message))
+    results.append(_database(settings))
+    if not settings.embedded:
+        results.append(_redis(settings))
+    return results
+
+
+def _database(settings: object) -> CheckResult:
+    from fleet.config import Settings
+    from fleet.store import db, migrate
+
+    assert isinstance(settings, Settings)
+    url = settings.resolved_database_url
+    try:
+        shown = db.normalize_url(url).render_as_string(hide_password=True)
+        path = db.sqlite_path(url)
+    except FleetError as exc:
+        return CheckResult("database", "fail", exc.message)
+    if path is not None and not path.exists():
+        return CheckResult(
+            "database", "warn",
+            f"{path} does not exist yet; `fleet run` (embedded) or `fleet migrate` creates it",
+        )
+    engine = db.create(url, readonly=True)
+    try:
+        with db.unavailable_on_outage():
+            have = migrate.current(engine)
+    except FleetError as exc:
+        return CheckResult("database", "fail", f"{shown}: {exc.message}")
+    except Exception as exc:
+        return CheckResult("database", "fail", f"{shown}: {db.describe(exc)}")
+    finally:
+        engine.dispose()
+    want = migrate.head()
+    where = str(path) if path is not None else shown
+    if have != want:
+        if path is not None:
+            return CheckResult("database", "warn", f"{where}: at {have or 'empty'}; the next `fleet run` migrates it to {want}")
+        return CheckResult(
+            "database", "fail", f"{where}: schema at {have or 'nothing (empty)'}, needs {want}: run `fleet migrate`"
+        )
+    return CheckResult("database", "ok", f"{where}: reachable, schema at {have} (newest)")
+
+
+def _redis(settings: object) -> CheckResult:
+    from fleet.config import Settings
+    from fleet.runtime import redis_client
+
+    assert isinstance(settings, Settings)
+    try:
+        client = redis_client(settings)
+        client.ping()
+        client.close()
+    except Exception as exc:
+        return CheckResult("redis", "fail", f"{settings.redis_url}: unreachable: {exc}")
+    return CheckResult("redis", "ok", f"{settings.redis_url}: reachable")

@@ -1,0 +1,315 @@
+"""Settings from ``FLEET_*`` environment variables and the agents/deployments in ``config/``.
+
+Every failure names the file (or ``environment``), the key and the reason, so a bad value is fixed
+where it is written.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from fleet.constants import DEFAULT_DEBOUNCE_S, LIMITS, MAX_DEBOUNCE_S
+from fleet.errors import ConfigError, NotFound
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from ``2s``, ``500ms``, ``1.5m``, ``1h`` or a bare number of seconds."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a duration like '2s' or '500ms', got {value!r}")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str) and (m := _DURATION.match(value)):
+        seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    else:
+        raise ValueError(f"expected a duration like '2s' or '500ms', got {value!r}")
+    if seconds < 0:
+        raise ValueError(f"a duration cannot be negative, got {value!r}")
+    return seconds
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+class Settings(BaseSettings):
+    """Process settings; each field is also the environment variable ``FLEET_<NAME>``."""
+
+    model_config = SettingsConfigDict(env_prefix="FLEET_", extra="ignore", frozen=True)
+
+    #: Folder for the embedded SQLite database and other local state.
+    home: Path = Path(".fleet")
+    #: SQLAlchemy URL of the store; unset means the embedded SQLite file ``<home>/fleet.db``.
+    database_url: str | None = None
+    #: Redis URL of the broker and leases; unset means embedded mode (one process, no Redis).
+    redis_url: str | None = None
+    #: Folder with ``agents/`` and ``deployments/`` TOML files.
+    config_dir: Path = Path("config")
+    #: Base URL of the OpenAI-compatible endpoint used by ``provider = "openai"`` models.
+    openai_base_url: str = "https://api.openai.com/v1"
+    #: API key for that endpoint (never stored or logged).
+    openai_api_key: SecretStr | None = None
+    #: Lease time-to-live: a dead worker's conversation is free again after this long.
+    lease_ttl: Duration = 10.0
+    #: How often the sweeper recovers expired leases and re-sends lost wake-ups.
+    sweep_interval: Duration = 5.0
+    #: How often a run is tried before its task fails (crash recovery retries).
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    #: How long one drain may keep a worker on one conversation before yielding to others.
+    drain_budget: Duration = 5.0
+    #: Log level of fleet's own loggers.
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    #: Base URL of a ``fleet serve`` the CLI should talk to instead of the store.
+    server: str | None = None
+    #: API key the CLI sends to ``server``.
+    api_key: SecretStr | None = None
+
+    @field_validator("lease_ttl")
+    @classmethod
+    def _ttl_positive(cls, v: float) -> float:
+        if v < 1.0:
+            raise ValueError("must be at least 1s so heartbeats can renew it")
+        return v
+
+    @field_validator("sweep_interval", "drain_budget")
+    @classmethod
+    def _positive(cls, v: float) -> float:
+        if v <= 0:
+            raise ValueError("must be greater than zero")
+        return v
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The store URL, defaulting to the embedded SQLite file."""
+        return self.database_url or f"sqlite:///{(self.home / 'fleet.db').as_posix()}"
+
+    @property
+    def embedded(self) -> bool:
+        """True when no Redis is configured: one process runs everything."""
+        return not self.redis_url
+
+    def secrets(self) -> tuple[str, ...]:
+        """Secret values that redaction must remove wherever they appear."""
+        values = [s.get_secret_value() for s in (self.openai_api_key, self.api_key) if s]
+        return tuple(v for v in values if v)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read settings from the environment; a bad value raises ConfigError naming the variable."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = "FLEET_" + str(err["loc"][0]).upper() if err["loc"] else "FLEET_*"
+        raise ConfigError("environment", name, _reason(err)) from None
+
+
+def _reason(err: Any) -> str:
+    msg = str(err["msg"])
+    msg = msg.removeprefix("Value error, ")
+    if "input" in err and err.get("type") not in ("missing",):
+        return f"{msg} (got {err['input']!r})"
+    return msg
+
+
+# --------------------------------------------------------------------------------------------
+# config/ files
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelConfig(_Strict):
+    """Which model an agent talks to."""
+
+    provider: Literal["echo", "openai"] = "echo"
+    #: Provider's model name (``gpt-4o-mini``); ignored by echo.
+    name: str | None = None
+    #: echo only: simulated latency in ms, fixed (``20``) or a random range (``[0, 50]``).
+    delay_ms: int | tuple[int, int] = 0
+    #: openai only: overrides ``FLEET_OPENAI_BASE_URL``.
+    base_url: str | None = None
+    timeout: Duration = 60.0
+    max_retries: int = Field(default=3, ge=0, le=10)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+
+    @field_validator("delay_ms")
+    @classmethod
+    def _delay(cls, v: int | tuple[int, int]) -> int | tuple[int, int]:
+        low, high = (v, v) if isinstance(v, int) else v
+        if low < 0 or high < low:
+            raise ValueError("must be a non-negative number of ms or a range [low, high] with low <= high")
+        return v
+
+    @model_validator(mode="after")
+    def _named(self) -> ModelConfig:
+        if self.provider == "openai" and not self.name:
+            raise ValueError("provider 'openai' needs name = '<model name>', e.g. 'gpt-4o-mini'")
+        return self
+
+
+def _limit(name: str) -> Any:
+    lim = LIMITS[name]
+    return Field(default=lim.default, ge=1, le=lim.maximum, description=lim.doc)
+
+
+class HistoryConfig(_Strict):
+    """How much of a conversation's past a run's context may hold."""
+
+    max_items: int = _limit("max_history_items")
+    max_bytes: int = _limit("max_history_bytes")
+
+
+class AgentConfig(_Strict):
+    """Instructions + model + tools + memory settings."""
+
+    name: str
+    instructions: str = ""
+    model: ModelConfig = ModelConfig()
+    tools: tuple[str, ...] = ()
+    max_steps: int = _limit("max_steps")
+    max_input_bytes: int = _limit("max_input_bytes")
+    history: HistoryConfig = HistoryConfig()
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_shorthand(cls, v: Any) -> Any:
+        return {"provider": v} if isinstance(v, str) else v
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        from fleet.agents.tools import BUILTIN_TOOLS
+
+        for name in v:
+            if name not in BUILTIN_TOOLS:
+                known = ", ".join(sorted(BUILTIN_TOOLS))
+                raise ValueError(f"unknown tool {name!r}; known tools: {known}")
+        return v
+
+
+class ConversationsConfig(_Strict):
+    """What a busy conversation does with a new task."""
+
+    queue_mode: Literal["followup", "collect"] = "followup"
+    debounce: Duration = DEFAULT_DEBOUNCE_S
+
+    @field_validator("queue_mode", mode="before")
+    @classmethod
+    def _not_yet(cls, v: Any) -> Any:
+        if v in ("steer", "interrupt"):
+            raise ValueError(f"queue mode {v!r} is not implemented yet; use 'followup' or 'collect'")
+        return v
+
+    @field_validator("debounce")
+    @classmethod
+    def _bounded(cls, v: float) -> float:
+        if v > MAX_DEBOUNCE_S:
+            raise ValueError(f"must be at most {MAX_DEBOUNCE_S:g}s")
+        return v
+
+
+class DeploymentConfig(_Strict):
+    """A named, runnable agent: kind, queue mode, retry policy."""
+
+    name: str
+    agent: str
+    kind: Literal["pool", "task", "singleton"] = "pool"
+    conversations: ConversationsConfig = ConversationsConfig()
+    #: Overrides ``FLEET_MAX_ATTEMPTS`` for this deployment's tasks.
+    max_attempts: int | None = Field(default=None, ge=1, le=100)
+    #: Labels copied onto every task of this deployment.
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class FleetConfig(BaseModel):
+    """Everything in ``config/``, cross-checked."""
+
+    model_config = ConfigDict(frozen=True)
+
+    root: Path
+    agents: dict[str, AgentConfig]
+    deployments: dict[str, DeploymentConfig]
+
+    def deployment(self, name: str) -> DeploymentConfig:
+        """The deployment called ``name``; NotFound lists the known ones."""
+        try:
+            return self.deployments[name]
+        except KeyError:
+            known = ", ".join(sorted(self.deployments)) or "none"
+            raise NotFound(
+                f"no deployment named {name!r} in {self.root}/deployments (known: {known})",
+                field="deployment",
+            ) from None
+
+    def agent_for(self, deployment: str) -> AgentConfig:
+        return self.agents[self.deployment(deployment).agent]
+
+
+def _load_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(path), "(syntax)", f"not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(str(path), "(file)", f"cannot be read: {exc.strerror}") from None
+
+
+def _validate(model: type[_Strict], path: Path, data: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate({"name": path.stem, **data})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise ConfigError(str(path), key, _reason(err)) from None
+
+
+def load_config(root: Path) -> FleetConfig:
+    """Load and cross-check ``root/agents/*.toml`` and ``root/deployments/*.toml``."""
+    if not root.is_dir():
+        raise ConfigError(str(root), "(folder)", "config folder not found; set FLEET_CONFIG_DIR")
+    sections: dict[str, dict[str, Any]] = {}
+    for section, model in (("agents", AgentConfig), ("deployments", DeploymentConfig)):
+        found: dict[str, Any] = {}
+        for path in sorted((root / section).glob("*.toml")):
+            if not _NAME.match(path.stem):
+                raise ConfigError(
+                    str(path), "(file name)", "names are lowercase letters, digits, '-' and '_'"
+                )
+            found[path.stem] = _validate(model, path, _load_toml(path))
+        sections[section] = found
+    agents, deployments = sections["agents"], sections["deployments"]
+    for name, dep in deployments.items():
+        if dep.agent not in agents:
+            known = ", ".join(sorted(agents)) or "none"
+            raise ConfigError(
+                str(root / "deployments" / f"{name}.toml"),
+                "agent",
+                f"no agent named {dep.agent!r} in {root}/agents (known: {known})",
+            )
+        from fleet.domain.labels import validate_labels
+
+        try:
+            validate_labels(dep.labels)
+        except Exception as exc:
+            raise ConfigError(str(root / "deployments" / f"{name}.toml"), "labels", str(exc)) from None
+    return FleetConfig(root=root, agents=agents, deployments=deployments)

@@ -1,0 +1,48 @@
+"""Named limits, defaults and key prefixes, each in one place with a comment.
+
+Limits come in pairs: the default a deployment gets and the maximum it may configure. The README's
+limits table is checked against this module by ``tests/unit/test_docs.py``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Limit(NamedTuple):
+    default: int
+    maximum: int
+    doc: str
+
+
+#: Context and storage limits (the conversation-memory reference's limits table).
+LIMITS: dict[str, Limit] = {
+    "max_history_items": Limit(20, 100, "prior transcript messages a run's context may hold"),
+    "max_history_bytes": Limit(32_768, 131_072, "UTF-8 bytes of prior transcript in a run's context"),
+    "max_input_bytes": Limit(16_384, 65_536, "UTF-8 bytes of one submitted input"),
+    "max_steps": Limit(8, 64, "model/tool steps one run may take before it fails"),
+}
+
+#: Labels: at most this many per task.
+MAX_LABELS = 32
+#: Label keys: letters, digits and ``._/-``; this long at most.
+MAX_LABEL_KEY_CHARS = 128
+#: Label values: this many UTF-8 bytes at most.
+MAX_LABEL_VALUE_BYTES = 256
+#: Conversation keys (without scope): this many characters at most.
+MAX_CONVERSATION_KEY_CHARS = 200
+#: Idempotency keys: this many characters at most.
+MAX_IDEMPOTENCY_KEY_CHARS = 200
+#: Collect mode: the debounce a deployment gets when it names none (seconds).
+DEFAULT_DEBOUNCE_S = 2.0
+#: Collect mode: the longest debounce a deployment may configure (seconds).
+MAX_DEBOUNCE_S = 3600.0
+#: How a stored value that was a secret reads after redaction.
+REDACTED = "[REDACTED]"
+#: Characters of a message kept as its preview in a run's context record.
+PREVIEW_CHARS = 80
+
+#: Redis key of a conversation's lease; the braces keep one conversation on one cluster slot.
+LEASE_KEY = "fleet:lease:{{{conversation}}}"
+#: Celery queue that carries wake-up hints.
+WAKE_QUEUE = "fleet"

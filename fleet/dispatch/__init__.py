@@ -1,0 +1,1 @@
+"""Dispatch: leases, wake-ups, the drain loop and the sweeper (Celery tasks stay thin)."""

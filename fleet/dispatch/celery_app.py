@@ -1,0 +1,67 @@
+"""The Celery app: wake-up messages on Redis, chosen for at-least-once redelivery.
+
+Messages carry no work, only "conversation X may have work": the store decides what runs, in
+what order, and who holds it. So each setting below is about promptness, never correctness.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from celery import Celery
+
+from fleet.config import load_settings
+from fleet.constants import WAKE_QUEUE
+
+
+def make_app(redis_url: str | None, sweep_interval_s: float) -> Celery:
+    app = Celery("fleet", broker=redis_url or "redis://127.0.0.1:6379/0", include=["fleet.dispatch.tasks"])
+    app.conf.update(
+        # Ack after the drain returns: a worker killed mid-drain leaves its message to be
+        # redelivered, so the conversation gets another look without waiting for the sweeper.
+        task_acks_late=True,
+        # Safe because a drain is idempotent: a redelivered wake-up finds the lease or the
+        # finished task and does nothing; without it a SIGKILLed child's message is acked (lost).
+        task_reject_on_worker_lost=True,
+        # One unacked wake-up per process: a busy process does not sit on hints others could run.
+        worker_prefetch_multiplier=1,
+        broker_transport_options={
+            # Redis redelivers unacked messages after this; it must exceed the longest drain
+            # (drain_budget plus one run) and the longest collect debounce an ETA waits for.
+            "visibility_timeout": 3600,
+        },
+        task_default_queue=WAKE_QUEUE,
+        task_ignore_result=True,
+        task_store_errors_even_if_ignored=False,
+        task_serializer="json",
+        accept_content=["json"],
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,
+        task_send_sent_event=False,
+        broker_connection_retry_on_startup=True,
+        # Warm shutdown lets the current run settle; the drain loop stops after it.
+        worker_cancel_long_running_tasks_on_connection_loss=False,
+        beat_schedule={
+            "fleet-sweep": {"task": "fleet.sweep", "schedule": sweep_interval_s, "options": {"expires": sweep_interval_s * 2}},
+        },
+    )
+    return app
+
+
+_settings = load_settings()
+app = make_app(_settings.redis_url, _settings.sweep_interval)
+
+
+class CeleryWaker:
+    """Publishes ``fleet.drain(conversation)`` wake-ups, delayed with an ETA when not yet due."""
+
+    def __init__(self, celery: Celery | None = None) -> None:
+        self._app = celery or app
+
+    def wake(self, conversation_id: uuid.UUID, at: datetime | None = None) -> None:
+        options: dict[str, Any] = {"queue": WAKE_QUEUE}
+        if at is not None and at > datetime.now(UTC):
+            options["eta"] = at
+        self._app.send_task("fleet.drain", args=[str(conversation_id)], **options)

@@ -1,0 +1,273 @@
+"""The dispatcher: admission on the way in, the drain loop and the sweeper on the way out.
+
+It holds the job logic and talks only to the store port, a lease and a waker (procrastinate's
+manager/connector split); Celery tasks, HTTP routes and the CLI call it and map its errors.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from fleet import metrics
+from fleet.agents import models as model_adapters
+from fleet.agents import prompt
+from fleet.agents.runner import run_agent
+from fleet.agents.tools import BUILTIN_TOOLS, Tool, ToolContext
+from fleet.config import AgentConfig, FleetConfig, Settings
+from fleet.dispatch.lease import Lease, LeaseHandle
+from fleet.dispatch.waker import Waker
+from fleet.domain import inputs, keys
+from fleet.domain.admission import QueuePolicy, Submission
+from fleet.domain.labels import merge_labels
+from fleet.domain.runs import Outcome, TraceRow
+from fleet.domain.values import ACTIVE, CLAIMABLE, Admission, Task, TaskStatus
+from fleet.errors import InputError, LeaseLost, NotFound
+from fleet.store import CancelResult, Claim, Store
+
+log = logging.getLogger(__name__)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def worker_name() -> str:
+    """``host:pid`` of this process (also how embedded mode tells a dead holder from a live one)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True, slots=True)
+class SweepReport:
+    recovered: int
+    woken: int
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        config: FleetConfig,
+        store: Store,
+        lease: Lease,
+        waker: Waker,
+        clock: Callable[[], datetime] = utcnow,
+        worker: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.config = config
+        self.store = store
+        self.lease = lease
+        self.waker = waker
+        self.clock = clock
+        self.worker = worker or worker_name()
+        self._models: dict[str, model_adapters.Model] = {}
+        #: Set on warm shutdown: finish the current run, then stop looking for more.
+        self.stopping = threading.Event()
+
+    # -- intake ---------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        deployment: str,
+        input: str | Sequence[Any],
+        *,
+        scope: str = "api",
+        key: str | None = None,
+        labels: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Admission:
+        """Admit a submission (one transaction), then send a wake-up hint for its conversation."""
+        try:
+            dep = self.config.deployment(deployment)
+        except NotFound as exc:
+            raise InputError(exc.message, field="deployment") from None
+        agent = self.config.agents[dep.agent]
+        parts, size = inputs.parse(input, agent.max_input_bytes)
+        ref = keys.resolve(dep.kind, scope, key)
+        sub = Submission(
+            deployment=dep.name,
+            scope=ref.scope,
+            key=ref.key,
+            input=parts,
+            input_bytes=size,
+            labels=merge_labels(dep.labels, labels or {}),
+            idempotency_key=inputs.idempotency_key(idempotency_key),
+            policy=QueuePolicy(dep.conversations.queue_mode, dep.conversations.debounce),
+            max_attempts=dep.max_attempts or self.settings.max_attempts,
+            max_input_bytes=agent.max_input_bytes,
+        )
+        admission = self.store.admit(sub, self.clock())
+        if not admission.duplicate:
+            self.waker.wake(admission.task.conversation_id, admission.task.not_before)
+        metrics.admitted(admission)
+        return admission
+
+    def cancel(self, task_id: uuid.UUID, *, scope: str | None = None) -> CancelResult:
+        """Cancel a queued task now, or ask a running one to stop at its next step boundary."""
+        result = self.store.cancel(task_id, self.clock(), scope=scope)
+        if result.effect == "cancelled":
+            # The conversation's next task may start now.
+            self.waker.wake(result.task.conversation_id)
+        return result
+
+    # -- workers --------------------------------------------------------------------------------
+
+    def drain(self, conversation_id: uuid.UUID) -> int:
+        """Run the conversation's due tasks in seq order while holding its lease; returns how many.
+
+        After each release the loop looks at the conversation again, so a task admitted while
+        the lease was held (its wake-up found the lease taken) is never left behind.
+        """
+        deadline = time.monotonic() + self.settings.drain_budget
+        ran = 0
+        idle_spins = 0
+        while True:
+            handle = self.lease.acquire(conversation_id)
+            if handle is None:
+                return ran  # the holder looks again after it releases
+            try:
+                did = self._run_head(conversation_id, handle)
+            finally:
+                self.lease.release(handle)
+            ran += did
+            head = self.store.head(conversation_id)
+            if head is None or head.status in ACTIVE:
+                return ran
+            if head.not_before > self.clock():
+                self.waker.wake(conversation_id, head.not_before)
+                return ran
+            if time.monotonic() > deadline or self.stopping.is_set():
+                self.waker.wake(conversation_id)  # yield to other conversations / workers
+                return ran
+            idle_spins = 0 if did else idle_spins + 1
+            if idle_spins > 3:
+                self.waker.wake(conversation_id)
+                return ran
+
+    def _run_head(self, conversation_id: uuid.UUID, handle: LeaseHandle) -> bool:
+        claim = self.store.claim(conversation_id, self.worker, self.clock(), self._history_items)
+        if claim is None:
+            return False
+        try:
+            self._run_claimed(claim, handle)
+        except LeaseLost as exc:
+            log.warning("abandoning task %s: %s", claim.task.id, exc.message)
+        return True
+
+    def _run_claimed(self, claim: Claim, handle: LeaseHandle) -> None:
+        task = claim.task
+        run_id = uuid.uuid4()
+        agent = self.config.agents.get(
+            self.config.deployments[task.deployment].agent
+            if task.deployment in self.config.deployments
+            else ""
+        )
+        if agent is None:
+            self.store.start_run(task, run_id, {"messages": []}, "-", self.clock())
+            self._settle(task, run_id, Outcome(
+                TaskStatus.FAILED, None,
+                f"deployment {task.deployment!r} is no longer configured", {}))
+            return
+        context = claim.frozen_context or prompt.assemble(
+            agent, task, claim.history, more_history=claim.more_history
+        )
+        model = self._model(agent)
+        self.store.start_run(task, run_id, context, model.name, self.clock())
+        metrics.started(task, self.clock())
+        tools: dict[str, Tool] = {name: BUILTIN_TOOLS[name] for name in agent.tools}
+        ctx = ToolContext(
+            task_id=str(task.id),
+            run_id=str(run_id),
+            labels=task.labels,
+            should_stop=handle.lost.is_set,
+        )
+
+        def boundary(done: Sequence[TraceRow]) -> bool:
+            if handle.lost.is_set():
+                raise LeaseLost(f"lease on conversation {task.conversation_id} was lost")
+            return self.store.checkpoint(task, run_id, done, self.clock())
+
+        with self.lease.kept_alive(handle):
+            try:
+                outcome = run_agent(
+                    model,
+                    tools,
+                    prompt.messages(context),
+                    max_steps=agent.max_steps,
+                    ctx=ctx,
+                    boundary=boundary,
+                )
+            except LeaseLost:
+                raise
+            except Exception as exc:  # a bug must not wedge the conversation
+                log.exception("run of task %s crashed", task.id)
+                outcome = Outcome(
+                    TaskStatus.FAILED, None, f"internal error: {type(exc).__name__}: {exc}", {}
+                )
+        if handle.lost.is_set():
+            raise LeaseLost(f"lease on conversation {task.conversation_id} was lost mid-run")
+        self._settle(task, run_id, outcome)
+
+    def _settle(self, task: Task, run_id: uuid.UUID, outcome: Outcome) -> None:
+        final = self.store.settle(task, run_id, outcome, self.clock())
+        metrics.finished(task, final, self.clock())
+
+    def _history_items(self, deployment: str) -> int:
+        dep = self.config.deployments.get(deployment)
+        if dep is None:
+            return 0
+        return self.config.agents[dep.agent].history.max_items
+
+    def _model(self, agent: AgentConfig) -> model_adapters.Model:
+        model = self._models.get(agent.name)
+        if model is None:
+            model = self._models[agent.name] = model_adapters.build(agent.model, self.settings)
+        return model
+
+    # -- sweeper --------------------------------------------------------------------------------
+
+    def sweep(self, *, alive: Callable[[str | None], bool] | None = None) -> SweepReport:
+        """Recover tasks whose lease expired, and wake conversations whose wake-up was lost.
+
+        ``alive(worker)`` can vouch for holders the lease cannot see (embedded mode: another
+        process on this host that is still running).
+        """
+        now = self.clock()
+        recovered = 0
+        active = self.store.active()
+        live = self.lease.held([conv for _, conv, _, _ in active])
+        for task_id, conv, fence, worker in active:
+            if conv in live or (alive is not None and alive(worker)):
+                continue
+            status = self.store.recover(task_id, fence, "worker lost mid-run (lease expired)", now)
+            if status is not None:
+                recovered += 1
+                metrics.recovered(status)
+                self.waker.wake(conv)
+        grace = timedelta(seconds=self.settings.sweep_interval)
+        due = self.store.due_conversations(now - grace, limit=1000)
+        for conv in due:
+            self.waker.wake(conv)
+        return SweepReport(recovered=recovered, woken=len(due))
+
+    def wait(self, task_id: uuid.UUID, timeout_s: float, *, poll_s: float = 0.05) -> Task:
+        """Poll the store until the task is terminal or ``timeout_s`` passed; returns it either way."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            task = self.store.get_task(task_id)
+            if task.status.terminal or time.monotonic() >= deadline:
+                return task
+            time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+
+
+__all__ = ["CLAIMABLE", "Dispatcher", "SweepReport", "utcnow", "worker_name"]

@@ -1,0 +1,39 @@
+"""Wake-ups: hints that a conversation may have work. Lost, duplicated or early ones are harmless."""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import uuid
+from datetime import datetime
+from typing import Protocol
+
+
+class Waker(Protocol):
+    def wake(self, conversation_id: uuid.UUID, at: datetime | None = None) -> None:
+        """Ask for a drain of the conversation, not before ``at``."""
+
+
+class LocalWaker:
+    """In-process wake-ups for embedded mode: a heap ordered by due time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._heap: list[tuple[float, int, uuid.UUID]] = []
+        self._n = 0
+
+    def wake(self, conversation_id: uuid.UUID, at: datetime | None = None) -> None:
+        with self._lock:
+            self._n += 1
+            heapq.heappush(self._heap, (at.timestamp() if at else 0.0, self._n, conversation_id))
+
+    def pop_due(self, now: datetime) -> uuid.UUID | None:
+        with self._lock:
+            if self._heap and self._heap[0][0] <= now.timestamp():
+                return heapq.heappop(self._heap)[2]
+            return None
+
+    def next_due(self) -> float | None:
+        """Epoch seconds of the earliest pending wake-up."""
+        with self._lock:
+            return self._heap[0][0] if self._heap else None

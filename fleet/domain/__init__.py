@@ -1,0 +1,1 @@
+"""Pure domain rules (no I/O), shared by the API, CLI, dispatcher and workers."""

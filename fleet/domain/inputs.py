@@ -1,0 +1,61 @@
+"""A submission's input: text or a list of parts, validated and measured (pure)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from fleet.constants import MAX_IDEMPOTENCY_KEY_CHARS
+from fleet.domain.values import DataPart, TextPart
+from fleet.errors import InputError
+
+_PARTS = TypeAdapter(tuple[TextPart | DataPart, ...])
+
+
+def part_bytes(part: TextPart | DataPart) -> int:
+    if isinstance(part, TextPart):
+        return len(part.text.encode())
+    return len(json.dumps(part.data, sort_keys=True).encode())
+
+
+def parse(value: str | Sequence[Any], max_bytes: int) -> tuple[tuple[TextPart | DataPart, ...], int]:
+    """Text becomes one text part; a list must hold ``{"type": "text"|"data", …}`` parts."""
+    if isinstance(value, str):
+        parts: tuple[TextPart | DataPart, ...] = (TextPart(text=value),)
+    else:
+        try:
+            parts = _PARTS.validate_python(
+                [p.model_dump() if isinstance(p, TextPart | DataPart) else p for p in value]
+            )
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"][:2])
+            raise InputError(
+                f"input part {where}: {err['msg']}; a part is {{\"type\": \"text\", \"text\": \"…\"}} "
+                "or {\"type\": \"data\", \"data\": {…}}",
+                field="input",
+            ) from None
+    if not parts or all(isinstance(p, TextPart) and not p.text.strip() for p in parts):
+        raise InputError("input is empty; send the text the agent should work on", field="input")
+    size = sum(part_bytes(p) for p in parts)
+    if size > max_bytes:
+        raise InputError(
+            f"input is {size} bytes; this deployment accepts at most {max_bytes} "
+            "(split it, or raise max_input_bytes in the agent's config)",
+            field="input",
+        )
+    return parts, size
+
+
+def idempotency_key(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not value or len(value) > MAX_IDEMPOTENCY_KEY_CHARS or not value.isprintable():
+        raise InputError(
+            f"idempotency key {value!r} must be 1-{MAX_IDEMPOTENCY_KEY_CHARS} printable characters",
+            field="idempotencyKey",
+        )
+    return value

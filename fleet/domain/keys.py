@@ -1,0 +1,86 @@
+"""Conversation keys and scopes: which conversation a task joins, and who may touch it.
+
+A key is scoped by where it came from (``api``, ``webhook:<trigger>``, ``a2a:<caller>``) and is
+shown with its scope (``api:ticket-4711``); sending that value back continues the conversation.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Literal, NamedTuple
+
+from fleet.constants import MAX_CONVERSATION_KEY_CHARS
+from fleet.errors import Forbidden, InputError
+
+#: Scope of the one long-lived conversation of a singleton deployment.
+SINGLETON_SCOPE = "deployment"
+SINGLETON_KEY = "singleton"
+_SCOPE = re.compile(r"^(api|webhook:[A-Za-z0-9._-]{1,64}|a2a:[A-Za-z0-9._@-]{1,128})$")
+_KEY = re.compile(r"^[^\x00-\x1f\x7f]+$")
+
+DeploymentKind = Literal["pool", "task", "singleton"]
+
+
+class ConversationRef(NamedTuple):
+    scope: str
+    key: str
+
+
+def check_scope(scope: str) -> str:
+    """A caller scope must be ``api``, ``webhook:<trigger>`` or ``a2a:<caller>``."""
+    if not _SCOPE.match(scope):
+        raise InputError(
+            f"scope {scope!r} is not one of api, webhook:<trigger>, a2a:<caller>", field="scope"
+        )
+    return scope
+
+
+def split_scoped(value: str) -> tuple[str | None, str]:
+    """Split ``api:k`` / ``webhook:t:k`` / ``a2a:c:k`` into (scope, key); a bare key has no scope."""
+    head, sep, rest = value.partition(":")
+    if not sep:
+        return None, value
+    if head == "api":
+        return "api", rest
+    if head in ("webhook", "a2a"):
+        name, sep2, key = rest.partition(":")
+        if sep2 and name:
+            return f"{head}:{name}", key
+    return None, value
+
+
+def resolve(
+    kind: DeploymentKind, caller_scope: str, key: str | None, *, new_key: str | None = None
+) -> ConversationRef:
+    """Which conversation a submission joins (pure; ``new_key`` makes it deterministic in tests).
+
+    - singleton: the deployment's one conversation, whatever the key;
+    - pool/task with a key: one conversation per (deployment, scope, key); a key carrying another
+      source's scope is refused;
+    - pool/task without a key: a new conversation.
+    """
+    check_scope(caller_scope)
+    if kind == "singleton":
+        return ConversationRef(SINGLETON_SCOPE, SINGLETON_KEY)
+    if key is None or key == "":
+        return ConversationRef(caller_scope, new_key or uuid.uuid4().hex)
+    scope, bare = split_scoped(key)
+    if scope is not None and scope != caller_scope:
+        raise Forbidden(
+            f"conversation key {key!r} belongs to scope {scope!r}; a {caller_scope!r} caller can only "
+            "continue conversations of its own scope",
+            field="conversationKey",
+        )
+    if not bare or len(bare) > MAX_CONVERSATION_KEY_CHARS or not _KEY.match(bare):
+        raise InputError(
+            f"conversation key {key!r} must be 1-{MAX_CONVERSATION_KEY_CHARS} characters without "
+            "control characters",
+            field="conversationKey",
+        )
+    return ConversationRef(caller_scope, bare)
+
+
+def readable_by(conversation_scope: str, caller_scope: str) -> bool:
+    """A caller reads only its own scope's conversations (the singleton's is the deployment's)."""
+    return conversation_scope in (caller_scope, SINGLETON_SCOPE)

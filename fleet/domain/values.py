@@ -1,0 +1,140 @@
+"""Frozen value objects that cross the layers (ORM rows stay inside ``fleet.store``)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class TaskStatus(StrEnum):
+    """Lifecycle of a task: queued → leased → running → succeeded / failed / cancelled."""
+
+    QUEUED = "queued"
+    LEASED = "leased"
+    RUNNING = "running"
+    #: A run whose worker was lost; it waits to be retried (it keeps its frozen snapshot).
+    INTERRUPTED = "interrupted"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED})
+#: Statuses a conversation's head may be claimed from.
+CLAIMABLE = (TaskStatus.QUEUED, TaskStatus.INTERRUPTED)
+#: Statuses of the (at most one) task a worker holds.
+ACTIVE = (TaskStatus.LEASED, TaskStatus.RUNNING)
+#: Statuses that block every later task of the conversation.
+UNFINISHED = (*CLAIMABLE, *ACTIVE)
+
+
+class TextPart(_Frozen):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class DataPart(_Frozen):
+    type: Literal["data"] = "data"
+    data: dict[str, Any]
+
+
+Part = Annotated[TextPart | DataPart, Field(discriminator="type")]
+
+
+def render_parts(parts: tuple[TextPart | DataPart, ...] | list[TextPart | DataPart]) -> str:
+    """The text a model sees for a task's input: parts in order, one per line."""
+    return "\n".join(
+        p.text if isinstance(p, TextPart) else json.dumps(p.data, sort_keys=True) for p in parts
+    )
+
+
+class Task(_Frozen):
+    """One unit of submitted work, as callers see it."""
+
+    id: UUID
+    deployment: str
+    conversation_id: UUID
+    scope: str
+    key: str
+    seq: int
+    status: TaskStatus
+    input: tuple[TextPart | DataPart, ...]
+    submissions: int = 1
+    not_before: datetime
+    idempotency_key: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    attempts: int = 0
+    max_attempts: int
+    fence: int = 0
+    cancel_requested: bool = False
+    created_at: datetime
+    leased_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    error: str | None = None
+    result: dict[str, Any] | None = None
+
+    @property
+    def conversation(self) -> str:
+        """The conversation key with its scope (``api:ticket-4711``): send it back to continue."""
+        return f"{self.scope}:{self.key}"
+
+    @property
+    def reply(self) -> str | None:
+        return (self.result or {}).get("reply")
+
+
+class Admission(_Frozen):
+    """What admitting a submission produced."""
+
+    task: Task
+    #: The submission was merged into this (still queued) task by collect mode.
+    merged: bool = False
+    #: The idempotency key was seen before: this is the original task; nothing was created.
+    duplicate: bool = False
+
+    @property
+    def merged_into(self) -> UUID | None:
+        return self.task.id if self.merged else None
+
+
+class Message(_Frozen):
+    """A stored conversation message (user input or assistant reply)."""
+
+    id: int
+    conversation_id: UUID
+    task_id: UUID | None
+    run_id: UUID | None
+    role: Literal["user", "assistant"]
+    content: str
+    delivery: str
+    created_at: datetime
+
+
+class Run(_Frozen):
+    """One execution attempt of a task."""
+
+    id: UUID
+    task_id: UUID
+    attempt: int
+    fence: int
+    status: str
+    model: str
+    context: dict[str, Any]
+    usage: dict[str, int]
+    error: str | None
+    started_at: datetime
+    finished_at: datetime | None

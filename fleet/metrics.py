@@ -1,0 +1,54 @@
+"""Prometheus metrics of the process they run in (API: admissions; workers: runs)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from prometheus_client import Counter, Histogram
+
+from fleet.domain.values import Admission, Task, TaskStatus
+
+SUBMITTED = Counter(
+    "fleet_tasks_submitted_total", "Submissions admitted (new, merged or duplicate).",
+    ["deployment", "outcome"],
+)
+STARTED = Counter("fleet_tasks_started_total", "Runs started.", ["deployment"])
+FINISHED = Counter(
+    "fleet_tasks_finished_total", "Tasks that reached a final status.", ["deployment", "status"]
+)
+RECOVERED = Counter(
+    "fleet_tasks_recovered_total",
+    "Tasks taken back from a lost worker, by what became of them (interrupted = will retry).",
+    ["status"],
+)
+QUEUE_WAIT = Histogram(
+    "fleet_queue_wait_seconds", "From admission (or not_before) to run start.", ["deployment"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+RUN_DURATION = Histogram(
+    "fleet_run_duration_seconds", "From run start to settle.", ["deployment", "status"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900),
+)
+
+
+def admitted(adm: Admission) -> None:
+    outcome = "duplicate" if adm.duplicate else "merged" if adm.merged else "new"
+    SUBMITTED.labels(adm.task.deployment, outcome).inc()
+
+
+def started(task: Task, now: datetime) -> None:
+    STARTED.labels(task.deployment).inc()
+    since = max(task.created_at, task.not_before)
+    QUEUE_WAIT.labels(task.deployment).observe(max(0.0, (now - since).total_seconds()))
+
+
+def finished(task: Task, status: TaskStatus, now: datetime) -> None:
+    FINISHED.labels(task.deployment, status.value).inc()
+    if task.leased_at is not None:
+        RUN_DURATION.labels(task.deployment, status.value).observe(
+            max(0.0, (now - task.leased_at).total_seconds())
+        )
+
+
+def recovered(status: TaskStatus) -> None:
+    RECOVERED.labels(status.value).inc()

@@ -1,0 +1,90 @@
+"""The composition root: settings + config + store + lease + waker → a Dispatcher.
+
+Embedded (no ``FLEET_REDIS_URL``): SQLite by default, an in-process lease and waker. Fleet:
+Redis lease, Celery wake-ups. The dispatcher code is the same in both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fleet.config import FleetConfig, Settings, load_config, load_settings
+from fleet.dispatch.lease import Lease
+from fleet.dispatch.leases.local import LocalLease
+from fleet.dispatch.manager import Dispatcher
+from fleet.dispatch.waker import LocalWaker, Waker
+from fleet.domain.redaction import Redactor
+from fleet.errors import Unavailable
+from fleet.store import Store, db, migrate
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    config: FleetConfig
+    store: Store
+    dispatcher: Dispatcher
+    #: Set in embedded mode: the in-process wake-up queue the embedded loop serves.
+    local_waker: LocalWaker | None = None
+
+    def close(self) -> None:
+        self.store.dispose()
+
+
+def open_store(settings: Settings, *, readonly: bool = False) -> Store:
+    return Store.open(settings.resolved_database_url, Redactor(settings.secrets()), readonly=readonly)
+
+
+def ensure_schema(store: Store) -> None:
+    """SQLite (embedded) is migrated on first use; PostgreSQL must be at head (``fleet migrate``)."""
+    with db.unavailable_on_outage():
+        have, want = migrate.current(store.engine), migrate.head()
+        if have == want:
+            return
+        if store.dialect == "sqlite":
+            migrate.upgrade(store.engine)
+            return
+    raise Unavailable(
+        f"database schema is at {have or 'nothing (empty database)'}, fleet needs {want}: "
+        "run `fleet migrate`"
+    )
+
+
+def build(
+    settings: Settings | None = None,
+    config: FleetConfig | None = None,
+    *,
+    lease: Lease | None = None,
+    waker: Waker | None = None,
+    check_schema: bool = True,
+) -> Runtime:
+    settings = settings or load_settings()
+    config = config or load_config(settings.config_dir)
+    store = open_store(settings)
+    if check_schema:
+        ensure_schema(store)
+    local_waker: LocalWaker | None = None
+    if settings.embedded:
+        lease = lease or LocalLease(settings.lease_ttl)
+        if waker is None:
+            waker = local_waker = LocalWaker()
+    else:
+        if lease is None:
+            from fleet.dispatch.leases.redis import RedisLease
+
+            lease = RedisLease(redis_client(settings), settings.lease_ttl)
+        if waker is None:
+            from fleet.dispatch.celery_app import CeleryWaker
+
+            waker = CeleryWaker()
+    dispatcher = Dispatcher(settings=settings, config=config, store=store, lease=lease, waker=waker)
+    return Runtime(settings, config, store, dispatcher, local_waker)
+
+
+def redis_client(settings: Settings):  # type: ignore[no-untyped-def]
+    import redis
+
+    assert settings.redis_url
+    return redis.Redis.from_url(
+        settings.redis_url, socket_connect_timeout=5, socket_timeout=10, health_check_interval=30
+    )

@@ -1,0 +1,20 @@
+"""The store port: one class, one concern per module, the same code for PostgreSQL and SQLite."""
+
+from __future__ import annotations
+
+from fleet.domain.redaction import Redactor
+from fleet.store import db
+from fleet.store.admission import AdmissionStore
+from fleet.domain.runs import Outcome, TraceRow
+from fleet.store.leasing import Claim, Head, LeasingStore
+from fleet.store.queries import CancelResult, QueryStore, TaskFilter
+
+__all__ = ["CancelResult", "Claim", "Head", "Outcome", "Store", "TaskFilter", "TraceRow"]
+
+
+class Store(AdmissionStore, LeasingStore, QueryStore):
+    """Everything fleet reads or writes in its database."""
+
+    @classmethod
+    def open(cls, url: str, redactor: Redactor, *, readonly: bool = False) -> Store:
+        return cls(db.create(url, readonly=readonly), redactor)

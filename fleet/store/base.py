@@ -1,0 +1,41 @@
+"""What every part of the store shares: the engine, transactions, redaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Connection, Engine
+
+from fleet.domain.redaction import Redactor
+from fleet.store.db import unavailable_on_outage
+
+
+class StoreBase:
+    """Holds the engine; subclasses add the named operations of one concern each."""
+
+    def __init__(self, engine: Engine, redactor: Redactor) -> None:
+        self.engine = engine
+        self.redactor = redactor
+        self.dialect = engine.dialect.name
+        # Single reads need no BEGIN/COMMIT round trips.
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+
+    @contextmanager
+    def tx(self) -> Iterator[Connection]:
+        """One transaction; commits on success, rolls back on error, maps outages to 503."""
+        with unavailable_on_outage(), self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A connection for reads: no transaction on PostgreSQL, a short one on SQLite."""
+        if self.dialect == "sqlite":
+            with self.tx() as conn:
+                yield conn
+            return
+        with unavailable_on_outage(), self._autocommit.connect() as conn:
+            yield conn
+
+    def dispose(self) -> None:
+        self.engine.dispose()

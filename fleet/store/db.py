@@ -1,0 +1,128 @@
+"""Engines for PostgreSQL and SQLite, and the mapping of connection failures to ``Unavailable``."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, make_url
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+
+from fleet.errors import InputError, Unavailable
+
+
+def normalize_url(url: str) -> URL:
+    """``postgresql://`` means psycopg 3 here; other drivers are refused with what to write."""
+    try:
+        parsed = make_url(url)
+    except Exception:
+        raise InputError(
+            f"FLEET_DATABASE_URL {url!r} is not a database URL; use postgresql+psycopg://user@host/db "
+            "or sqlite:///path/to/fleet.db",
+            field="FLEET_DATABASE_URL",
+        ) from None
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.drivername not in ("postgresql+psycopg", "sqlite", "sqlite+pysqlite"):
+        raise InputError(
+            f"database driver {parsed.drivername!r} is not supported; use postgresql+psycopg or sqlite",
+            field="FLEET_DATABASE_URL",
+        )
+    return parsed
+
+
+def create(url: str, *, readonly: bool = False, pool_size: int = 5) -> Engine:
+    """An engine for ``url``; ``readonly`` never creates a file, table or row."""
+    parsed = normalize_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite(parsed, readonly=readonly)
+    connect_args: dict[str, Any] = {"connect_timeout": 5, "application_name": "fleet"}
+    if readonly:
+        connect_args["options"] = "-c default_transaction_read_only=on"
+    return create_engine(
+        parsed,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=False,
+        pool_recycle=1800,
+        connect_args=connect_args,
+    )
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file behind a SQLite URL (None for other databases or in-memory SQLite)."""
+    parsed = normalize_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    return Path(parsed.database)
+
+
+def _sqlite(url: URL, *, readonly: bool) -> Engine:
+    path = url.database or ":memory:"
+    if path != ":memory:":
+        if readonly:
+            url = url.set(database=f"file:{Path(path).resolve()}?mode=ro", query={"uri": "true"})
+        else:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event issue BEGIN IMMEDIATE: a transaction takes the write lock
+        # up front instead of failing with SQLITE_BUSY when it upgrades from a read.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        if not readonly:
+            cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+
+    return engine
+
+
+def describe(exc: BaseException) -> str:
+    """First line of a driver error, without the SQL or a trace."""
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).strip().splitlines()
+    return text[0] if text else type(orig).__name__
+
+
+@contextmanager
+def unavailable_on_outage(what: str = "database") -> Iterator[None]:
+    """Turn a lost or refused connection into ``Unavailable`` (HTTP 503, CLI exit 1)."""
+    try:
+        yield
+    except (OperationalError, InterfaceError) as exc:
+        if isinstance(exc, DBAPIError) and not _is_connection_error(exc):
+            raise
+        raise Unavailable(f"{what} unavailable: {describe(exc)}") from None
+
+
+def _is_connection_error(exc: DBAPIError) -> bool:
+    if exc.connection_invalidated:
+        return True
+    text = describe(exc).lower()
+    return any(
+        s in text
+        for s in (
+            "connection",
+            "could not connect",
+            "server closed",
+            "unable to open database",
+            "timeout",
+            "terminating",
+            "no such table",
+            "does not exist",
+            "readonly database",
+        )
+    )

@@ -1,0 +1,124 @@
+"""Reads for the CLI and API, and cancel: tasks, runs, traces, conversations, messages."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, update
+
+from fleet.domain.values import ACTIVE, CLAIMABLE, Message, Run, Task, TaskStatus
+from fleet.errors import NotFound
+from fleet.store import rows
+from fleet.store import schema as s
+from fleet.store.base import StoreBase
+
+t = s.tasks
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFilter:
+    deployment: str | None = None
+    scope: str | None = None
+    conversation_key: str | None = None
+    status: TaskStatus | None = None
+    limit: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class CancelResult:
+    task: Task
+    #: ``cancelled`` (was queued), ``requested`` (running: stops at its next step), ``finished``.
+    effect: str
+
+
+class QueryStore(StoreBase):
+    def get_task(self, task_id: uuid.UUID, *, scope: str | None = None) -> Task:
+        """The task, or NotFound (also when it lies outside ``scope``)."""
+        query = select(*rows.TASK_COLUMNS).where(t.c.id == task_id)
+        if scope is not None:
+            query = query.where(t.c.scope == scope)
+        with self.read() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            raise NotFound(f"no task with id {task_id}", field="id")
+        return rows.task(row)
+
+    def list_tasks(self, flt: TaskFilter) -> list[Task]:
+        query = select(*rows.TASK_COLUMNS)
+        if flt.deployment is not None:
+            query = query.where(t.c.deployment == flt.deployment)
+        if flt.scope is not None:
+            query = query.where(t.c.scope == flt.scope)
+        if flt.conversation_key is not None:
+            query = query.where(t.c.conversation_key == flt.conversation_key)
+        if flt.status is not None:
+            query = query.where(t.c.status == flt.status)
+        query = query.order_by(t.c.created_at.desc(), t.c.seq.desc()).limit(flt.limit)
+        with self.read() as conn:
+            found = conn.execute(query).all()
+        return [rows.task(r) for r in reversed(found)]
+
+    def cancel(self, task_id: uuid.UUID, now: datetime, *, scope: str | None = None) -> CancelResult:
+        """Cancel a queued task at once; ask a running one to stop at its next step boundary."""
+        self.get_task(task_id, scope=scope)
+        with self.tx() as conn:
+            row = conn.execute(
+                update(t)
+                .where(t.c.id == task_id, t.c.status.in_(CLAIMABLE))
+                .values(
+                    status=TaskStatus.CANCELLED, error="cancelled by request", finished_at=now
+                )
+                .returning(*rows.TASK_COLUMNS)
+            ).first()
+            if row is not None:
+                return CancelResult(rows.task(row), "cancelled")
+            row = conn.execute(
+                update(t)
+                .where(t.c.id == task_id, t.c.status.in_(ACTIVE))
+                .values(cancel_requested=True)
+                .returning(*rows.TASK_COLUMNS)
+            ).first()
+            if row is not None:
+                return CancelResult(rows.task(row), "requested")
+        return CancelResult(self.get_task(task_id), "finished")
+
+    def runs_of(self, task_id: uuid.UUID) -> list[Run]:
+        with self.read() as conn:
+            found = conn.execute(
+                select(s.runs).where(s.runs.c.task_id == task_id).order_by(s.runs.c.attempt)
+            ).all()
+        return [rows.run(r) for r in found]
+
+    def traces_of(self, task_id: uuid.UUID) -> list[dict[str, Any]]:
+        with self.read() as conn:
+            found = conn.execute(
+                select(s.traces)
+                .where(s.traces.c.task_id == task_id)
+                .order_by(s.traces.c.id)
+            ).all()
+        return [dict(r._mapping) for r in found]
+
+    def find_conversation(self, deployment: str, scope: str, key: str) -> uuid.UUID | None:
+        """The conversation's id, or None; creates nothing."""
+        c = s.conversations.c
+        with self.read() as conn:
+            found: uuid.UUID | None = conn.execute(
+                select(c.id).where(c.deployment == deployment, c.scope == scope, c.key == key)
+            ).scalar()
+        return found
+
+    def messages(self, conversation_id: uuid.UUID, *, limit: int = 100) -> list[Message]:
+        """The conversation's newest ``limit`` messages of its current generation, oldest first."""
+        m, c = s.messages.c, s.conversations.c
+        generation = select(c.generation).where(c.id == conversation_id).scalar_subquery()
+        with self.read() as conn:
+            found = conn.execute(
+                select(s.messages)
+                .where(m.conversation_id == conversation_id, m.generation == generation)
+                .order_by(m.id.desc())
+                .limit(limit)
+            ).all()
+        return [rows.message(r) for r in reversed(found)]

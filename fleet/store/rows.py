@@ -1,0 +1,78 @@
+"""Explicit mapping from rows to the frozen values of ``fleet.domain.values``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from fleet.domain.values import DataPart, Message, Run, Task, TaskStatus, TextPart
+from fleet.store import schema as s
+
+_PARTS = TypeAdapter(tuple[TextPart | DataPart, ...])
+
+#: Columns a task read returns (also the RETURNING list of task writes).
+TASK_COLUMNS = tuple(s.tasks.c)
+
+
+def task(row: Any) -> Task:
+    m = row._mapping
+    return Task(
+        id=m["id"],
+        deployment=m["deployment"],
+        conversation_id=m["conversation_id"],
+        scope=m["scope"],
+        key=m["conversation_key"],
+        seq=m["seq"],
+        status=TaskStatus(m["status"]),
+        input=_PARTS.validate_python(m["input"]),
+        submissions=m["submissions"],
+        not_before=m["not_before"],
+        idempotency_key=m["idempotency_key"],
+        labels=m["labels"] or {},
+        attempts=m["attempts"],
+        max_attempts=m["max_attempts"],
+        fence=m["fence"],
+        cancel_requested=m["cancel_requested"],
+        created_at=m["created_at"],
+        leased_at=m["leased_at"],
+        started_at=m["started_at"],
+        finished_at=m["finished_at"],
+        error=m["error"],
+        result=m["result"],
+    )
+
+
+def message(row: Any) -> Message:
+    m = row._mapping
+    return Message(
+        id=m["id"],
+        conversation_id=m["conversation_id"],
+        task_id=m["task_id"],
+        run_id=m["run_id"],
+        role=m["role"],
+        content=m["content"],
+        delivery=m["delivery"],
+        created_at=m["created_at"],
+    )
+
+
+def run(row: Any) -> Run:
+    m = row._mapping
+    return Run(
+        id=m["id"],
+        task_id=m["task_id"],
+        attempt=m["attempt"],
+        fence=m["fence"],
+        status=m["status"],
+        model=m["model"],
+        context=m["context"],
+        usage=m["usage"] or {},
+        error=m["error"],
+        started_at=m["started_at"],
+        finished_at=m["finished_at"],
+    )
+
+
+def dump_parts(parts: tuple[TextPart | DataPart, ...] | list[TextPart | DataPart]) -> list[Any]:
+    return [p.model_dump() for p in parts]

@@ -1,0 +1,288 @@
+"""SQLAlchemy models: the one schema for PostgreSQL and SQLite (Alembic migrates it)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    Uuid,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+_NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC in Python everywhere; SQLite stores naive UTC text."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; use datetime.now(UTC)")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+#: 64-bit ids on PostgreSQL; INTEGER PRIMARY KEY (the rowid) on SQLite.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+_ACTIVE = "status IN ('leased', 'running')"
+_CLAIMABLE = "status IN ('queued', 'interrupted')"
+TASK_STATUSES = ("queued", "leased", "running", "interrupted", "succeeded", "failed", "cancelled")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=_NAMING)
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSONType}
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Conversation(Base):
+    """Identity (deployment, scope, key), reset generation and the per-conversation seq counter."""
+
+    __tablename__ = "conversations"
+    __table_args__ = (UniqueConstraint("deployment", "scope", "key"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    deployment: Mapped[str] = mapped_column(String(100))
+    scope: Mapped[str] = mapped_column(String(200))
+    key: Mapped[str] = mapped_column(String(200))
+    generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    #: The last seq handed out; admission bumps it under the row's lock.
+    last_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+    updated_at: Mapped[datetime] = mapped_column(default=_now)
+
+
+class Task(Base):
+    """A unit of submitted work; at most one per conversation is leased/running (partial index)."""
+
+    __tablename__ = "tasks"
+    __table_args__ = (
+        UniqueConstraint("conversation_id", "seq"),
+        CheckConstraint(
+            "status IN (" + ", ".join(f"'{s}'" for s in TASK_STATUSES) + ")", name="status"
+        ),
+        # Invariant 1: one leased/running task per conversation, enforced by the store.
+        Index(
+            "uq_tasks_one_active",
+            "conversation_id",
+            unique=True,
+            postgresql_where=text(_ACTIVE),
+            sqlite_where=text(_ACTIVE),
+        ),
+        # The sweeper's scan for due work whose wake-up was lost.
+        Index(
+            "ix_tasks_claimable_due",
+            "not_before",
+            postgresql_where=text(_CLAIMABLE),
+            sqlite_where=text(_CLAIMABLE),
+        ),
+        Index("ix_tasks_listing", "deployment", "scope", "created_at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    conversation_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    seq: Mapped[int] = mapped_column(Integer)
+    generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    deployment: Mapped[str] = mapped_column(String(100))
+    scope: Mapped[str] = mapped_column(String(200))
+    #: The conversation's key (denormalized so task reads need no join).
+    conversation_key: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    #: The input as a list of parts (``{"type": "text", "text": …}``); collect appends to it.
+    input: Mapped[Any] = mapped_column(JSONType)
+    #: How many submissions this task holds (collect merges raise it).
+    submissions: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    input_bytes: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    not_before: Mapped[datetime] = mapped_column()
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    max_attempts: Mapped[int] = mapped_column(Integer, default=3, server_default="3")
+    #: Fencing number: bumped by every claim; every write of a run is conditioned on it.
+    fence: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    cancel_requested: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=text("false")
+    )
+    worker: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+    leased_at: Mapped[datetime | None] = mapped_column()
+    started_at: Mapped[datetime | None] = mapped_column()
+    finished_at: Mapped[datetime | None] = mapped_column()
+    error: Mapped[str | None] = mapped_column(Text)
+    result: Mapped[Any | None] = mapped_column(JSONType)
+
+
+class IdempotencyKey(Base):
+    """Every idempotency key seen in a scope and the task it produced (or was merged into)."""
+
+    __tablename__ = "idempotency_keys"
+
+    scope: Mapped[str] = mapped_column(String(200), primary_key=True)
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    task_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+
+
+class Run(Base):
+    """One execution attempt of a task: frozen context snapshot, usage and outcome."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    task_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
+    conversation_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    attempt: Mapped[int] = mapped_column(Integer)
+    fence: Mapped[int] = mapped_column(BigInteger)
+    status: Mapped[str] = mapped_column(String(16))
+    model: Mapped[str] = mapped_column(String(200))
+    #: The prompt exactly as the first model step saw it, plus what was injected and dropped.
+    context: Mapped[dict[str, Any]] = mapped_column()
+    usage: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    error: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(default=_now)
+    finished_at: Mapped[datetime | None] = mapped_column()
+
+
+class Message(Base):
+    """A conversation message: accepted user input or an assistant reply (with delivery status)."""
+
+    __tablename__ = "messages"
+    __table_args__ = (Index("ix_messages_history", "conversation_id", "generation", "id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    task_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("tasks.id", ondelete="SET NULL"))
+    run_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    #: ``accepted`` (user input), ``sent`` (reply returned), ``pending`` / ``unknown`` (journal).
+    delivery: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+
+
+class Trace(Base):
+    """A recorded step of a run: one model call or one tool call."""
+
+    __tablename__ = "traces"
+    __table_args__ = (UniqueConstraint("run_id", "step"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    run_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    task_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
+    step: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(200))
+    input: Mapped[Any | None] = mapped_column(JSONType)
+    output: Mapped[Any | None] = mapped_column(JSONType)
+    error: Mapped[str | None] = mapped_column(Text)
+    usage: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    started_at: Mapped[datetime] = mapped_column()
+    duration_ms: Mapped[float] = mapped_column()
+
+
+class MemoryBlock(Base):
+    """Durable named text in a namespace; ``version`` bumps on every change."""
+
+    __tablename__ = "memory_blocks"
+    __table_args__ = (UniqueConstraint("namespace", "name"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    namespace: Mapped[str] = mapped_column(String(100))
+    name: Mapped[str] = mapped_column(String(100))
+    title: Mapped[str] = mapped_column(String(200), default="")
+    description: Mapped[str] = mapped_column(Text, default="")
+    value: Mapped[str] = mapped_column(Text, default="")
+    version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+    updated_at: Mapped[datetime] = mapped_column(default=_now)
+
+
+class MemoryBlockVersion(Base):
+    """Every value a block has had: who wrote it and when."""
+
+    __tablename__ = "memory_block_versions"
+
+    block_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("memory_blocks.id", ondelete="CASCADE"), primary_key=True
+    )
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+    #: ``user`` for people (``fleet memory set``), ``run:<id>`` for an agent's update.
+    author: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+
+
+class Note(Base):
+    """Explicitly saved per-conversation text (the memory_* note tools)."""
+
+    __tablename__ = "notes"
+    __table_args__ = (UniqueConstraint("conversation_id", "key"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    conversation_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    key: Mapped[str] = mapped_column(String(128))
+    body: Mapped[str] = mapped_column(Text)
+    expires_at: Mapped[datetime | None] = mapped_column()
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+    updated_at: Mapped[datetime] = mapped_column(default=_now)
+
+
+conversations = Conversation.__table__
+tasks = Task.__table__
+idempotency_keys = IdempotencyKey.__table__
+runs = Run.__table__
+messages = Message.__table__
+traces = Trace.__table__
+memory_blocks = MemoryBlock.__table__
+memory_block_versions = MemoryBlockVersion.__table__
+notes = Note.__table__
