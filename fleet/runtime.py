@@ -74,9 +74,10 @@ def build(
 
             lease = RedisLease(redis_client(settings), settings.lease_ttl)
         if waker is None:
-            from fleet.dispatch.celery_app import CeleryWaker
+            from fleet.dispatch.celery_app import CeleryWaker, app_for
 
-            waker = CeleryWaker()
+            assert settings.redis_url
+            waker = CeleryWaker(app_for(settings.redis_url))
     dispatcher = Dispatcher(settings=settings, config=config, store=store, lease=lease, waker=waker)
     return Runtime(settings, config, store, dispatcher, local_waker)
 

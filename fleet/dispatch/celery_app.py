@@ -51,14 +51,25 @@ def make_app(redis_url: str | None, sweep_interval_s: float) -> Celery:
 
 
 _settings = load_settings()
+#: The app ``celery -A fleet.dispatch.celery_app`` and ``fleet worker`` run (settings from env).
 app = make_app(_settings.redis_url, _settings.sweep_interval)
+_apps: dict[str, Celery] = {}
+
+
+def app_for(redis_url: str) -> Celery:
+    """A publishing app for ``redis_url`` (the worker app when the URL is the same)."""
+    if redis_url == _settings.redis_url:
+        return app
+    if redis_url not in _apps:
+        _apps[redis_url] = make_app(redis_url, _settings.sweep_interval)
+    return _apps[redis_url]
 
 
 class CeleryWaker:
     """Publishes ``fleet.drain(conversation)`` wake-ups, delayed with an ETA when not yet due."""
 
-    def __init__(self, celery: Celery | None = None) -> None:
-        self._app = celery or app
+    def __init__(self, celery: Celery) -> None:
+        self._app = celery
 
     def wake(self, conversation_id: uuid.UUID, at: datetime | None = None) -> None:
         options: dict[str, Any] = {"queue": WAKE_QUEUE}

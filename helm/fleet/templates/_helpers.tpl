@@ -1,0 +1,194 @@
+{{/* Names and labels. */}}
+{{- define "fleet.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "fleet.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "fleet.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "fleet.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "fleet.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "fleet.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Labels of one component: include "fleet.componentLabels" (list $ "worker") */}}
+{{- define "fleet.componentLabels" -}}
+{{ include "fleet.labels" (index . 0) }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{- define "fleet.componentSelector" -}}
+{{ include "fleet.selectorLabels" (index . 0) }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{- define "fleet.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "fleet.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "fleet.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* Secrets: the chart's own Secret holds the inline values. */}}
+{{- define "fleet.hasInlineSecrets" -}}
+{{- if or .Values.database.url .Values.redis.url .Values.openai.apiKey }}true{{ end }}
+{{- end }}
+
+{{/* secretKeyRef for one of database / redis / openai: (list $ .Values.database "database-url") */}}
+{{- define "fleet.secretKeyRef" -}}
+{{- $root := index . 0 }}{{- $v := index . 1 }}{{- $key := index . 2 }}
+{{- if $v.existingSecret -}}
+name: {{ $v.existingSecret }}
+key: {{ $v.existingSecretKey }}
+{{- else -}}
+{{- if and (include "fleet.hasInlineSecrets" $root) (not $v.url) (ne $key "openai-api-key") }}
+{{- fail (printf "%s is empty and %s.existingSecret is unset, but the chart's Secret holds only inline values: set one of them" (replace "-" "." $key) (first (splitList "-" $key))) }}
+{{- end -}}
+name: {{ include "fleet.fullname" $root }}
+key: {{ $key }}
+{{- end }}
+{{- end }}
+
+{{/* Environment shared by every container. */}}
+{{- define "fleet.env" -}}
+- name: FLEET_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      {{- include "fleet.secretKeyRef" (list . .Values.database "database-url") | nindent 6 }}
+- name: FLEET_REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      {{- include "fleet.secretKeyRef" (list . .Values.redis "redis-url") | nindent 6 }}
+{{- if or .Values.openai.apiKey .Values.openai.existingSecret }}
+- name: FLEET_OPENAI_API_KEY
+  valueFrom:
+    secretKeyRef:
+      {{- include "fleet.secretKeyRef" (list . .Values.openai "openai-api-key") | nindent 6 }}
+{{- end }}
+- name: FLEET_OPENAI_BASE_URL
+  value: {{ .Values.openai.baseUrl | quote }}
+- name: FLEET_CONFIG_DIR
+  value: /etc/fleet/config
+- name: FLEET_HOME
+  value: /tmp/fleet
+- name: FLEET_LEASE_TTL
+  value: {{ .Values.settings.leaseTtl | quote }}
+- name: FLEET_SWEEP_INTERVAL
+  value: {{ .Values.settings.sweepInterval | quote }}
+- name: FLEET_MAX_ATTEMPTS
+  value: {{ .Values.settings.maxAttempts | quote }}
+- name: FLEET_DRAIN_BUDGET
+  value: {{ .Values.settings.drainBudget | quote }}
+- name: FLEET_LOG_LEVEL
+  value: {{ .Values.settings.logLevel | quote }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Container fields shared by every container: image, env, security, mounts.
+     include "fleet.containerCommon" (list $ withConfig) */}}
+{{- define "fleet.containerCommon" -}}
+{{- $withConfig := index . 1 }}
+{{- with index . 0 -}}
+image: {{ include "fleet.image" . }}
+imagePullPolicy: {{ .Values.image.pullPolicy }}
+env:
+  {{- include "fleet.env" . | nindent 2 }}
+{{- with .Values.extraEnvFrom }}
+envFrom:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .Values.securityContext | nindent 2 }}
+volumeMounts:
+  - name: tmp
+    mountPath: /tmp
+{{- if $withConfig }}
+  - name: config
+    mountPath: /etc/fleet/config
+    readOnly: true
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "fleet.configMapName" -}}
+{{- default (printf "%s-config" (include "fleet.fullname" .)) .Values.config.existingConfigMap }}
+{{- end }}
+
+{{/* Pod fields shared by every pod: security, volumes, scheduling.
+     include "fleet.podCommon" (list $ withConfig); the migration hook runs before the
+     release's ConfigMap exists and does not read config/, so it mounts none. */}}
+{{- define "fleet.podCommon" -}}
+{{- $withConfig := index . 1 }}
+{{- with index . 0 -}}
+automountServiceAccountToken: false
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+volumes:
+  - name: tmp
+    emptyDir:
+      sizeLimit: {{ .Values.tmpVolume.sizeLimit }}
+  {{- if $withConfig }}
+  - name: config
+    configMap:
+      name: {{ include "fleet.configMapName" . }}
+      items:
+      {{- $paths := keys (.Values.config.files | default dict) | sortAlpha }}
+      {{- if .Values.config.existingConfigMap }}
+      {{- $paths = .Values.config.existingConfigMapFiles }}
+      {{- end }}
+      {{- if not $paths }}
+      {{- fail "config: no files to mount; set config.files, or config.existingConfigMapFiles with config.existingConfigMap" }}
+      {{- end }}
+      {{- range $paths }}
+        - key: {{ replace "/" "." . }}
+          path: {{ . }}
+      {{- end }}
+  {{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Roll pods when config or inline secrets change. */}}
+{{- define "fleet.checksums" -}}
+checksum/config: {{ include (print .Template.BasePath "/configmap.yaml") . | sha256sum }}
+checksum/secret: {{ include (print .Template.BasePath "/secret.yaml") . | sha256sum }}
+{{- end }}

@@ -1,0 +1,176 @@
+"""Shared fixtures: real PostgreSQL (a template database cloned per test), real Redis, configs.
+
+Locally a missing service skips the tests that need it; with CI=true it fails them.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from fleet.config import FleetConfig, Settings, load_config
+from fleet.domain.redaction import Redactor
+from fleet.store import Store, db, migrate
+
+CI = os.environ.get("CI", "").lower() == "true"
+PG_ADMIN_URL = os.environ.get(
+    "FLEET_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+REDIS_URL = os.environ.get("FLEET_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def need(service: str, problem: str | None) -> None:
+    """Skip (locally) or fail (CI=true) when a real service the test needs is missing."""
+    if problem is None:
+        return
+    message = f"{service} unavailable: {problem}"
+    if CI:
+        pytest.fail(message + " (CI=true: real services are required)", pytrace=False)
+    pytest.skip(message)
+
+
+def _pg_problem() -> str | None:
+    try:
+        eng = create_engine(PG_ADMIN_URL, connect_args={"connect_timeout": 3})
+        with eng.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        eng.dispose()
+    except Exception as exc:
+        return str(exc).splitlines()[0]
+    return None
+
+
+def _url_for(database: str) -> str:
+    return db.normalize_url(PG_ADMIN_URL).set(database=database).render_as_string(hide_password=False)
+
+
+def _admin(sql: str) -> None:
+    eng = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with eng.connect() as conn:
+            conn.execute(text(sql))
+    finally:
+        eng.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[str]:
+    """A database migrated to head once per session; tests clone it (procrastinate's way)."""
+    need("PostgreSQL", _pg_problem())
+    name = f"fleet_tpl_{os.getpid()}"
+    _admin(f'DROP DATABASE IF EXISTS "{name}"')
+    _admin(f'CREATE DATABASE "{name}"')
+    engine = db.create(_url_for(name))
+    migrate.upgrade(engine)
+    engine.dispose()
+    yield name
+    _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_url(pg_template: str) -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database for one test."""
+    name = f"fleet_t_{uuid.uuid4().hex[:12]}"
+    _admin(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
+    yield _url_for(name)
+    _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def empty_pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL database with no tables at all."""
+    need("PostgreSQL", _pg_problem())
+    name = f"fleet_e_{uuid.uuid4().hex[:12]}"
+    _admin(f'CREATE DATABASE "{name}"')
+    yield _url_for(name)
+    _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    engine = db.create(url)
+    migrate.upgrade(engine)
+    engine.dispose()
+    return url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest) -> str:
+    """Runs a test once on SQLite and once on PostgreSQL (one store, two backends)."""
+    fixture = "sqlite_url" if request.param == "sqlite" else "pg_url"
+    return str(request.getfixturevalue(fixture))
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    s = Store.open(db_url, Redactor(("sk-test-secret-value-1234567890",)))
+    yield s
+    s.dispose()
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A real Redis database (15 by default), emptied before the test."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+    try:
+        client.ping()
+    except Exception as exc:
+        need("Redis", str(exc))
+    client.flushdb()
+    yield REDIS_URL
+    client.flushdb()
+    client.close()
+
+
+AGENTS = {
+    "echo": 'model = "echo"\ninstructions = "Be brief."\n',
+    "slow": '[model]\nprovider = "echo"\ndelay_ms = [0, 50]\n',
+    "tools": 'model = "echo"\ntools = ["wait", "current_time"]\nmax_steps = 4\n',
+    "small": 'model = "echo"\n[history]\nmax_items = 3\nmax_bytes = 200\n',
+    "sleepy": '[model]\nprovider = "echo"\ndelay_ms = 2500\n',
+}
+DEPLOYMENTS = {
+    "chat": 'agent = "echo"\n',
+    "slowchat": 'agent = "slow"\n',
+    "burst": 'agent = "echo"\n[conversations]\nqueue_mode = "collect"\ndebounce = "1s"\n',
+    "solo": 'agent = "echo"\nkind = "singleton"\n',
+    "tooly": 'agent = "tools"\n',
+    "short": 'agent = "small"\n',
+    "once": 'agent = "echo"\nmax_attempts = 1\n',
+    "sleepy": 'agent = "sleepy"\n',
+}
+
+
+def write_config(root: Path, agents: dict[str, str] | None = None,
+                 deployments: dict[str, str] | None = None) -> Path:
+    """Write a config/ folder (agents/*.toml, deployments/*.toml) and return it."""
+    for section, files in (("agents", agents or AGENTS), ("deployments", deployments or DEPLOYMENTS)):
+        folder = root / section
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, body in files.items():
+            (folder / f"{name}.toml").write_text(textwrap.dedent(body))
+    return root
+
+
+@pytest.fixture
+def config_dir(tmp_path: Path) -> Path:
+    return write_config(tmp_path / "config")
+
+
+@pytest.fixture
+def fleet_config(config_dir: Path) -> FleetConfig:
+    return load_config(config_dir)
+
+
+@pytest.fixture
+def settings(tmp_path: Path, config_dir: Path) -> Settings:
+    return Settings(home=tmp_path / "home", config_dir=config_dir, lease_ttl=2.0, sweep_interval=1.0)

@@ -1,0 +1,254 @@
+"""Fleet invariants with real PostgreSQL, Redis and Celery worker processes started and killed here."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from fleet.config import Settings
+from fleet.domain.values import Task, TaskStatus
+from fleet.runtime import Runtime, build
+from fleet.store import TaskFilter
+from fleet.store import schema as s
+from tests.support.fleet import Fleet, running_fleet, wait_for
+
+pytestmark = [pytest.mark.fleet, pytest.mark.timeout(240)]
+
+TTL, SWEEP = 2.0, 1.0
+
+
+@pytest.fixture
+def rt(tmp_path: Path, pg_url: str, redis_url: str, config_dir: Path) -> Iterator[Runtime]:
+    settings = Settings(
+        home=tmp_path / "home", database_url=pg_url, redis_url=redis_url, config_dir=config_dir,
+        lease_ttl=TTL, sweep_interval=SWEEP,
+    )
+    runtime = build(settings)
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, pg_url: str, redis_url: str, config_dir: Path) -> Iterator[Fleet]:
+    with running_fleet(
+        tmp_path, database_url=pg_url, redis_url=redis_url, config_dir=config_dir,
+        lease_ttl=TTL, sweep_interval=SWEEP,
+    ) as f:
+        yield f
+
+
+def all_done(rt: Runtime, n: int) -> list[Task] | None:
+    tasks = rt.store.list_tasks(TaskFilter(limit=10_000))
+    if len(tasks) == n and all(t.status.terminal for t in tasks):
+        return tasks
+    return None
+
+
+def runs_by_conversation(rt: Runtime) -> dict[uuid.UUID, list[tuple[int, object, object, str]]]:
+    with rt.store.read() as conn:
+        rows = conn.execute(
+            select(s.tasks.c.conversation_id, s.tasks.c.seq, s.runs.c.started_at,
+                   s.runs.c.finished_at, s.runs.c.status)
+            .join(s.runs, s.runs.c.task_id == s.tasks.c.id)
+        ).all()
+    out: dict[uuid.UUID, list[tuple[int, object, object, str]]] = defaultdict(list)
+    for r in rows:
+        out[r.conversation_id].append((r.seq, r.started_at, r.finished_at, r.status))
+    for runs in out.values():
+        runs.sort(key=lambda x: x[1])  # by start time
+    return out
+
+
+def test_conversations_run_one_at_a_time_in_order_and_in_parallel_with_each_other(
+    rt: Runtime, fleet: Fleet
+) -> None:
+    for i in range(3):
+        fleet.worker(f"w{i}")
+    conversations, per = 50, 10
+
+    def submit_all(conv: int) -> None:
+        for n in range(per):
+            rt.dispatcher.submit("slowchat", f"c{conv} m{n}", key=f"conv-{conv}")
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(submit_all, range(conversations)))
+    tasks = wait_for(lambda: all_done(rt, conversations * per), 180, interval=0.2,
+                     what="all 500 tasks to finish")
+    assert {t.status for t in tasks} == {TaskStatus.SUCCEEDED}
+    # Each reply shows the history it saw: strictly the earlier tasks of its conversation.
+    for t in tasks:
+        assert t.reply == f"echo: {t.input[0].text} [history: {min(2 * (t.seq - 1), 20)}]"  # type: ignore[union-attr]
+    by_conv = runs_by_conversation(rt)
+    assert len(by_conv) == conversations
+    for runs in by_conv.values():
+        assert [seq for seq, *_ in runs] == list(range(1, per + 1)), "runs started out of seq order"
+        for (_, _, end, _), (_, start, _, _) in zip(runs, runs[1:], strict=False):
+            assert end <= start, "two runs of one conversation overlapped"
+    intervals = sorted((start, end) for runs in by_conv.values() for _, start, end, _ in runs)
+    overlaps = sum(1 for a, b in zip(intervals, intervals[1:], strict=False) if b[0] < a[1])
+    assert overlaps > 0, "runs of different conversations never overlapped"
+
+
+def holder_pid(rt: Runtime, task_id: uuid.UUID) -> int | None:
+    with rt.store.read() as conn:
+        worker = conn.execute(select(s.tasks.c.worker).where(s.tasks.c.id == task_id)).scalar()
+    return int(worker.rpartition(":")[2]) if worker else None
+
+
+def status(rt: Runtime, task_id: uuid.UUID) -> TaskStatus:
+    return rt.store.get_task(task_id).status
+
+
+def test_a_killed_worker_frees_its_conversation_and_the_task_is_retried(
+    rt: Runtime, fleet: Fleet
+) -> None:
+    fleet.beat()
+    fleet.worker("a")
+    fleet.worker("b")
+    first = rt.dispatcher.submit("sleepy", "first", key="k").task
+    second = rt.dispatcher.submit("sleepy", "second", key="k").task
+    wait_for(lambda: status(rt, first.id) == TaskStatus.RUNNING, 20, what="first to run")
+    victim = holder_pid(rt, first.id)
+    assert victim is not None
+    os.kill(victim, signal.SIGKILL)
+    # free again within lease TTL + sweep interval (plus process start-up slack)
+    wait_for(lambda: rt.store.get_task(first.id).attempts == 2, TTL + SWEEP + 5,
+             what="the killed task to be claimed again")
+    done = wait_for(lambda: all_done(rt, 2), 30, what="both tasks to finish")
+    assert [t.status for t in done] == [TaskStatus.SUCCEEDED, TaskStatus.SUCCEEDED]
+    runs = rt.store.runs_of(first.id)
+    assert [(r.attempt, r.status) for r in runs] == [(1, "interrupted"), (2, "succeeded")]
+    assert runs[1].context == runs[0].context, "the retry must reuse the frozen snapshot"
+    later = rt.store.runs_of(second.id)
+    assert later[0].started_at >= runs[1].finished_at  # type: ignore[operator]
+
+
+def test_a_stalled_holder_cannot_write_after_another_worker_took_over(
+    rt: Runtime, fleet: Fleet
+) -> None:
+    fleet.beat()
+    a = fleet.worker("a")
+    fleet.worker("b")
+    task = rt.dispatcher.submit("sleepy", "stall me", key="s").task
+    wait_for(lambda: status(rt, task.id) == TaskStatus.RUNNING, 20, what="the task to run")
+    stalled = holder_pid(rt, task.id)
+    assert stalled is not None
+    os.kill(stalled, signal.SIGSTOP)
+    try:
+        wait_for(lambda: rt.store.get_task(task.id).attempts == 2, TTL + SWEEP + 5,
+                 what="another worker to take the task over")
+        wait_for(lambda: status(rt, task.id) == TaskStatus.SUCCEEDED, 20, what="the retry to finish")
+    finally:
+        os.kill(stalled, signal.SIGCONT)
+    # The stalled run wakes up, finds its fence stale and gives up without writing.
+    logs = [p for p in fleet.procs if p.name in ("a", "b")]
+    wait_for(lambda: any(f"abandoning task {task.id}" in p.log() for p in logs), 20,
+             what="the stalled worker to abandon its run")
+    done = rt.store.get_task(task.id)
+    runs = rt.store.runs_of(task.id)
+    assert [(r.attempt, r.status) for r in runs] == [(1, "interrupted"), (2, "succeeded")]
+    assert [m.role for m in rt.store.messages(done.conversation_id)] == ["user", "assistant"]
+    with rt.store.read() as conn:
+        steps = conn.execute(select(s.traces.c.run_id).where(s.traces.c.task_id == task.id)).all()
+    assert {r.run_id for r in steps} == {runs[1].id}, "the stalled run wrote a trace"
+    assert done.reply == "echo: stall me [history: 0]"
+    del a
+
+
+def test_collect_turns_a_burst_into_one_run(rt: Runtime, fleet: Fleet) -> None:
+    fleet.worker("a")
+    answers = [rt.dispatcher.submit("burst", f"part {i}", key="b") for i in range(5)]
+    ids = {a.task.id for a in answers}
+    assert len(ids) == 1 and [a.merged for a in answers] == [False, True, True, True, True]
+    task_id = ids.pop()
+    wait_for(lambda: status(rt, task_id) != TaskStatus.QUEUED, 20, what="the burst to be leased")
+    after = rt.dispatcher.submit("burst", "late", key="b")
+    assert not after.merged and after.task.id != task_id and after.task.seq == 2
+    done = wait_for(lambda: all_done(rt, 2), 20, what="both tasks")
+    assert done[0].submissions == 5
+    assert done[0].reply == "echo: part 0\npart 1\npart 2\npart 3\npart 4 [history: 0]"
+    assert len(rt.store.runs_of(task_id)) == 1
+    assert done[1].reply == "echo: late [history: 2]"
+
+
+def test_one_idempotency_key_makes_one_task_under_concurrent_repeats(rt: Runtime, fleet: Fleet) -> None:
+    barrier = threading.Barrier(8)
+
+    def submit(deployment: str, key: str, text: str) -> uuid.UUID:
+        barrier.wait()
+        return rt.dispatcher.submit(deployment, text, key="c", idempotency_key=key).task.id
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        ids = set(pool.map(lambda i: submit("chat", "same", f"try {i}"), range(8)))
+    assert len(ids) == 1
+    # across a collect merge: the merged submission's key names the task it merged into
+    first = rt.dispatcher.submit("burst", "a", key="m", idempotency_key="m-1").task
+    merged = rt.dispatcher.submit("burst", "b", key="m", idempotency_key="m-2")
+    assert merged.merged and merged.task.id == first.id
+    barrier.reset()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        again = set(pool.map(lambda i: submit("burst", "m-2", "b"), range(8)))
+    assert again == {first.id}
+    assert len(rt.store.list_tasks(TaskFilter())) == 2
+    fleet.worker("a")
+    done = wait_for(lambda: all_done(rt, 2), 20, what="both tasks")
+    assert {t.submissions for t in done} == {1, 2}
+
+
+def test_the_sweeper_runs_every_task_in_order_when_the_broker_lost_the_wakeups(
+    rt: Runtime, fleet: Fleet, redis_url: str
+) -> None:
+    import redis
+
+    for c in range(5):
+        for n in range(4):
+            rt.dispatcher.submit("chat", f"m{n}", key=f"p{c}")
+    client = redis.Redis.from_url(redis_url)
+    assert client.llen("fleet") == 20
+    client.delete("fleet")  # purge the broker queue: every wake-up is gone
+    client.close()
+    fleet.beat()
+    fleet.worker("a")
+    done = wait_for(lambda: all_done(rt, 20), 30, what="the sweeper to run every task")
+    assert {t.status for t in done} == {TaskStatus.SUCCEEDED}
+    for runs in runs_by_conversation(rt).values():
+        assert [seq for seq, *_ in runs] == [1, 2, 3, 4]
+
+
+def test_cancel_and_failure_close_the_run_and_the_conversation_moves_on(
+    rt: Runtime, fleet: Fleet
+) -> None:
+    fleet.worker("a")
+    long = rt.dispatcher.submit("tooly", '/tool wait {"seconds": 30}', key="x").task
+    failing = rt.dispatcher.submit("tooly", "/loop current_time", key="x").task
+    last = rt.dispatcher.submit("tooly", "after", key="x").task
+    wait_for(lambda: status(rt, long.id) == TaskStatus.RUNNING, 20, what="the long task to run")
+    assert rt.dispatcher.cancel(long.id).effect == "requested"
+    done = wait_for(lambda: all_done(rt, 3), 60, what="all three tasks")
+    assert [t.status for t in done] == [TaskStatus.CANCELLED, TaskStatus.FAILED, TaskStatus.SUCCEEDED]
+    assert "step limit" in (done[1].error or "")
+    assert [r.status for r in rt.store.runs_of(long.id)] == ["cancelled"]
+    assert [r.status for r in rt.store.runs_of(failing.id)] == ["failed"]
+    assert done[2].reply == "echo: after [history: 1]"
+
+
+def test_warm_shutdown_finishes_the_current_run(rt: Runtime, fleet: Fleet) -> None:
+    a = fleet.worker("a")
+    task = rt.dispatcher.submit("sleepy", "finish me", key="w").task
+    nxt = rt.dispatcher.submit("sleepy", "next", key="w").task
+    wait_for(lambda: status(rt, task.id) == TaskStatus.RUNNING, 20, what="the task to run")
+    a.popen.send_signal(signal.SIGTERM)  # to the main process only: Celery's warm shutdown
+    a.popen.wait(30)
+    assert status(rt, task.id) == TaskStatus.SUCCEEDED
+    assert rt.store.runs_of(task.id)[0].attempt == 1
+    fleet.worker("b")
+    wait_for(lambda: status(rt, nxt.id) == TaskStatus.SUCCEEDED, 20, what="the next task")

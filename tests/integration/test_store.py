@@ -1,0 +1,242 @@
+"""Store contract tests: every test runs on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import select, text
+from sqlalchemy.exc import IntegrityError
+
+from fleet.domain.admission import QueuePolicy, Submission
+from fleet.domain.runs import Outcome, TraceRow
+from fleet.domain.values import TaskStatus, TextPart
+from fleet.errors import Conflict, LeaseLost, NotFound
+from fleet.store import Store, TaskFilter
+from fleet.store import schema as s
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def sub(text_: str = "hi", *, key: str = "k1", mode: str = "followup", debounce: float = 2.0,
+        idem: str | None = None, deployment: str = "chat", scope: str = "api",
+        max_attempts: int = 3) -> Submission:
+    return Submission(
+        deployment=deployment,
+        scope=scope,
+        key=key,
+        input=(TextPart(text=text_),),
+        input_bytes=len(text_.encode()),
+        labels={"team": "a"},
+        idempotency_key=idem,
+        policy=QueuePolicy(mode, debounce),  # type: ignore[arg-type]
+        max_attempts=max_attempts,
+        max_input_bytes=1000,
+    )
+
+
+def items(_: str) -> int:
+    return 10
+
+
+def ok(reply: str) -> Outcome:
+    return Outcome(TaskStatus.SUCCEEDED, reply, None, {"total_tokens": 3})
+
+
+def run_to_end(store: Store, conv: uuid.UUID, now: datetime, reply: str = "r") -> uuid.UUID:
+    claim = store.claim(conv, "w1", now, items)
+    assert claim is not None
+    run_id = uuid.uuid4()
+    store.start_run(claim.task, run_id, {"messages": []}, "echo", now)
+    store.settle(claim.task.__class__.model_validate(
+        {**claim.task.model_dump(), "status": TaskStatus.RUNNING}), run_id, ok(reply), now)
+    return claim.task.id
+
+
+def test_followup_assigns_seq_per_conversation(store: Store) -> None:
+    a1 = store.admit(sub(key="a"), T0).task
+    a2 = store.admit(sub(key="a"), T0).task
+    b1 = store.admit(sub(key="b"), T0).task
+    assert (a1.seq, a2.seq, b1.seq) == (1, 2, 1)
+    assert a1.conversation_id == a2.conversation_id != b1.conversation_id
+    assert a1.conversation == "api:a"
+    assert a1.status == TaskStatus.QUEUED and a1.not_before == T0
+
+
+def test_same_key_in_other_scope_or_deployment_is_another_conversation(store: Store) -> None:
+    api = store.admit(sub(key="x"), T0).task
+    hook = store.admit(sub(key="x", scope="webhook:gh"), T0).task
+    other = store.admit(sub(key="x", deployment="other"), T0).task
+    assert len({api.conversation_id, hook.conversation_id, other.conversation_id}) == 3
+
+
+def test_idempotency_returns_the_original_and_creates_nothing(store: Store) -> None:
+    first = store.admit(sub("one", idem="req-1"), T0)
+    again = store.admit(sub("two", idem="req-1"), T0 + timedelta(seconds=1))
+    assert again.duplicate and not first.duplicate
+    assert again.task.id == first.task.id
+    assert [p.text for p in again.task.input] == ["one"]  # type: ignore[union-attr]
+    assert len(store.list_tasks(TaskFilter())) == 1
+    # another scope may use the same key for its own task
+    assert not store.admit(sub(idem="req-1", scope="a2a:bob"), T0).duplicate
+
+
+def test_idempotency_key_reused_for_another_deployment_conflicts(store: Store) -> None:
+    store.admit(sub(idem="req-1"), T0)
+    with pytest.raises(Conflict, match="already used for deployment 'chat'"):
+        store.admit(sub(idem="req-1", deployment="other"), T0)
+
+
+def test_collect_merges_while_queued_then_starts_a_new_task(store: Store) -> None:
+    first = store.admit(sub("a", mode="collect"), T0)
+    second = store.admit(sub("b", mode="collect", idem="k-b"), T0 + timedelta(seconds=1))
+    assert second.merged and second.task.id == first.task.id
+    assert [p.text for p in second.task.input] == ["a", "b"]  # type: ignore[union-attr]
+    assert second.task.submissions == 2
+    assert second.task.not_before == T0 + timedelta(seconds=3)
+    # the merged submission's own idempotency key answers with the task it merged into
+    repeat = store.admit(sub("b", mode="collect", idem="k-b"), T0 + timedelta(seconds=1))
+    assert repeat.duplicate and repeat.task.id == first.task.id
+    # once leased, the next submission makes a new task
+    claim = store.claim(first.task.conversation_id, "w", T0 + timedelta(seconds=3), items)
+    assert claim is not None
+    third = store.admit(sub("c", mode="collect"), T0 + timedelta(seconds=4))
+    assert not third.merged and third.task.seq == 2
+
+
+def test_claim_takes_only_the_due_head(store: Store) -> None:
+    t1 = store.admit(sub("a", mode="collect", debounce=5), T0).task
+    conv = t1.conversation_id
+    assert store.claim(conv, "w", T0, items) is None  # not due yet
+    claim = store.claim(conv, "w", T0 + timedelta(seconds=5), items)
+    assert claim is not None and claim.task.id == t1.id
+    assert claim.task.status == TaskStatus.LEASED and claim.task.fence == 1
+    store.admit(sub("b"), T0)
+    assert store.claim(conv, "w", T0 + timedelta(seconds=6), items) is None  # head is active
+
+
+def test_a_future_head_blocks_the_tasks_behind_it(store: Store) -> None:
+    t1 = store.admit(sub("a", mode="collect", debounce=60), T0).task
+    store.admit(sub("b", mode="followup"), T0)
+    assert store.claim(t1.conversation_id, "w", T0 + timedelta(seconds=1), items) is None
+    head = store.head(t1.conversation_id)
+    assert head is not None and head.not_before == T0 + timedelta(seconds=60)
+
+
+def test_store_refuses_two_active_tasks_in_one_conversation(store: Store) -> None:
+    t1 = store.admit(sub("a"), T0).task
+    t2 = store.admit(sub("b"), T0).task
+    assert store.claim(t1.conversation_id, "w", T0, items) is not None
+    with pytest.raises(IntegrityError), store.tx() as conn:
+        conn.execute(s.tasks.update().where(s.tasks.c.id == t2.id).values(status="running"))
+
+
+def test_settle_appends_history_the_next_claim_sees(store: Store) -> None:
+    t1 = store.admit(sub("first"), T0).task
+    store.admit(sub("second"), T0)
+    run_to_end(store, t1.conversation_id, T0, reply="answer one")
+    claim = store.claim(t1.conversation_id, "w", T0, items)
+    assert claim is not None and claim.task.seq == 2
+    assert [(r.role, r.content) for r in claim.history] == [
+        ("assistant", "answer one"), ("user", "first")]
+    done = store.get_task(t1.id)
+    assert done.status == TaskStatus.SUCCEEDED and done.reply == "answer one"
+    assert [m.content for m in store.messages(t1.conversation_id)] == ["first", "answer one"]
+
+
+def test_stale_fence_cannot_write_after_recovery_and_reclaim(store: Store) -> None:
+    t1 = store.admit(sub("a"), T0).task
+    conv = t1.conversation_id
+    old = store.claim(conv, "w1", T0, items)
+    assert old is not None
+    run1 = uuid.uuid4()
+    store.start_run(old.task, run1, {"messages": [{"role": "user", "content": "a"}]}, "echo", T0)
+    assert store.recover(t1.id, old.task.fence, "worker lost", T0) == TaskStatus.INTERRUPTED
+    new = store.claim(conv, "w2", T0, items)
+    assert new is not None and new.task.fence == old.task.fence + 1
+    # the retry reuses the first run's frozen context
+    assert new.frozen_context == {"messages": [{"role": "user", "content": "a"}]}
+    trace = TraceRow(1, "model", "echo", None, None, None, {}, T0, 1.0)
+    with pytest.raises(LeaseLost):
+        store.checkpoint(old.task, run1, [trace], T0)
+    with pytest.raises(LeaseLost):
+        store.settle(old.task, run1, ok("stale"), T0)
+    run2 = uuid.uuid4()
+    store.start_run(new.task, run2, new.frozen_context or {}, "echo", T0)
+    store.settle(new.task, run2, ok("fresh"), T0)
+    assert store.get_task(t1.id).reply == "fresh"
+    runs = store.runs_of(t1.id)
+    assert [(r.attempt, r.status) for r in runs] == [(1, "interrupted"), (2, "succeeded")]
+    assert [m.content for m in store.messages(conv)] == ["a", "fresh"]
+
+
+def test_recovery_fails_the_task_after_its_last_attempt(store: Store) -> None:
+    t1 = store.admit(sub("a", max_attempts=1), T0).task
+    store.admit(sub("b"), T0)
+    claim = store.claim(t1.conversation_id, "w", T0, items)
+    assert claim is not None
+    assert store.recover(t1.id, claim.task.fence, "worker lost", T0) == TaskStatus.FAILED
+    assert store.get_task(t1.id).error == "worker lost"
+    nxt = store.claim(t1.conversation_id, "w", T0, items)
+    assert nxt is not None and nxt.task.seq == 2  # the conversation moves on
+
+
+def test_recover_ignores_a_task_that_moved_on(store: Store) -> None:
+    t1 = store.admit(sub("a"), T0).task
+    claim = store.claim(t1.conversation_id, "w", T0, items)
+    assert claim is not None
+    assert store.recover(t1.id, claim.task.fence - 1, "stale sweep", T0) is None
+    assert store.get_task(t1.id).status == TaskStatus.LEASED
+
+
+def test_cancel_queued_at_once_and_running_at_settle(store: Store) -> None:
+    t1 = store.admit(sub("a"), T0).task
+    t2 = store.admit(sub("b"), T0).task
+    assert store.cancel(t2.id, T0).effect == "cancelled"
+    claim = store.claim(t1.conversation_id, "w", T0, items)
+    assert claim is not None
+    run_id = uuid.uuid4()
+    store.start_run(claim.task, run_id, {"messages": []}, "echo", T0)
+    assert store.cancel(t1.id, T0).effect == "requested"
+    assert store.checkpoint(claim.task, run_id, [], T0) is True
+    assert store.settle(claim.task, run_id, ok("late"), T0) == TaskStatus.CANCELLED
+    done = store.get_task(t1.id)
+    assert done.status == TaskStatus.CANCELLED and done.reply is None
+    assert store.runs_of(t1.id)[0].status == "cancelled"
+    assert store.messages(t1.conversation_id) == []
+    assert store.cancel(t1.id, T0).effect == "finished"
+
+
+def test_scope_hides_tasks_of_other_scopes(store: Store) -> None:
+    t1 = store.admit(sub("a", scope="webhook:gh"), T0).task
+    assert store.get_task(t1.id, scope="webhook:gh").id == t1.id
+    with pytest.raises(NotFound):
+        store.get_task(t1.id, scope="api")
+
+
+def test_secrets_are_redacted_before_they_are_stored(store: Store) -> None:
+    secret = "sk-test-secret-value-1234567890"
+    t1 = store.admit(sub(f"my key is {secret} and password=hunter2"), T0).task
+    with store.read() as conn:
+        raw = conn.execute(select(s.tasks.c.input).where(s.tasks.c.id == t1.id)).scalar_one()
+    assert secret not in str(raw) and "hunter2" not in str(raw)
+    assert "[REDACTED]" in str(raw)
+
+
+def test_due_conversations_skip_busy_and_future_ones(store: Store) -> None:
+    idle = store.admit(sub("a", key="idle"), T0).task
+    busy = store.admit(sub("a", key="busy"), T0).task
+    store.admit(sub("b", key="busy"), T0)
+    store.admit(sub("later", key="later", mode="collect", debounce=60), T0)
+    assert store.claim(busy.conversation_id, "w", T0, items) is not None
+    assert store.due_conversations(T0 + timedelta(seconds=1), 100) == [idle.conversation_id]
+    assert [a[0] for a in store.active()] == [busy.id]
+
+
+def test_database_clock_independent_timestamps_round_trip(store: Store) -> None:
+    t1 = store.admit(sub("a"), T0).task
+    again = store.get_task(t1.id)
+    assert again.created_at == T0 and again.created_at.tzinfo is not None
+    with store.read() as conn:
+        assert conn.execute(text("SELECT count(*) FROM conversations")).scalar_one() == 1

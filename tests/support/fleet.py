@@ -1,0 +1,127 @@
+"""Real fleet processes for integration tests: Celery workers and beat, started and killed here."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def wait_for(
+    predicate: Callable[[], T], timeout: float, *, interval: float = 0.05, what: str = "condition"
+) -> T:
+    """Poll ``predicate`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Proc:
+    """A child process in its own session, logging to a file the test can wait on."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+        self.name = name
+        self.log_path = log
+        self._log = log.open("wb")
+        self.popen = subprocess.Popen(
+            argv, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_log(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
+        rx = re.compile(pattern)
+
+        def seen() -> re.Match[str] | None:
+            if self.popen.poll() is not None:
+                raise AssertionError(f"{self.name} exited ({self.popen.returncode}):\n{self.log()[-3000:]}")
+            return rx.search(self.log())
+
+        return wait_for(seen, timeout, interval=0.05, what=f"{self.name} to log {pattern!r}")
+
+    def signal(self, sig: int) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, sig)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.popen.poll() is None:
+            self.signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.signal(signal.SIGKILL)
+                self.popen.wait(5)
+        self._log.close()
+
+
+class Fleet:
+    """Starts workers and beat against one database, one Redis and one config folder."""
+
+    def __init__(self, tmp: Path, *, database_url: str, redis_url: str, config_dir: Path,
+                 **settings: Any) -> None:
+        self.tmp = tmp
+        self.env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "FLEET_DATABASE_URL": database_url,
+            "FLEET_REDIS_URL": redis_url,
+            "FLEET_CONFIG_DIR": str(config_dir),
+            "FLEET_HOME": str(tmp / "home"),
+            "FLEET_LOG_LEVEL": "INFO",
+            **{f"FLEET_{k.upper()}": str(v) for k, v in settings.items()},
+        }
+        self.procs: list[Proc] = []
+
+    def worker(self, name: str, concurrency: int = 1, *, ready: bool = True) -> Proc:
+        argv = [
+            sys.executable, "-m", "celery", "-A", "fleet.dispatch.celery_app", "worker",
+            "-c", str(concurrency), "-Q", "fleet", "-n", f"{name}@%h", "-P", "prefork",
+            "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO",
+        ]
+        proc = Proc(name, argv, self.env, self.tmp / f"{name}.log")
+        self.procs.append(proc)
+        if ready:
+            proc.wait_log(r"ready\.")
+        return proc
+
+    def beat(self) -> Proc:
+        argv = [
+            sys.executable, "-m", "celery", "-A", "fleet.dispatch.celery_app", "beat",
+            "-s", str(self.tmp / "beat-schedule"), "--loglevel", "INFO",
+        ]
+        proc = Proc("beat", argv, self.env, self.tmp / "beat.log")
+        self.procs.append(proc)
+        proc.wait_log(r"Sending due task fleet-sweep")
+        return proc
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.stop()
+
+
+@contextmanager
+def running_fleet(tmp: Path, **kwargs: Any) -> Iterator[Fleet]:
+    fleet = Fleet(tmp, **kwargs)
+    try:
+        yield fleet
+    finally:
+        fleet.stop()

@@ -1,0 +1,310 @@
+"""The agent loop with the echo model and fake tools: replies, tools, limits, cancel, errors."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from fleet.agents.models.base import ChatMessage, ModelResponse, ToolCall, ToolSpec
+from fleet.agents.models.echo import EchoModel
+from fleet.agents.runner import run_agent
+from fleet.agents.tools import Tool, ToolContext, ToolError
+from fleet.domain.runs import TraceRow
+from fleet.domain.values import TaskStatus
+from fleet.errors import ModelError
+
+CTX = ToolContext(task_id="task-1", run_id="run-1", labels={"team": "search"})
+
+
+class Recorder:
+    """A fake tool that records its calls and answers with a fixed text (or raises)."""
+
+    def __init__(self, name: str, answer: str = "42", raises: Exception | None = None) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.answer = answer
+        self.raises = raises
+        self.tool = Tool(name=name, description=f"fake {name}", parameters={}, fn=self._fn)
+
+    def _fn(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        self.calls.append(args)
+        assert ctx is CTX
+        if self.raises is not None:
+            raise self.raises
+        return self.answer
+
+
+class Boundary:
+    """Records the steps it is handed; asks to cancel from the ``cancel_at``-th call on."""
+
+    def __init__(self, cancel_at: int | None = None) -> None:
+        self.calls: list[list[TraceRow]] = []
+        self.cancel_at = cancel_at
+
+    def __call__(self, steps: Sequence[TraceRow]) -> bool:
+        self.calls.append(list(steps))
+        return self.cancel_at is not None and len(self.calls) >= self.cancel_at
+
+
+class SpyModel:
+    """Wraps a model, keeping every message list it was called with."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.seen: list[list[ChatMessage]] = []
+
+    def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
+    ) -> ModelResponse:
+        self.seen.append(list(messages))
+        return self.inner.complete(messages, tools)
+
+
+class Scripted:
+    """A model that plays back responses; an exception in the script is raised."""
+
+    def __init__(self, name: str, script: list[ChatMessage | Exception]) -> None:
+        self.name = name
+        self.script = list(script)
+        self.calls = 0
+
+    def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
+    ) -> ModelResponse:
+        self.calls += 1
+        step = self.script.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        return ModelResponse(message=step, model=self.name)
+
+
+def user(text: str) -> list[ChatMessage]:
+    return [ChatMessage(role="system", content="be brief"), ChatMessage(role="user", content=text)]
+
+
+def kinds(steps: Sequence[TraceRow]) -> list[tuple[int, str, str]]:
+    return [(s.step, s.kind, s.name) for s in steps]
+
+
+def run(
+    model: Any,
+    tools: dict[str, Tool],
+    text: str | list[ChatMessage],
+    boundary: Boundary,
+    max_steps: int = 4,
+):
+    messages = user(text) if isinstance(text, str) else text
+    return run_agent(model, tools, messages, max_steps=max_steps, ctx=CTX, boundary=boundary)
+
+
+def test_plain_reply():
+    b = Boundary()
+    out = run(EchoModel(), {}, "hello", b)
+    assert out.status == TaskStatus.SUCCEEDED
+    assert out.reply == "echo: hello [history: 0]"
+    assert out.error is None
+    assert kinds(out.traces) == [(1, "model", "echo")]
+    trace = out.traces[0]
+    assert trace.input == {"messages": 2}
+    assert trace.output == {"content": "echo: hello [history: 0]"}
+    assert trace.error is None
+    assert trace.usage == {"prompt_tokens": 3, "completion_tokens": 4}
+    assert trace.duration_ms >= 0
+    assert out.usage == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7, "steps": 1}
+    assert b.calls == []  # no step boundary before the first model call or after the reply
+
+
+def test_tool_then_reply():
+    clock = Recorder("clock", answer="noon")
+    b = Boundary()
+    model = SpyModel(EchoModel())
+    out = run(model, {"clock": clock.tool}, '/tool clock {"tz": "UTC"}', b)
+
+    assert out.status == TaskStatus.SUCCEEDED
+    assert out.reply == 'echo: /tool clock {"tz": "UTC"} [history: 0]'
+    assert clock.calls == [{"tz": "UTC"}]
+    # the boundary got the first two steps once; the outcome carries the rest
+    assert len(b.calls) == 1
+    assert kinds(b.calls[0]) == [(1, "model", "echo"), (2, "tool", "clock")]
+    assert kinds(out.traces) == [(3, "model", "echo")]
+    assert out.usage["steps"] == 3
+
+    call_trace, tool_trace = b.calls[0]
+    assert call_trace.output == {
+        "content": "",
+        "tool_calls": [{"id": "call_1", "name": "clock", "arguments": {"tz": "UTC"}}],
+    }
+    assert tool_trace.output == "noon"
+    assert tool_trace.error is None
+    # the second model call saw the assistant's call and the tool's answer
+    second = model.seen[1]
+    assert [m.role for m in second] == ["system", "user", "assistant", "tool"]
+    assert second[3] == ChatMessage(
+        role="tool", content="noon", tool_call_id="call_1", name="clock"
+    )
+    assert out.traces[0].input == {"messages": 4}
+
+
+def test_labels_and_task_in_tool_trace_meta():
+    clock = Recorder("clock")
+    b = Boundary()
+    run(EchoModel(), {"clock": clock.tool}, '/tool clock {"a": 1}', b)
+    tool_trace = b.calls[0][1]
+    assert tool_trace.input == {"a": 1, "_meta": {"labels": {"team": "search"}, "task": "task-1"}}
+    # the tool itself never sees _meta
+    assert clock.calls == [{"a": 1}]
+
+
+@pytest.mark.parametrize("max_steps", [1, 2, 3])
+def test_loop_hits_step_limit(max_steps):
+    clock = Recorder("clock")
+    b = Boundary()
+    model = SpyModel(EchoModel())
+    out = run(model, {"clock": clock.tool}, "/loop clock", b, max_steps=max_steps)
+    assert out.status == TaskStatus.FAILED
+    assert out.reply is None
+    assert out.error is not None
+    assert out.error.startswith(f"step limit reached: {max_steps} model steps")
+    assert "max_steps" in out.error
+    assert len(model.seen) == max_steps
+    assert len(clock.calls) == max_steps
+    assert len(b.calls) == max_steps - 1
+    assert out.usage["steps"] == 2 * max_steps
+    # the steps not yet handed to the boundary are in the outcome
+    assert kinds(out.traces) == [
+        (2 * max_steps - 1, "model", "echo"),
+        (2 * max_steps, "tool", "clock"),
+    ]
+
+
+def test_boundary_cancel_stops_before_next_model_call():
+    clock = Recorder("clock")
+    b = Boundary(cancel_at=1)
+    model = SpyModel(EchoModel())
+    out = run(model, {"clock": clock.tool}, "/loop clock", b)
+    assert out.status == TaskStatus.CANCELLED
+    assert out.reply is None
+    assert out.error == "cancelled by request"
+    assert len(model.seen) == 1
+    assert len(clock.calls) == 1
+    assert kinds(b.calls[0]) == [(1, "model", "echo"), (2, "tool", "clock")]
+    assert out.traces == []  # already handed to the boundary
+    assert out.usage["steps"] == 2
+
+
+def test_boundary_cancel_later():
+    clock = Recorder("clock")
+    b = Boundary(cancel_at=2)
+    out = run(EchoModel(), {"clock": clock.tool}, "/loop clock", b, max_steps=10)
+    assert out.status == TaskStatus.CANCELLED
+    assert len(clock.calls) == 2
+    assert [kinds(c) for c in b.calls] == [
+        [(1, "model", "echo"), (2, "tool", "clock")],
+        [(3, "model", "echo"), (4, "tool", "clock")],
+    ]
+
+
+def test_tool_error_is_fed_back_and_run_succeeds():
+    bad = Recorder("lookup", raises=ToolError("order 7 not found"))
+    b = Boundary()
+    model = SpyModel(EchoModel())
+    out = run(model, {"lookup": bad.tool}, '/tool lookup {"order": 7}', b)
+    assert out.status == TaskStatus.SUCCEEDED
+    assert out.reply == 'echo: /tool lookup {"order": 7} [history: 0]'
+    tool_trace = b.calls[0][1]
+    assert tool_trace.kind == "tool"
+    assert tool_trace.error == "order 7 not found"
+    assert tool_trace.output == "error: order 7 not found"
+    assert model.seen[1][-1].content == "error: order 7 not found"
+    assert model.seen[1][-1].role == "tool"
+
+
+def test_tool_crash_fails_the_run():
+    broken = Recorder("lookup", raises=RuntimeError("disk on fire"))
+    b = Boundary()
+    model = SpyModel(EchoModel())
+    out = run(model, {"lookup": broken.tool}, "/tool lookup", b)
+    assert out.status == TaskStatus.FAILED
+    assert out.reply is None
+    assert out.error == "tool lookup crashed: RuntimeError: disk on fire"
+    assert len(model.seen) == 1
+    assert b.calls == []
+    assert kinds(out.traces) == [(1, "model", "echo"), (2, "tool", "lookup")]
+    assert out.traces[1].error == "RuntimeError: disk on fire"
+    assert out.traces[1].output is None
+
+
+@pytest.mark.parametrize("step", [0, 1])
+def test_model_error_fails_naming_the_model(step):
+    call = ChatMessage(role="assistant", tool_calls=(ToolCall(id="c1", name="clock"),))
+    script: list[ChatMessage | Exception] = [call] if step else []
+    script.append(ModelError("HTTP 503 from upstream", retryable=True))
+    model = Scripted("flaky-model", script)
+    clock = Recorder("clock")
+    b = Boundary()
+    out = run(model, {"clock": clock.tool}, "hi", b)
+    assert out.status == TaskStatus.FAILED
+    assert out.error == "model flaky-model failed: HTTP 503 from upstream"
+    assert model.calls == step + 1
+    failed = out.traces[-1]
+    assert (failed.kind, failed.name, failed.error) == (
+        "model",
+        "flaky-model",
+        "HTTP 503 from upstream",
+    )
+    assert failed.output is None
+
+
+def test_unknown_tool_is_fed_back():
+    ghost = ChatMessage(role="assistant", tool_calls=(ToolCall(id="c1", name="ghost"),))
+    model = Scripted("scripted", [ghost, ChatMessage(role="assistant", content="sorry")])
+    spy = SpyModel(model)
+    clock = Recorder("clock")
+    b = Boundary()
+    out = run(spy, {"clock": clock.tool}, "hi", b)
+    assert out.status == TaskStatus.SUCCEEDED
+    assert out.reply == "sorry"
+    expected = "error: no tool named 'ghost' (available: clock)"
+    tool_trace = b.calls[0][1]
+    assert (tool_trace.kind, tool_trace.name) == ("tool", "ghost")
+    assert tool_trace.output == expected
+    assert tool_trace.error == expected
+    assert spy.seen[1][-1] == ChatMessage(
+        role="tool", content=expected, tool_call_id="c1", name="ghost"
+    )
+    assert clock.calls == []
+
+
+def test_unknown_tool_with_no_tools():
+    ghost = ChatMessage(role="assistant", tool_calls=(ToolCall(id="c1", name="ghost"),))
+    model = Scripted("scripted", [ghost, ChatMessage(role="assistant", content="ok")])
+    b = Boundary()
+    out = run(model, {}, "hi", b)
+    assert out.status == TaskStatus.SUCCEEDED
+    assert b.calls[0][1].output == "error: no tool named 'ghost' (available: none)"
+
+
+def test_several_calls_in_one_step_all_run_in_order():
+    both = ChatMessage(
+        role="assistant",
+        tool_calls=(ToolCall(id="c1", name="a", arguments={"n": 1}), ToolCall(id="c2", name="b")),
+    )
+    model = SpyModel(Scripted("scripted", [both, ChatMessage(role="assistant", content="done")]))
+    a, b_tool = Recorder("a", "A"), Recorder("b", "B")
+    b = Boundary()
+    out = run(model, {"a": a.tool, "b": b_tool.tool}, "hi", b)
+    assert out.reply == "done"
+    assert kinds(b.calls[0]) == [(1, "model", "scripted"), (2, "tool", "a"), (3, "tool", "b")]
+    assert [(m.tool_call_id, m.content) for m in model.seen[1][-2:]] == [("c1", "A"), ("c2", "B")]
+
+
+def test_history_reaches_the_model():
+    messages = [
+        ChatMessage(role="user", content="a"),
+        ChatMessage(role="assistant", content="echo: a [history: 0]"),
+        ChatMessage(role="user", content="b"),
+    ]
+    out = run(EchoModel(), {}, messages, Boundary())
+    assert out.reply == "echo: b [history: 2]"
