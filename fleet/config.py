@@ -6,6 +6,7 @@ where it is written.
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from pathlib import Path
@@ -41,8 +42,8 @@ def parse_duration(value: Any) -> float:
         seconds = float(m.group(1)) * _UNITS[m.group(2)]
     else:
         raise ValueError(f"expected a duration like '2s' or '500ms', got {value!r}")
-    if seconds < 0:
-        raise ValueError(f"a duration cannot be negative, got {value!r}")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"a duration must be a finite, non-negative time, got {value!r}")
     return seconds
 
 
@@ -240,6 +241,127 @@ class DeploymentConfig(_Strict):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+_POINTER = re.compile(r"^(/([^~/]|~[01])*)*$")
+
+
+class CallerConfig(_Strict):
+    """An API caller: where its key comes from (its scope) and which deployments it may use.
+
+    The key itself is never in the file: give its SHA-256 (``fleet keys hash``) or the name of an
+    environment variable holding it (hashed when loaded).
+    """
+
+    name: str
+    #: ``api``, ``a2a`` (scope ``a2a:<caller name>``) or ``webhook:<trigger>``.
+    source: str
+    key_sha256: str | None = None
+    key_env: str | None = None
+    #: Deployments this caller may use; ``["*"]`` means all.
+    deployments: tuple[str, ...] = ("*",)
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, v: str) -> str:
+        if v not in ("api", "a2a") and not re.match(r"^webhook:[a-z0-9][a-z0-9_-]{0,62}$", v):
+            raise ValueError("must be 'api', 'a2a' or 'webhook:<trigger name>'")
+        return v
+
+    @field_validator("key_sha256")
+    @classmethod
+    def _hash(cls, v: str | None) -> str | None:
+        if v is not None and not _SHA256.match(v):
+            raise ValueError("must be 64 lowercase hex characters (see `fleet keys hash`)")
+        return v
+
+    @field_validator("key_env")
+    @classmethod
+    def _env(cls, v: str | None) -> str | None:
+        if v is not None and not _ENV_NAME.match(v):
+            raise ValueError("must be an environment variable name like FLEET_KEY_OPS")
+        return v
+
+    @model_validator(mode="after")
+    def _one_key(self) -> CallerConfig:
+        if (self.key_sha256 is None) == (self.key_env is None):
+            raise ValueError("give exactly one of key_sha256 or key_env")
+        return self
+
+    @property
+    def scope(self) -> str:
+        return f"a2a:{self.name}" if self.source == "a2a" else self.source
+
+
+class FieldRef(_Strict):
+    """Where a trigger reads a value: a request header or a JSON pointer into the body."""
+
+    header: str | None = None
+    pointer: str | None = None
+
+    @field_validator("pointer")
+    @classmethod
+    def _pointer(cls, v: str | None) -> str | None:
+        if v is not None and not _POINTER.match(v):
+            raise ValueError("must be a JSON pointer like /issue/number (RFC 6901)")
+        return v
+
+    @model_validator(mode="after")
+    def _one(self) -> FieldRef:
+        if (self.header is None) == (self.pointer is None):
+            raise ValueError("give exactly one of header or pointer")
+        return self
+
+
+class SignatureConfig(_Strict):
+    """HMAC-SHA256 check of a webhook delivery; the secret comes from an environment variable."""
+
+    style: Literal["github", "stripe", "hmac"] = "github"
+    secret_env: str
+    #: ``hmac`` style: the header carrying the hex digest.
+    header: str = "X-Signature-256"
+    #: ``stripe`` style: how old a signed timestamp may be.
+    tolerance: Duration = 300.0
+
+    @field_validator("secret_env")
+    @classmethod
+    def _env(cls, v: str) -> str:
+        if not _ENV_NAME.match(v):
+            raise ValueError("must be an environment variable name like FLEET_GITHUB_SECRET")
+        return v
+
+
+class TriggerConfig(_Strict):
+    """A webhook at ``/v1/triggers/<name>`` that turns deliveries into tasks."""
+
+    name: str
+    deployment: str
+    #: Where the conversation key is; none means a new conversation per delivery.
+    conversation_key: FieldRef | None = None
+    #: JSON pointer of the input text; ``""`` sends the whole body as a data part.
+    input: str = ""
+    #: label name → JSON pointer of its value.
+    labels: dict[str, str] = Field(default_factory=dict)
+    #: Header whose value is the delivery id (idempotency key), e.g. ``X-GitHub-Delivery``.
+    idempotency_header: str | None = None
+    signature: SignatureConfig | None = None
+
+    @field_validator("input")
+    @classmethod
+    def _input(cls, v: str) -> str:
+        if not _POINTER.match(v):
+            raise ValueError("must be a JSON pointer like /comment/body, or '' for the whole body")
+        return v
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, pointer in v.items():
+            if not _POINTER.match(pointer):
+                raise ValueError(f"label {name!r}: {pointer!r} is not a JSON pointer")
+        return v
+
+
 class FleetConfig(BaseModel):
     """Everything in ``config/``, cross-checked."""
 
@@ -248,6 +370,8 @@ class FleetConfig(BaseModel):
     root: Path
     agents: dict[str, AgentConfig]
     deployments: dict[str, DeploymentConfig]
+    triggers: dict[str, TriggerConfig] = Field(default_factory=dict)
+    callers: dict[str, CallerConfig] = Field(default_factory=dict)
 
     def deployment(self, name: str) -> DeploymentConfig:
         """The deployment called ``name``; NotFound lists the known ones."""
@@ -275,8 +399,10 @@ def _load_toml(path: Path) -> dict[str, Any]:
 
 
 def _validate(model: type[_Strict], path: Path, data: dict[str, Any]) -> Any:
+    if "name" in data:
+        raise ConfigError(str(path), "name", "the name is the file name; remove this key")
     try:
-        return model.model_validate({"name": path.stem, **data})
+        return model.model_validate({**data, "name": path.stem})
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
@@ -288,7 +414,13 @@ def load_config(root: Path) -> FleetConfig:
     if not root.is_dir():
         raise ConfigError(str(root), "(folder)", "config folder not found; set FLEET_CONFIG_DIR")
     sections: dict[str, dict[str, Any]] = {}
-    for section, model in (("agents", AgentConfig), ("deployments", DeploymentConfig)):
+    kinds: tuple[tuple[str, type[_Strict]], ...] = (
+        ("agents", AgentConfig),
+        ("deployments", DeploymentConfig),
+        ("triggers", TriggerConfig),
+        ("callers", CallerConfig),
+    )
+    for section, model in kinds:
         found: dict[str, Any] = {}
         for path in sorted((root / section).glob("*.toml")):
             if not _NAME.match(path.stem):
@@ -312,4 +444,25 @@ def load_config(root: Path) -> FleetConfig:
             validate_labels(dep.labels)
         except Exception as exc:
             raise ConfigError(str(root / "deployments" / f"{name}.toml"), "labels", str(exc)) from None
-    return FleetConfig(root=root, agents=agents, deployments=deployments)
+    for name, trig in sections["triggers"].items():
+        if trig.deployment not in deployments:
+            known = ", ".join(sorted(deployments)) or "none"
+            raise ConfigError(
+                str(root / "triggers" / f"{name}.toml"),
+                "deployment",
+                f"no deployment named {trig.deployment!r} (known: {known})",
+            )
+    for name, caller in sections["callers"].items():
+        path = str(root / "callers" / f"{name}.toml")
+        for dep_name in caller.deployments:
+            if dep_name != "*" and dep_name not in deployments:
+                raise ConfigError(path, "deployments", f"no deployment named {dep_name!r}")
+        if caller.source.startswith("webhook:") and caller.source[8:] not in sections["triggers"]:
+            raise ConfigError(path, "source", f"no trigger named {caller.source[8:]!r}")
+    return FleetConfig(
+        root=root,
+        agents=agents,
+        deployments=deployments,
+        triggers=sections["triggers"],
+        callers=sections["callers"],
+    )

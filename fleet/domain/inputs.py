@@ -9,10 +9,10 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from fleet.constants import MAX_IDEMPOTENCY_KEY_CHARS
-from fleet.domain.values import DataPart, TextPart
+from fleet.domain.values import DataPart, Part, TextPart
 from fleet.errors import InputError
 
-_PARTS = TypeAdapter(tuple[TextPart | DataPart, ...])
+_PARTS: TypeAdapter[tuple[TextPart | DataPart, ...]] = TypeAdapter(tuple[Part, ...])
 
 
 def part_bytes(part: TextPart | DataPart) -> int:

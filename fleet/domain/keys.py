@@ -29,7 +29,7 @@ class ConversationRef(NamedTuple):
 
 def check_scope(scope: str) -> str:
     """A caller scope must be ``api``, ``webhook:<trigger>`` or ``a2a:<caller>``."""
-    if not _SCOPE.match(scope):
+    if not _SCOPE.fullmatch(scope):
         raise InputError(
             f"scope {scope!r} is not one of api, webhook:<trigger>, a2a:<caller>", field="scope"
         )
@@ -72,7 +72,7 @@ def resolve(
             "continue conversations of its own scope",
             field="conversationKey",
         )
-    if not bare or len(bare) > MAX_CONVERSATION_KEY_CHARS or not _KEY.match(bare):
+    if not bare or len(bare) > MAX_CONVERSATION_KEY_CHARS or not _KEY.fullmatch(bare):
         raise InputError(
             f"conversation key {key!r} must be 1-{MAX_CONVERSATION_KEY_CHARS} characters without "
             "control characters",

@@ -15,6 +15,7 @@ import pytest
 
 CHART = Path(__file__).resolve().parents[2] / "helm" / "fleet"
 KEDA = ("--set", "worker.keda.enabled=true", "--set", "worker.keda.redis.address=redis:6379")
+INLINE = ("--set", "database.url=postgresql+psycopg://u:p@db/fleet", "--set", "redis.url=redis://r")
 WORKLOADS = {"Deployment", "Job"}
 
 
@@ -43,13 +44,14 @@ def yaml() -> Any:
     return yaml
 
 
+def _helm(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([helm, *args], capture_output=True, text=True, timeout=60, check=False)
+
+
 @pytest.fixture(scope="module")
 def render(helm: str, yaml: Any) -> Any:
     def _render(*args: str) -> list[dict[str, Any]]:
-        out = subprocess.run(
-            [helm, "template", "t", str(CHART), *args],
-            capture_output=True, text=True, timeout=60, check=False,
-        )
+        out = _helm(helm, "template", "t", str(CHART), *args)
         assert out.returncode == 0, out.stderr
         return [d for d in yaml.safe_load_all(out.stdout) if d]
 
@@ -58,7 +60,8 @@ def render(helm: str, yaml: Any) -> Any:
 
 def _component(docs: list[dict[str, Any]], kind: str, component: str) -> dict[str, Any]:
     found = [
-        d for d in docs
+        d
+        for d in docs
         if d["kind"] == kind
         and d["metadata"]["labels"].get("app.kubernetes.io/component") == component
     ]
@@ -73,10 +76,7 @@ def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("args", [(), KEDA], ids=["default", "keda"])
 def test_lint_is_clean(helm: str, args: tuple[str, ...]) -> None:
-    out = subprocess.run(
-        [helm, "lint", "--strict", str(CHART), *args],
-        capture_output=True, text=True, timeout=60, check=False,
-    )
+    out = _helm(helm, "lint", "--strict", str(CHART), *args)
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -105,17 +105,11 @@ def test_worker_grace_period_comes_from_values(render: Any, yaml: Any) -> None:
         assert worker["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == expected
 
 
-@pytest.mark.parametrize(
-    "args",
-    [(), KEDA, ("--set", "database.url=postgresql+psycopg://u:p@db/fleet",
-                "--set", "redis.url=redis://r:6379/0")],
-    ids=["default", "keda", "inline-secrets"],
-)
+@pytest.mark.parametrize("args", [(), KEDA, INLINE], ids=["default", "keda", "inline-secrets"])
 def test_every_container_gets_the_store_and_broker(render: Any, args: tuple[str, ...]) -> None:
     workloads = [d for d in render(*args) if d["kind"] in WORKLOADS]
-    assert {d["metadata"]["labels"]["app.kubernetes.io/component"] for d in workloads} == {
-        "api", "worker", "beat", "migrate",
-    }
+    components = {d["metadata"]["labels"]["app.kubernetes.io/component"] for d in workloads}
+    assert components == {"api", "worker", "beat", "migrate"}
     for doc in workloads:
         for container in _containers(doc):
             names = {e["name"] for e in container["env"]}
@@ -141,8 +135,7 @@ def test_autoscaling_is_hpa_by_default_and_keda_when_enabled(render: Any) -> Non
 
 def test_inline_secrets_exist_before_the_migration_hook(render: Any) -> None:
     assert not [d for d in render() if d["kind"] == "Secret"]
-    docs = render("--set", "database.url=postgresql+psycopg://u:p@db/fleet",
-                  "--set", "redis.url=redis://r:6379/0")
+    docs = render(*INLINE)
     (secret,) = [d for d in docs if d["kind"] == "Secret"]
     assert set(secret["data"]) == {"database-url", "redis-url"}
     job = _component(docs, "Job", "migrate")

@@ -62,10 +62,6 @@ def test_check_scope_refuses(scope):
     assert repr(scope) in info.value.message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: keys._SCOPE ends in '$', which also matches before a trailing newline",
-)
 def test_check_scope_refuses_trailing_newline():
     with pytest.raises(InputError):
         check_scope("api\n")
@@ -170,10 +166,6 @@ def test_resolve_refuses_bad_key(key):
     assert str(MAX_CONVERSATION_KEY_CHARS) in info.value.message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: keys._KEY ends in '$', which also matches before a trailing newline",
-)
 def test_resolve_refuses_trailing_newline_key():
     with pytest.raises(InputError):
         resolve("pool", "api", "ticket\n")

@@ -1,0 +1,1 @@
+"""The HTTP API: SubmitTask and friends, webhook triggers, A2A, and the ops endpoints."""

@@ -1,0 +1,41 @@
+"""The FastAPI application factory (``fleet serve`` and the tests build it here)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from fleet import __version__
+from fleet.api import problems
+from fleet.api.auth import KeyRing
+from fleet.runtime import Runtime, build
+
+
+def create_app(runtime: Runtime | None = None) -> FastAPI:
+    """An app over ``runtime`` (built from the environment at start-up when not given)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        owned = runtime is None
+        rt = runtime or build()
+        app.state.runtime = rt
+        app.state.keyring = KeyRing.from_config(rt.config)
+        try:
+            yield
+        finally:
+            if owned:
+                rt.close()
+
+    app = FastAPI(
+        title="fleet",
+        version=__version__,
+        description="Submit work to a fleet of LLM agents; follow it to its result.",
+        lifespan=lifespan,
+    )
+    problems.install(app)
+    from fleet.api import routes
+
+    routes.include(app)
+    return app

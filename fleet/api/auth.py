@@ -1,0 +1,99 @@
+"""Callers: bearer API keys, stored hashed, each bound to one scope and a set of deployments."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from fleet.config import FleetConfig
+from fleet.errors import ConfigError, FleetError, Forbidden
+
+log = logging.getLogger(__name__)
+
+
+class Unauthorized(FleetError):
+    """No valid credentials were sent."""
+
+    status = 401
+    title = "Unauthorized"
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is calling: a name, the scope its keys and conversations live in, what it may run."""
+
+    name: str
+    scope: str
+    #: Deployments it may use; None means all.
+    deployments: frozenset[str] | None = None
+
+    def check_deployment(self, deployment: str) -> None:
+        if self.deployments is not None and deployment not in self.deployments:
+            raise Forbidden(
+                f"caller {self.name!r} may not use deployment {deployment!r}", field="deployment"
+            )
+
+    def check_source(self, source: str) -> None:
+        """Refuse a key of another source: an A2A key cannot submit as ``api`` and so on."""
+        if not (self.scope == source or self.scope.startswith(f"{source}:")):
+            raise Forbidden(
+                f"this key belongs to scope {self.scope!r}; it cannot be used for {source!r} calls"
+            )
+
+
+#: The caller of an API with no keys configured (development; a warning is logged).
+ANONYMOUS = Caller(name="anonymous", scope="api", deployments=None)
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class KeyRing:
+    """Maps key hashes to callers; with no callers configured, every request is ``ANONYMOUS``."""
+
+    def __init__(self, callers: Mapping[str, Caller]) -> None:
+        self._by_hash = dict(callers)
+
+    @classmethod
+    def from_config(cls, config: FleetConfig, environ: Mapping[str, str] | None = None) -> KeyRing:
+        env = os.environ if environ is None else environ
+        found: dict[str, Caller] = {}
+        for name, c in config.callers.items():
+            if c.key_sha256 is not None:
+                digest = c.key_sha256
+            else:
+                assert c.key_env is not None
+                raw = env.get(c.key_env)
+                if not raw:
+                    raise ConfigError(
+                        str(config.root / "callers" / f"{name}.toml"),
+                        "key_env",
+                        f"environment variable {c.key_env} is not set",
+                    )
+                digest = hash_key(raw)
+            deployments = None if "*" in c.deployments else frozenset(c.deployments)
+            found[digest] = Caller(name=name, scope=c.scope, deployments=deployments)
+        if not found:
+            log.warning("no callers configured in config/callers: the API accepts anyone as 'api'")
+        return cls(found)
+
+    @property
+    def open(self) -> bool:
+        return not self._by_hash
+
+    def authenticate(self, authorization: str | None) -> Caller:
+        if self.open:
+            return ANONYMOUS
+        if not authorization:
+            raise Unauthorized("send the API key as 'Authorization: Bearer <key>'")
+        scheme, _, key = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            raise Unauthorized("the Authorization header must be 'Bearer <key>'")
+        caller = self._by_hash.get(hash_key(key.strip()))
+        if caller is None:
+            raise Unauthorized("unknown API key")
+        return caller
