@@ -39,7 +39,11 @@ def run_checks() -> list[CheckResult]:
             settings.openai_api_key
         ):
             results.append(
-                CheckResult("models", "warn", "an agent uses provider 'openai' but FLEET_OPENAI_API_KEY is unset")
+                CheckResult(
+                    "models",
+                    "warn",
+                    "an agent uses provider 'openai' but FLEET_OPENAI_API_KEY is unset",
+                )
             )
     except FleetError as exc:
         results.append(CheckResult("config", "fail", exc.message))
@@ -62,7 +66,8 @@ def _database(settings: object) -> CheckResult:
         return CheckResult("database", "fail", exc.message)
     if path is not None and not path.exists():
         return CheckResult(
-            "database", "warn",
+            "database",
+            "warn",
             f"{path} does not exist yet; `fleet run` (embedded) or `fleet migrate` creates it",
         )
     engine = db.create(url, readonly=True)
@@ -79,9 +84,15 @@ def _database(settings: object) -> CheckResult:
     where = str(path) if path is not None else shown
     if have != want:
         if path is not None:
-            return CheckResult("database", "warn", f"{where}: at {have or 'empty'}; the next `fleet run` migrates it to {want}")
+            return CheckResult(
+                "database",
+                "warn",
+                f"{where}: at {have or 'empty'}; the next `fleet run` migrates it to {want}",
+            )
         return CheckResult(
-            "database", "fail", f"{where}: schema at {have or 'nothing (empty)'}, needs {want}: run `fleet migrate`"
+            "database",
+            "fail",
+            f"{where}: schema at {have or 'nothing (empty)'}, needs {want}: run `fleet migrate`",
         )
     return CheckResult("database", "ok", f"{where}: reachable, schema at {have} (newest)")
 

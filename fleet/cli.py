@@ -97,7 +97,10 @@ def _show_task(task: Task) -> None:
         ("started", task.started_at.isoformat(timespec="seconds") if task.started_at else "-"),
         ("finished", task.finished_at.isoformat(timespec="seconds") if task.finished_at else "-"),
         ("labels", ", ".join(f"{k}={v}" for k, v in task.labels.items()) or "-"),
-        ("input", "\n".join(p.text if p.type == "text" else json.dumps(p.data) for p in task.input)),
+        (
+            "input",
+            "\n".join(p.text if p.type == "text" else json.dumps(p.data) for p in task.input),
+        ),
     ]
     if task.reply is not None:
         rows.append(("reply", task.reply))
@@ -113,7 +116,9 @@ def _show_task(task: Task) -> None:
 
 @app.command()
 def run(
-    deployment: Annotated[str, typer.Argument(help="Deployment to run (a file in config/deployments).")],
+    deployment: Annotated[
+        str, typer.Argument(help="Deployment to run (a file in config/deployments).")
+    ],
     text: Annotated[str, typer.Argument(help="The input for the agent ('-' reads stdin).")],
     conversation: Annotated[
         str | None,
@@ -196,7 +201,9 @@ def tasks_ls(
         str | None, typer.Option("--conversation", "-c", help="Only this conversation key.")
     ] = None,
     deployment: Annotated[str | None, typer.Option("--deployment", "-d")] = None,
-    status: Annotated[str | None, typer.Option("--status", help="Only tasks in this status.")] = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="Only tasks in this status.")
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 50,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -228,8 +235,13 @@ def tasks_ls(
     for t in found:
         summary = (t.reply if t.reply is not None else t.error or "")[:60]
         table.add_row(
-            str(t.id), t.deployment, t.conversation, str(t.seq), t.status.value,
-            t.created_at.strftime("%Y-%m-%d %H:%M:%S"), summary,
+            str(t.id),
+            t.deployment,
+            t.conversation,
+            str(t.seq),
+            t.status.value,
+            t.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            summary,
         )
     out.print(table)
 
@@ -305,12 +317,50 @@ def worker(
     concurrency: Annotated[
         int, typer.Option("--concurrency", "-c", min=1, help="Worker processes.")
     ] = 2,
-    beat: Annotated[bool, typer.Option("--beat", help="Also run the sweeper schedule here.")] = False,
+    beat: Annotated[
+        bool, typer.Option("--beat", help="Also run the sweeper schedule here.")
+    ] = False,
     loglevel: Annotated[str, typer.Option("--loglevel")] = "INFO",
 ) -> None:
     """Run a Celery worker that drains conversations (needs FLEET_REDIS_URL)."""
-    _celery_argv(["worker", "-c", str(concurrency), "-Q", "fleet", "--loglevel", loglevel,
-                  "--without-gossip", "--without-mingle", *(["-B"] if beat else [])])
+    _celery_argv(
+        [
+            "worker",
+            "-c",
+            str(concurrency),
+            "-Q",
+            "fleet",
+            "--loglevel",
+            loglevel,
+            "--without-gossip",
+            "--without-mingle",
+            *(["-B"] if beat else []),
+        ]
+    )
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8080,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="uvicorn processes.")] = 1,
+    loglevel: Annotated[str, typer.Option("--loglevel")] = "info",
+) -> None:
+    """Serve the HTTP API (SubmitTask, triggers, A2A, /healthz, /readyz, /metrics)."""
+    import uvicorn
+
+    from fleet.runtime import build
+
+    build().close()  # fail fast on bad config or an unmigrated database
+    uvicorn.run(
+        "fleet.api.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=loglevel.lower(),
+        access_log=False,
+    )
 
 
 @app.command("beat")
@@ -339,7 +389,6 @@ def _celery_argv(argv: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Console entry: maps errors to one line and an exit code (never a traceback)."""
     import logging
-
     import os
 
     level = os.environ.get("FLEET_LOG_LEVEL", "WARNING").upper()

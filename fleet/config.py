@@ -157,7 +157,9 @@ class ModelConfig(_Strict):
     def _delay(cls, v: int | tuple[int, int]) -> int | tuple[int, int]:
         low, high = (v, v) if isinstance(v, int) else v
         if low < 0 or high < low:
-            raise ValueError("must be a non-negative number of ms or a range [low, high] with low <= high")
+            raise ValueError(
+                "must be a non-negative number of ms or a range [low, high] with low <= high"
+            )
         return v
 
     @model_validator(mode="after")
@@ -217,7 +219,9 @@ class ConversationsConfig(_Strict):
     @classmethod
     def _not_yet(cls, v: Any) -> Any:
         if v in ("steer", "interrupt"):
-            raise ValueError(f"queue mode {v!r} is not implemented yet; use 'followup' or 'collect'")
+            raise ValueError(
+                f"queue mode {v!r} is not implemented yet; use 'followup' or 'collect'"
+            )
         return v
 
     @field_validator("debounce")
@@ -443,7 +447,9 @@ def load_config(root: Path) -> FleetConfig:
         try:
             validate_labels(dep.labels)
         except Exception as exc:
-            raise ConfigError(str(root / "deployments" / f"{name}.toml"), "labels", str(exc)) from None
+            raise ConfigError(
+                str(root / "deployments" / f"{name}.toml"), "labels", str(exc)
+            ) from None
     for name, trig in sections["triggers"].items():
         if trig.deployment not in deployments:
             known = ", ".join(sorted(deployments)) or "none"

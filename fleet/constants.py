@@ -18,7 +18,9 @@ class Limit(NamedTuple):
 #: Context and storage limits (the conversation-memory reference's limits table).
 LIMITS: dict[str, Limit] = {
     "max_history_items": Limit(20, 100, "prior transcript messages a run's context may hold"),
-    "max_history_bytes": Limit(32_768, 131_072, "UTF-8 bytes of prior transcript in a run's context"),
+    "max_history_bytes": Limit(
+        32_768, 131_072, "UTF-8 bytes of prior transcript in a run's context"
+    ),
     "max_input_bytes": Limit(16_384, 65_536, "UTF-8 bytes of one submitted input"),
     "max_steps": Limit(8, 64, "model/tool steps one run may take before it fails"),
 }

@@ -70,7 +70,9 @@ class ModelError(FleetError):
     status = 502
     title = "Model call failed"
 
-    def __init__(self, message: str, *, retryable: bool = False, status_code: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, retryable: bool = False, status_code: int | None = None
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.status_code = status_code

@@ -9,7 +9,8 @@ from prometheus_client import Counter, Histogram
 from fleet.domain.values import Admission, Task, TaskStatus
 
 SUBMITTED = Counter(
-    "fleet_tasks_submitted_total", "Submissions admitted (new, merged or duplicate).",
+    "fleet_tasks_submitted_total",
+    "Submissions admitted (new, merged or duplicate).",
     ["deployment", "outcome"],
 )
 STARTED = Counter("fleet_tasks_started_total", "Runs started.", ["deployment"])
@@ -22,11 +23,15 @@ RECOVERED = Counter(
     ["status"],
 )
 QUEUE_WAIT = Histogram(
-    "fleet_queue_wait_seconds", "From admission (or not_before) to run start.", ["deployment"],
+    "fleet_queue_wait_seconds",
+    "From admission (or not_before) to run start.",
+    ["deployment"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )
 RUN_DURATION = Histogram(
-    "fleet_run_duration_seconds", "From run start to settle.", ["deployment", "status"],
+    "fleet_run_duration_seconds",
+    "From run start to settle.",
+    ["deployment", "status"],
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900),
 )
 

@@ -32,7 +32,9 @@ class Runtime:
 
 
 def open_store(settings: Settings, *, readonly: bool = False) -> Store:
-    return Store.open(settings.resolved_database_url, Redactor(settings.secrets()), readonly=readonly)
+    return Store.open(
+        settings.resolved_database_url, Redactor(settings.secrets()), readonly=readonly
+    )
 
 
 def ensure_schema(store: Store) -> None:

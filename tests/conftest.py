@@ -47,7 +47,9 @@ def _pg_problem() -> str | None:
 
 
 def _url_for(database: str) -> str:
-    return db.normalize_url(PG_ADMIN_URL).set(database=database).render_as_string(hide_password=False)
+    return (
+        db.normalize_url(PG_ADMIN_URL).set(database=database).render_as_string(hide_password=False)
+    )
 
 
 def _admin(sql: str) -> None:
@@ -150,10 +152,14 @@ DEPLOYMENTS = {
 }
 
 
-def write_config(root: Path, agents: dict[str, str] | None = None,
-                 deployments: dict[str, str] | None = None) -> Path:
+def write_config(
+    root: Path, agents: dict[str, str] | None = None, deployments: dict[str, str] | None = None
+) -> Path:
     """Write a config/ folder (agents/*.toml, deployments/*.toml) and return it."""
-    for section, files in (("agents", agents or AGENTS), ("deployments", deployments or DEPLOYMENTS)):
+    for section, files in (
+        ("agents", agents or AGENTS),
+        ("deployments", deployments or DEPLOYMENTS),
+    ):
         folder = root / section
         folder.mkdir(parents=True, exist_ok=True)
         for name, body in files.items():
@@ -173,4 +179,6 @@ def fleet_config(config_dir: Path) -> FleetConfig:
 
 @pytest.fixture
 def settings(tmp_path: Path, config_dir: Path) -> Settings:
-    return Settings(home=tmp_path / "home", config_dir=config_dir, lease_ttl=2.0, sweep_interval=1.0)
+    return Settings(
+        home=tmp_path / "home", config_dir=config_dir, lease_ttl=2.0, sweep_interval=1.0
+    )

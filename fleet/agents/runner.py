@@ -57,7 +57,9 @@ class _Steps:
             )
         )
 
-    def outcome(self, status: TaskStatus, *, reply: str | None = None, error: str | None = None) -> Outcome:
+    def outcome(
+        self, status: TaskStatus, *, reply: str | None = None, error: str | None = None
+    ) -> Outcome:
         usage = {
             "prompt_tokens": self.usage.prompt_tokens,
             "completion_tokens": self.usage.completion_tokens,
@@ -98,9 +100,12 @@ def run_agent(
         try:
             resp = model.complete(convo, specs)
         except ModelError as exc:
-            steps.record("model", model.name, started, t0, input={"messages": len(convo)},
-                         error=exc.message)
-            return steps.outcome(TaskStatus.FAILED, error=f"model {model.name} failed: {exc.message}")
+            steps.record(
+                "model", model.name, started, t0, input={"messages": len(convo)}, error=exc.message
+            )
+            return steps.outcome(
+                TaskStatus.FAILED, error=f"model {model.name} failed: {exc.message}"
+            )
         msg = resp.message
         steps.record(
             "model",
@@ -118,8 +123,12 @@ def run_agent(
             result = _call_tool(tools, call, ctx, steps)
             if result is None:
                 crashed = steps.pending[-1].error
-                return steps.outcome(TaskStatus.FAILED, error=f"tool {call.name} crashed: {crashed}")
-            convo.append(ChatMessage(role="tool", content=result, tool_call_id=call.id, name=call.name))
+                return steps.outcome(
+                    TaskStatus.FAILED, error=f"tool {call.name} crashed: {crashed}"
+                )
+            convo.append(
+                ChatMessage(role="tool", content=result, tool_call_id=call.id, name=call.name)
+            )
 
 
 def _call_tool(
@@ -141,8 +150,9 @@ def _call_tool(
         steps.record("tool", call.name, started, t0, input=args, output=text, error=str(exc))
         return text
     except Exception as exc:
-        steps.record("tool", call.name, started, t0, input=args,
-                     error=f"{type(exc).__name__}: {exc}")
+        steps.record(
+            "tool", call.name, started, t0, input=args, error=f"{type(exc).__name__}: {exc}"
+        )
         return None
     steps.record("tool", call.name, started, t0, input=args, output=text)
     return text

@@ -29,7 +29,12 @@ def problem(
     headers: dict[str, str] | None = None,
     **extra: Any,
 ) -> JSONResponse:
-    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
     if field is not None:
         body["invalidParams"] = [{"name": field, "reason": detail}]
     body.update(extra)
@@ -69,9 +74,18 @@ def install(app: FastAPI) -> None:
         from redis.exceptions import TimeoutError as RedisTimeoutError
         from sqlalchemy.exc import InterfaceError, OperationalError
 
-        if isinstance(exc, OperationalError | InterfaceError | RedisConnectionError | RedisTimeoutError | ConnectionError):
+        if isinstance(
+            exc,
+            OperationalError
+            | InterfaceError
+            | RedisConnectionError
+            | RedisTimeoutError
+            | ConnectionError,
+        ):
             return problem(
-                503, "Service unavailable", f"a backing service is unavailable: {describe(exc)}",
+                503,
+                "Service unavailable",
+                f"a backing service is unavailable: {describe(exc)}",
                 headers={"Retry-After": str(RETRY_AFTER_S)},
             )
         log.exception("unhandled error on %s %s", request.method, request.url.path)

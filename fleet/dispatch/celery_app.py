@@ -17,7 +17,9 @@ from fleet.constants import WAKE_QUEUE
 
 
 def make_app(redis_url: str | None, sweep_interval_s: float) -> Celery:
-    app = Celery("fleet", broker=redis_url or "redis://127.0.0.1:6379/0", include=["fleet.dispatch.tasks"])
+    app = Celery(
+        "fleet", broker=redis_url or "redis://127.0.0.1:6379/0", include=["fleet.dispatch.tasks"]
+    )
     app.conf.update(
         # Ack after the drain returns: a worker killed mid-drain leaves its message to be
         # redelivered, so the conversation gets another look without waiting for the sweeper.
@@ -44,7 +46,11 @@ def make_app(redis_url: str | None, sweep_interval_s: float) -> Celery:
         # Warm shutdown lets the current run settle; the drain loop stops after it.
         worker_cancel_long_running_tasks_on_connection_loss=False,
         beat_schedule={
-            "fleet-sweep": {"task": "fleet.sweep", "schedule": sweep_interval_s, "options": {"expires": sweep_interval_s * 2}},
+            "fleet-sweep": {
+                "task": "fleet.sweep",
+                "schedule": sweep_interval_s,
+                "options": {"expires": sweep_interval_s * 2},
+            },
         },
     )
     return app

@@ -62,7 +62,9 @@ class Lease(ABC):
                 try:
                     ok = self.renew(handle)
                 except Exception:  # a lost connection counts as a lost lease
-                    log.warning("lease renewal failed for %s", handle.conversation_id, exc_info=True)
+                    log.warning(
+                        "lease renewal failed for %s", handle.conversation_id, exc_info=True
+                    )
                     ok = False
                 if not ok:
                     handle.lost.set()

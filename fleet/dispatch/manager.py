@@ -174,9 +174,16 @@ class Dispatcher:
         )
         if agent is None:
             self.store.start_run(task, run_id, {"messages": []}, "-", self.clock())
-            self._settle(task, run_id, Outcome(
-                TaskStatus.FAILED, None,
-                f"deployment {task.deployment!r} is no longer configured", {}))
+            self._settle(
+                task,
+                run_id,
+                Outcome(
+                    TaskStatus.FAILED,
+                    None,
+                    f"deployment {task.deployment!r} is no longer configured",
+                    {},
+                ),
+            )
             return
         context = claim.frozen_context or prompt.assemble(
             agent, task, claim.history, more_history=claim.more_history

@@ -21,7 +21,9 @@ def part_bytes(part: TextPart | DataPart) -> int:
     return len(json.dumps(part.data, sort_keys=True).encode())
 
 
-def parse(value: str | Sequence[Any], max_bytes: int) -> tuple[tuple[TextPart | DataPart, ...], int]:
+def parse(
+    value: str | Sequence[Any], max_bytes: int
+) -> tuple[tuple[TextPart | DataPart, ...], int]:
     """Text becomes one text part; a list must hold ``{"type": "text"|"data", …}`` parts."""
     if isinstance(value, str):
         parts: tuple[TextPart | DataPart, ...] = (TextPart(text=value),)
@@ -34,8 +36,8 @@ def parse(value: str | Sequence[Any], max_bytes: int) -> tuple[tuple[TextPart | 
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"][:2])
             raise InputError(
-                f"input part {where}: {err['msg']}; a part is {{\"type\": \"text\", \"text\": \"…\"}} "
-                "or {\"type\": \"data\", \"data\": {…}}",
+                f'input part {where}: {err["msg"]}; a part is {{"type": "text", "text": "…"}} '
+                'or {"type": "data", "data": {…}}',
                 field="input",
             ) from None
     if not parts or all(isinstance(p, TextPart) and not p.text.strip() for p in parts):

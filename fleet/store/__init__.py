@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from fleet.domain.redaction import Redactor
+from fleet.domain.runs import Outcome, TraceRow
 from fleet.store import db
 from fleet.store.admission import AdmissionStore
-from fleet.domain.runs import Outcome, TraceRow
 from fleet.store.leasing import Claim, Head, LeasingStore
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
 

@@ -54,8 +54,13 @@ class AdmissionStore(StoreBase):
         merged = False
         if not followup:
             newest = conn.execute(
-                select(s.tasks.c.id, s.tasks.c.status, s.tasks.c.input_bytes, s.tasks.c.input,
-                       s.tasks.c.labels)
+                select(
+                    s.tasks.c.id,
+                    s.tasks.c.status,
+                    s.tasks.c.input_bytes,
+                    s.tasks.c.input,
+                    s.tasks.c.labels,
+                )
                 .where(s.tasks.c.conversation_id == conv_id)
                 .order_by(s.tasks.c.seq.desc())
                 .limit(1)

@@ -56,7 +56,11 @@ def create(url: str, *, readonly: bool = False, pool_size: int = 5) -> Engine:
 def sqlite_path(url: str) -> Path | None:
     """The file behind a SQLite URL (None for other databases or in-memory SQLite)."""
     parsed = normalize_url(url)
-    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+    if (
+        parsed.get_backend_name() != "sqlite"
+        or not parsed.database
+        or parsed.database == ":memory:"
+    ):
         return None
     return Path(parsed.database)
 

@@ -176,9 +176,7 @@ class LeasingStore(StoreBase):
                 .values(
                     status=status_expr,
                     error=error_expr,
-                    result=case(
-                        (t.c.cancel_requested, null()), else_=literal(result, s.JSONType)
-                    ),
+                    result=case((t.c.cancel_requested, null()), else_=literal(result, s.JSONType)),
                     finished_at=now,
                     worker=None,
                 )
@@ -203,7 +201,9 @@ class LeasingStore(StoreBase):
                     {"role": "user", "content": render_parts(task.input), "delivery": "accepted"}
                 ]
                 if final == TaskStatus.SUCCEEDED and result is not None:
-                    said.append({"role": "assistant", "content": result["reply"], "delivery": "sent"})
+                    said.append(
+                        {"role": "assistant", "content": result["reply"], "delivery": "sent"}
+                    )
                 conn.execute(
                     s.messages.insert(),
                     [
@@ -220,7 +220,9 @@ class LeasingStore(StoreBase):
                 )
         return final
 
-    def recover(self, task_id: uuid.UUID, fence: int, reason: str, now: datetime) -> TaskStatus | None:
+    def recover(
+        self, task_id: uuid.UUID, fence: int, reason: str, now: datetime
+    ) -> TaskStatus | None:
         """Take back a task whose worker was lost: retry it, or fail it after its last attempt.
 
         Conditioned on ``fence`` and an active status, so it never touches a task that finished

@@ -61,16 +61,16 @@ class QueryStore(StoreBase):
             found = conn.execute(query).all()
         return [rows.task(r) for r in reversed(found)]
 
-    def cancel(self, task_id: uuid.UUID, now: datetime, *, scope: str | None = None) -> CancelResult:
+    def cancel(
+        self, task_id: uuid.UUID, now: datetime, *, scope: str | None = None
+    ) -> CancelResult:
         """Cancel a queued task at once; ask a running one to stop at its next step boundary."""
         self.get_task(task_id, scope=scope)
         with self.tx() as conn:
             row = conn.execute(
                 update(t)
                 .where(t.c.id == task_id, t.c.status.in_(CLAIMABLE))
-                .values(
-                    status=TaskStatus.CANCELLED, error="cancelled by request", finished_at=now
-                )
+                .values(status=TaskStatus.CANCELLED, error="cancelled by request", finished_at=now)
                 .returning(*rows.TASK_COLUMNS)
             ).first()
             if row is not None:
@@ -95,9 +95,7 @@ class QueryStore(StoreBase):
     def traces_of(self, task_id: uuid.UUID) -> list[dict[str, Any]]:
         with self.read() as conn:
             found = conn.execute(
-                select(s.traces)
-                .where(s.traces.c.task_id == task_id)
-                .order_by(s.traces.c.id)
+                select(s.traces).where(s.traces.c.task_id == task_id).order_by(s.traces.c.id)
             ).all()
         return [dict(r._mapping) for r in found]
 

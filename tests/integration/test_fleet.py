@@ -29,8 +29,12 @@ TTL, SWEEP = 2.0, 1.0
 @pytest.fixture
 def rt(tmp_path: Path, pg_url: str, redis_url: str, config_dir: Path) -> Iterator[Runtime]:
     settings = Settings(
-        home=tmp_path / "home", database_url=pg_url, redis_url=redis_url, config_dir=config_dir,
-        lease_ttl=TTL, sweep_interval=SWEEP,
+        home=tmp_path / "home",
+        database_url=pg_url,
+        redis_url=redis_url,
+        config_dir=config_dir,
+        lease_ttl=TTL,
+        sweep_interval=SWEEP,
     )
     runtime = build(settings)
     yield runtime
@@ -40,8 +44,12 @@ def rt(tmp_path: Path, pg_url: str, redis_url: str, config_dir: Path) -> Iterato
 @pytest.fixture
 def fleet(tmp_path: Path, pg_url: str, redis_url: str, config_dir: Path) -> Iterator[Fleet]:
     with running_fleet(
-        tmp_path, database_url=pg_url, redis_url=redis_url, config_dir=config_dir,
-        lease_ttl=TTL, sweep_interval=SWEEP,
+        tmp_path,
+        database_url=pg_url,
+        redis_url=redis_url,
+        config_dir=config_dir,
+        lease_ttl=TTL,
+        sweep_interval=SWEEP,
     ) as f:
         yield f
 
@@ -56,9 +64,13 @@ def all_done(rt: Runtime, n: int) -> list[Task] | None:
 def runs_by_conversation(rt: Runtime) -> dict[uuid.UUID, list[tuple[int, object, object, str]]]:
     with rt.store.read() as conn:
         rows = conn.execute(
-            select(s.tasks.c.conversation_id, s.tasks.c.seq, s.runs.c.started_at,
-                   s.runs.c.finished_at, s.runs.c.status)
-            .join(s.runs, s.runs.c.task_id == s.tasks.c.id)
+            select(
+                s.tasks.c.conversation_id,
+                s.tasks.c.seq,
+                s.runs.c.started_at,
+                s.runs.c.finished_at,
+                s.runs.c.status,
+            ).join(s.runs, s.runs.c.task_id == s.tasks.c.id)
         ).all()
     out: dict[uuid.UUID, list[tuple[int, object, object, str]]] = defaultdict(list)
     for r in rows:
@@ -81,8 +93,9 @@ def test_conversations_run_one_at_a_time_in_order_and_in_parallel_with_each_othe
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(submit_all, range(conversations)))
-    tasks = wait_for(lambda: all_done(rt, conversations * per), 180, interval=0.2,
-                     what="all 500 tasks to finish")
+    tasks = wait_for(
+        lambda: all_done(rt, conversations * per), 180, interval=0.2, what="all 500 tasks to finish"
+    )
     assert {t.status for t in tasks} == {TaskStatus.SUCCEEDED}
     # Each reply shows the history it saw: strictly the earlier tasks of its conversation.
     for t in tasks:
@@ -121,8 +134,11 @@ def test_a_killed_worker_frees_its_conversation_and_the_task_is_retried(
     assert victim is not None
     os.kill(victim, signal.SIGKILL)
     # free again within lease TTL + sweep interval (plus process start-up slack)
-    wait_for(lambda: rt.store.get_task(first.id).attempts == 2, TTL + SWEEP + 5,
-             what="the killed task to be claimed again")
+    wait_for(
+        lambda: rt.store.get_task(first.id).attempts == 2,
+        TTL + SWEEP + 5,
+        what="the killed task to be claimed again",
+    )
     done = wait_for(lambda: all_done(rt, 2), 30, what="both tasks to finish")
     assert [t.status for t in done] == [TaskStatus.SUCCEEDED, TaskStatus.SUCCEEDED]
     runs = rt.store.runs_of(first.id)
@@ -144,15 +160,23 @@ def test_a_stalled_holder_cannot_write_after_another_worker_took_over(
     assert stalled is not None
     os.kill(stalled, signal.SIGSTOP)
     try:
-        wait_for(lambda: rt.store.get_task(task.id).attempts == 2, TTL + SWEEP + 5,
-                 what="another worker to take the task over")
-        wait_for(lambda: status(rt, task.id) == TaskStatus.SUCCEEDED, 20, what="the retry to finish")
+        wait_for(
+            lambda: rt.store.get_task(task.id).attempts == 2,
+            TTL + SWEEP + 5,
+            what="another worker to take the task over",
+        )
+        wait_for(
+            lambda: status(rt, task.id) == TaskStatus.SUCCEEDED, 20, what="the retry to finish"
+        )
     finally:
         os.kill(stalled, signal.SIGCONT)
     # The stalled run wakes up, finds its fence stale and gives up without writing.
     logs = [p for p in fleet.procs if p.name in ("a", "b")]
-    wait_for(lambda: any(f"abandoning task {task.id}" in p.log() for p in logs), 20,
-             what="the stalled worker to abandon its run")
+    wait_for(
+        lambda: any(f"abandoning task {task.id}" in p.log() for p in logs),
+        20,
+        what="the stalled worker to abandon its run",
+    )
     done = rt.store.get_task(task.id)
     runs = rt.store.runs_of(task.id)
     assert [(r.attempt, r.status) for r in runs] == [(1, "interrupted"), (2, "succeeded")]
@@ -180,7 +204,9 @@ def test_collect_turns_a_burst_into_one_run(rt: Runtime, fleet: Fleet) -> None:
     assert done[1].reply == "echo: late [history: 2]"
 
 
-def test_one_idempotency_key_makes_one_task_under_concurrent_repeats(rt: Runtime, fleet: Fleet) -> None:
+def test_one_idempotency_key_makes_one_task_under_concurrent_repeats(
+    rt: Runtime, fleet: Fleet
+) -> None:
     barrier = threading.Barrier(8)
 
     def submit(deployment: str, key: str, text: str) -> uuid.UUID:
@@ -234,7 +260,11 @@ def test_cancel_and_failure_close_the_run_and_the_conversation_moves_on(
     wait_for(lambda: status(rt, long.id) == TaskStatus.RUNNING, 20, what="the long task to run")
     assert rt.dispatcher.cancel(long.id).effect == "requested"
     done = wait_for(lambda: all_done(rt, 3), 60, what="all three tasks")
-    assert [t.status for t in done] == [TaskStatus.CANCELLED, TaskStatus.FAILED, TaskStatus.SUCCEEDED]
+    assert [t.status for t in done] == [
+        TaskStatus.CANCELLED,
+        TaskStatus.FAILED,
+        TaskStatus.SUCCEEDED,
+    ]
     assert "step limit" in (done[1].error or "")
     assert [r.status for r in rt.store.runs_of(long.id)] == ["cancelled"]
     assert [r.status for r in rt.store.runs_of(failing.id)] == ["failed"]

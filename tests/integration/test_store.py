@@ -19,9 +19,17 @@ from fleet.store import schema as s
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
-def sub(text_: str = "hi", *, key: str = "k1", mode: str = "followup", debounce: float = 2.0,
-        idem: str | None = None, deployment: str = "chat", scope: str = "api",
-        max_attempts: int = 3) -> Submission:
+def sub(
+    text_: str = "hi",
+    *,
+    key: str = "k1",
+    mode: str = "followup",
+    debounce: float = 2.0,
+    idem: str | None = None,
+    deployment: str = "chat",
+    scope: str = "api",
+    max_attempts: int = 3,
+) -> Submission:
     return Submission(
         deployment=deployment,
         scope=scope,
@@ -49,8 +57,14 @@ def run_to_end(store: Store, conv: uuid.UUID, now: datetime, reply: str = "r") -
     assert claim is not None
     run_id = uuid.uuid4()
     store.start_run(claim.task, run_id, {"messages": []}, "echo", now)
-    store.settle(claim.task.__class__.model_validate(
-        {**claim.task.model_dump(), "status": TaskStatus.RUNNING}), run_id, ok(reply), now)
+    store.settle(
+        claim.task.__class__.model_validate(
+            {**claim.task.model_dump(), "status": TaskStatus.RUNNING}
+        ),
+        run_id,
+        ok(reply),
+        now,
+    )
     return claim.task.id
 
 
@@ -139,7 +153,9 @@ def test_settle_appends_history_the_next_claim_sees(store: Store) -> None:
     claim = store.claim(t1.conversation_id, "w", T0, items)
     assert claim is not None and claim.task.seq == 2
     assert [(r.role, r.content) for r in claim.history] == [
-        ("assistant", "answer one"), ("user", "first")]
+        ("assistant", "answer one"),
+        ("user", "first"),
+    ]
     done = store.get_task(t1.id)
     assert done.status == TaskStatus.SUCCEEDED and done.reply == "answer one"
     assert [m.content for m in store.messages(t1.conversation_id)] == ["first", "answer one"]

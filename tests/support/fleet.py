@@ -53,7 +53,9 @@ class Proc:
 
         def seen() -> re.Match[str] | None:
             if self.popen.poll() is not None:
-                raise AssertionError(f"{self.name} exited ({self.popen.returncode}):\n{self.log()[-3000:]}")
+                raise AssertionError(
+                    f"{self.name} exited ({self.popen.returncode}):\n{self.log()[-3000:]}"
+                )
             return rx.search(self.log())
 
         return wait_for(seen, timeout, interval=0.05, what=f"{self.name} to log {pattern!r}")
@@ -76,8 +78,9 @@ class Proc:
 class Fleet:
     """Starts workers and beat against one database, one Redis and one config folder."""
 
-    def __init__(self, tmp: Path, *, database_url: str, redis_url: str, config_dir: Path,
-                 **settings: Any) -> None:
+    def __init__(
+        self, tmp: Path, *, database_url: str, redis_url: str, config_dir: Path, **settings: Any
+    ) -> None:
         self.tmp = tmp
         self.env = {
             **os.environ,
@@ -93,9 +96,25 @@ class Fleet:
 
     def worker(self, name: str, concurrency: int = 1, *, ready: bool = True) -> Proc:
         argv = [
-            sys.executable, "-m", "celery", "-A", "fleet.dispatch.celery_app", "worker",
-            "-c", str(concurrency), "-Q", "fleet", "-n", f"{name}@%h", "-P", "prefork",
-            "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO",
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "fleet.dispatch.celery_app",
+            "worker",
+            "-c",
+            str(concurrency),
+            "-Q",
+            "fleet",
+            "-n",
+            f"{name}@%h",
+            "-P",
+            "prefork",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--loglevel",
+            "INFO",
         ]
         proc = Proc(name, argv, self.env, self.tmp / f"{name}.log")
         self.procs.append(proc)
@@ -105,13 +124,58 @@ class Fleet:
 
     def beat(self) -> Proc:
         argv = [
-            sys.executable, "-m", "celery", "-A", "fleet.dispatch.celery_app", "beat",
-            "-s", str(self.tmp / "beat-schedule"), "--loglevel", "INFO",
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "fleet.dispatch.celery_app",
+            "beat",
+            "-s",
+            str(self.tmp / "beat-schedule"),
+            "--loglevel",
+            "INFO",
         ]
         proc = Proc("beat", argv, self.env, self.tmp / "beat.log")
         self.procs.append(proc)
         proc.wait_log(r"Sending due task fleet-sweep")
         return proc
+
+    def serve(self, port: int | None = None, **env: str) -> str:
+        """Start ``fleet serve`` on 127.0.0.1; returns its base URL once it answers /healthz."""
+        import socket
+
+        import httpx
+
+        if port is None:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+        argv = [
+            sys.executable,
+            "-m",
+            "fleet.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--loglevel",
+            "warning",
+        ]
+        proc = Proc("api", argv, {**self.env, **env}, self.tmp / "api.log")
+        self.procs.append(proc)
+        url = f"http://127.0.0.1:{port}"
+
+        def up() -> bool:
+            if proc.popen.poll() is not None:
+                raise AssertionError(f"fleet serve exited:\n{proc.log()[-3000:]}")
+            try:
+                return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(up, 30, interval=0.1, what="fleet serve to answer /healthz")
+        return url
 
     def stop(self) -> None:
         for proc in reversed(self.procs):

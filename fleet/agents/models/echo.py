@@ -29,12 +29,14 @@ class EchoModel:
         low, high = self._delay
         if high > 0:
             time.sleep(self._random.uniform(low, high) / 1000.0)
-        last_user = max(
-            (i for i, m in enumerate(messages) if m.role == "user"), default=None
-        )
+        last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
         text = messages[last_user].content if last_user is not None else ""
         history = (
-            sum(1 for m in messages[:last_user] if m.role in ("user", "assistant") and not m.tool_calls)
+            sum(
+                1
+                for m in messages[:last_user]
+                if m.role in ("user", "assistant") and not m.tool_calls
+            )
             if last_user is not None
             else 0
         )

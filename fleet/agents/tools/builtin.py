@@ -18,7 +18,11 @@ def _current_time(args: dict[str, Any], ctx: ToolContext) -> str:
 
 def _wait(args: dict[str, Any], ctx: ToolContext) -> str:
     seconds = args.get("seconds")
-    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or not 0 <= seconds <= MAX_WAIT_S:
+    if (
+        not isinstance(seconds, int | float)
+        or isinstance(seconds, bool)
+        or not 0 <= seconds <= MAX_WAIT_S
+    ):
         raise ToolError(f"seconds must be a number from 0 to {MAX_WAIT_S:g}, got {seconds!r}")
     stop = threading.Event()
     deadline = float(seconds)
