@@ -7,19 +7,20 @@ reason; ``--json`` prints machine-readable records.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Annotated, Any, NoReturn
 
 import click
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from fleet import __version__
-from fleet.domain.values import Task, TaskStatus
+from fleet.cli_tasks import Tasks, cancel_message, open_tasks, show_task, show_task_list
+from fleet.domain.values import TaskStatus
 from fleet.errors import FleetError, Unavailable
 
 app = typer.Typer(
@@ -53,11 +54,28 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            envvar="FLEET_SERVER",
+            help="Base URL of a `fleet serve`: run and tasks talk to its API (key from "
+            "FLEET_API_KEY) instead of the store.",
+        ),
+    ] = None,
 ) -> None:
     """fleet: an LLM agent worker fleet."""
+    ctx.obj = {"server": server}
+
+
+def _tasks(ctx: typer.Context) -> AbstractContextManager[Tasks]:
+    """The API of ``--server`` / ``FLEET_SERVER`` when given, else the store."""
+    server = (ctx.find_root().obj or {}).get("server")
+    return open_tasks(server, os.environ.get("FLEET_API_KEY") or None)
 
 
 def _print_json(data: Any) -> None:
@@ -71,55 +89,17 @@ def _parse_id(value: str) -> uuid.UUID:
         fail(f"task id {value!r} is not a UUID (see `fleet tasks ls` for ids)")
 
 
-@contextmanager
-def _runtime(*, check_schema: bool = True) -> Iterator[Any]:
-    from fleet.runtime import build
-
-    rt = build(check_schema=check_schema)
-    try:
-        yield rt
-    finally:
-        rt.close()
-
-
-def _show_task(task: Task) -> None:
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column()
-    rows: list[tuple[str, Any]] = [
-        ("id", task.id),
-        ("deployment", task.deployment),
-        ("conversation", task.conversation),
-        ("seq", task.seq),
-        ("status", task.status.value),
-        ("attempts", f"{task.attempts}/{task.max_attempts}"),
-        ("created", task.created_at.isoformat(timespec="seconds")),
-        ("started", task.started_at.isoformat(timespec="seconds") if task.started_at else "-"),
-        ("finished", task.finished_at.isoformat(timespec="seconds") if task.finished_at else "-"),
-        ("labels", ", ".join(f"{k}={v}" for k, v in task.labels.items()) or "-"),
-        (
-            "input",
-            "\n".join(p.text if p.type == "text" else json.dumps(p.data) for p in task.input),
-        ),
-    ]
-    if task.reply is not None:
-        rows.append(("reply", task.reply))
-    if task.error:
-        rows.append(("error", task.error))
-    for k, v in rows:
-        table.add_row(k, str(v))
-    out.print(table)
-
-
 # -- run ----------------------------------------------------------------------------------------
 
 
 @app.command()
 def run(
+    ctx: typer.Context,
     deployment: Annotated[
         str, typer.Argument(help="Deployment to run (a file in config/deployments).")
     ],
     text: Annotated[str, typer.Argument(help="The input for the agent ('-' reads stdin).")],
+    *,
     conversation: Annotated[
         str | None,
         typer.Option("--conversation", "-c", help="Conversation key: the same key continues it."),
@@ -144,34 +124,25 @@ def run(
     labels = parse_label_args(label or [])
     if text == "-":
         text = sys.stdin.read()
-    with _runtime() as rt:
-        adm = rt.dispatcher.submit(
+    with _tasks(ctx) as tasks:
+        admitted = tasks.submit(
             deployment, text, key=conversation, labels=labels, idempotency_key=idempotency_key
         )
-        task = adm.task
-        if not no_wait:
-            if rt.local_waker is not None:
-                from fleet.dispatch.embedded import run_until_done
-
-                task = run_until_done(rt.dispatcher, rt.local_waker, task.id, timeout)
-            else:
-                with err.status(f"waiting for task {task.id} ({task.conversation} #{task.seq})"):
-                    task = rt.dispatcher.wait(task.id, timeout)
+        task = admitted if no_wait else tasks.wait(admitted["id"], timeout, err)
+    status = TaskStatus(task["status"])
     if as_json:
-        from fleet.views import admission_json, task_json
-
-        _print_json(admission_json(adm) | task_json(task))
-    elif no_wait or not task.status.terminal:
-        out.print(f"{task.id} {task.status.value} {task.conversation} #{task.seq}")
-    elif task.status == TaskStatus.SUCCEEDED:
-        out.print(task.reply or "", markup=False)
-    if task.status in (TaskStatus.FAILED, TaskStatus.CANCELLED):
+        _print_json(admitted | task)
+    elif no_wait or not status.terminal:
+        out.print(f"{task['id']} {status.value} {task['conversation']} #{task['seq']}")
+    elif status == TaskStatus.SUCCEEDED:
+        out.print(task["reply"] or "", markup=False)
+    if status in (TaskStatus.FAILED, TaskStatus.CANCELLED):
         if not as_json:
-            err.print(f"fleet: task {task.id} {task.status.value}: {task.error}", markup=False)
+            err.print(f"fleet: task {task['id']} {status.value}: {task['error']}", markup=False)
         raise typer.Exit(EXIT_FAILED)
-    if not no_wait and not task.status.terminal:
+    if not no_wait and not status.terminal:
         if not as_json:
-            err.print(f"fleet: task {task.id} is still {task.status.value} after {timeout:g}s")
+            err.print(f"fleet: task {task['id']} is still {status.value} after {timeout:g}s")
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -180,23 +151,24 @@ def run(
 
 @tasks_app.command("show")
 def tasks_show(
+    ctx: typer.Context,
     task_id: Annotated[str, typer.Argument(help="Task id.")],
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show one task."""
     tid = _parse_id(task_id)
-    with _runtime() as rt:
-        task = rt.store.get_task(tid)
+    with _tasks(ctx) as tasks:
+        task = tasks.get(tid)
     if as_json:
-        from fleet.views import task_json
-
-        _print_json(task_json(task))
+        _print_json(task)
     else:
-        _show_task(task)
+        show_task(out, task)
 
 
 @tasks_app.command("ls")
 def tasks_ls(
+    ctx: typer.Context,
+    *,
     conversation: Annotated[
         str | None, typer.Option("--conversation", "-c", help="Only this conversation key.")
     ] = None,
@@ -208,64 +180,34 @@ def tasks_ls(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List tasks, oldest first (the newest LIMIT)."""
-    from fleet.domain.keys import split_scoped
-    from fleet.store import TaskFilter
-
-    scope, key = (None, None)
-    if conversation is not None:
-        scope, key = split_scoped(conversation)
     st: TaskStatus | None = None
     if status is not None:
         try:
             st = TaskStatus(status)
         except ValueError:
             fail(f"--status {status!r} is not one of {', '.join(s.value for s in TaskStatus)}")
-    with _runtime() as rt:
-        found = rt.store.list_tasks(
-            TaskFilter(
-                deployment=deployment, scope=scope, conversation_key=key, status=st, limit=limit
-            )
-        )
+    with _tasks(ctx) as tasks:
+        found = tasks.list(conversation=conversation, deployment=deployment, status=st, limit=limit)
     if as_json:
-        from fleet.views import task_json
-
-        _print_json([task_json(t) for t in found])
-        return
-    table = Table("id", "deployment", "conversation", "seq", "status", "created", "reply/error")
-    for t in found:
-        summary = (t.reply if t.reply is not None else t.error or "")[:60]
-        table.add_row(
-            str(t.id),
-            t.deployment,
-            t.conversation,
-            str(t.seq),
-            t.status.value,
-            t.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            summary,
-        )
-    out.print(table)
+        _print_json(found)
+    else:
+        show_task_list(out, found)
 
 
 @tasks_app.command("cancel")
 def tasks_cancel(
+    ctx: typer.Context,
     task_id: Annotated[str, typer.Argument(help="Task id.")],
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Cancel a task: a queued one at once, a running one at its next step boundary."""
     tid = _parse_id(task_id)
-    with _runtime() as rt:
-        result = rt.dispatcher.cancel(tid)
+    with _tasks(ctx) as tasks:
+        result = tasks.cancel(tid)
     if as_json:
-        from fleet.views import task_json
-
-        _print_json({"effect": result.effect, "task": task_json(result.task)})
-        return
-    messages = {
-        "cancelled": "cancelled",
-        "requested": "cancel requested: it stops at its next step boundary",
-        "finished": f"already {result.task.status.value}; nothing to cancel",
-    }
-    out.print(f"{result.task.id}: {messages[result.effect]}")
+        _print_json(result)
+    else:
+        out.print(cancel_message(result), markup=False)
 
 
 # -- operations ---------------------------------------------------------------------------------
@@ -321,8 +263,22 @@ def worker(
         bool, typer.Option("--beat", help="Also run the sweeper schedule here.")
     ] = False,
     loglevel: Annotated[str, typer.Option("--loglevel")] = "INFO",
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=1,
+            max=65535,
+            envvar="FLEET_METRICS_PORT",
+            help="Serve the worker's run metrics (all its processes) on :PORT/metrics.",
+        ),
+    ] = None,
 ) -> None:
     """Run a Celery worker that drains conversations (needs FLEET_REDIS_URL)."""
+    if metrics_port is not None:
+        from fleet.dispatch import worker_metrics
+
+        worker_metrics.serve(metrics_port)
     _celery_argv(
         [
             "worker",
@@ -349,6 +305,10 @@ def serve(
     """Serve the HTTP API (SubmitTask, triggers, A2A, /healthz, /readyz, /metrics)."""
     import uvicorn
 
+    if workers > 1:  # /metrics then sums every uvicorn process (Prometheus multiprocess mode)
+        from fleet.dispatch import worker_metrics
+
+        worker_metrics.prepare_multiprocess()
     from fleet.runtime import build
 
     build().close()  # fail fast on bad config or an unmigrated database
@@ -389,7 +349,6 @@ def _celery_argv(argv: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Console entry: maps errors to one line and an exit code (never a traceback)."""
     import logging
-    import os
 
     level = os.environ.get("FLEET_LOG_LEVEL", "WARNING").upper()
     logging.basicConfig(
@@ -397,18 +356,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     command: Callable[..., Any] = typer.main.get_command(app)
     try:
-        command(args=argv, prog_name="fleet", standalone_mode=False)
+        code = command(args=argv, prog_name="fleet", standalone_mode=False)
+        if isinstance(code, int):  # click returns an Exit's code instead of raising it here
+            return code
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except typer.Exit as exc:
         return int(exc.exit_code)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, typer.Abort):
         err.print("fleet: aborted")
         return 130
-    except click.UsageError as exc:
-        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+    except (click.ClickException, typer.TyperException) as exc:
+        # typer >= 0.20 raises its own (vendored) click's exceptions, not click's
+        ctx = getattr(exc, "ctx", None)
+        code = int(getattr(exc, "exit_code", EXIT_BAD_INPUT))
+        if code == 0 or not hasattr(exc, "format_message"):
+            return code
+        hint = f" (see `{ctx.command_path} --help`)" if ctx else ""
         err.print(f"fleet: {exc.format_message()}{hint}", markup=False)
-        return EXIT_BAD_INPUT
+        return code
     except Unavailable as exc:
         err.print(f"fleet: {exc.message}", markup=False)
         return EXIT_FAILED
@@ -420,8 +386,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:  # never a traceback for users; DEBUG logging shows it
         logging.getLogger("fleet").debug("unexpected error", exc_info=True)
+        first = str(exc).splitlines()[0] if str(exc) else ""
         err.print(
-            f"fleet: internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            f"fleet: internal error: {type(exc).__name__}: {first}"
             " (set FLEET_LOG_LEVEL=DEBUG for the trace)",
             markup=False,
         )

@@ -46,5 +46,13 @@ PREVIEW_CHARS = 80
 
 #: Redis key of a conversation's lease; the braces keep one conversation on one cluster slot.
 LEASE_KEY = "fleet:lease:{{{conversation}}}"
+#: Redis key a wake-up sets when it finds the conversation's lease taken (same slot as the lease).
+KNOCK_KEY = "fleet:knock:{{{conversation}}}"
+#: A knock outlives any run it waits behind; a stale one costs one extra look, nothing more.
+KNOCK_TTL_S = 3600
+#: Redis key marking "a wake-up for this conversation is on its way" (deleted when it acquires).
+WOKEN_KEY = "fleet:woken:{{{conversation}}}"
+#: After this long a pending wake-up counts as lost and the next admission publishes another.
+WOKEN_TTL_S = 30
 #: Celery queue that carries wake-up hints.
 WAKE_QUEUE = "fleet"

@@ -22,6 +22,11 @@ RECOVERED = Counter(
     "Tasks taken back from a lost worker, by what became of them (interrupted = will retry).",
     ["status"],
 )
+RETRIED = Counter(
+    "fleet_tasks_retried_total",
+    "Runs that retry a task whose earlier attempt lost its worker.",
+    ["deployment"],
+)
 QUEUE_WAIT = Histogram(
     "fleet_queue_wait_seconds",
     "From admission (or not_before) to run start.",
@@ -43,6 +48,8 @@ def admitted(adm: Admission) -> None:
 
 def started(task: Task, now: datetime) -> None:
     STARTED.labels(task.deployment).inc()
+    if task.attempts > 1:
+        RETRIED.labels(task.deployment).inc()
     since = max(task.created_at, task.not_before)
     QUEUE_WAIT.labels(task.deployment).observe(max(0.0, (now - since).total_seconds()))
 

@@ -71,15 +71,17 @@ def build(
         if waker is None:
             waker = local_waker = LocalWaker()
     else:
-        if lease is None:
-            from fleet.dispatch.leases.redis import RedisLease
+        from fleet.dispatch.leases.redis import RedisLease
 
+        if lease is None:
             lease = RedisLease(redis_client(settings), settings.lease_ttl)
         if waker is None:
             from fleet.dispatch.celery_app import CeleryWaker, app_for
 
             assert settings.redis_url
-            waker = CeleryWaker(app_for(settings.redis_url))
+            waker = CeleryWaker(
+                app_for(settings.redis_url), lease if isinstance(lease, RedisLease) else None
+            )
     dispatcher = Dispatcher(settings=settings, config=config, store=store, lease=lease, waker=waker)
     return Runtime(settings, config, store, dispatcher, local_waker)
 

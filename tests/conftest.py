@@ -5,6 +5,7 @@ Locally a missing service skips the tests that need it; with CI=true it fails th
 
 from __future__ import annotations
 
+import atexit
 import os
 import textwrap
 import uuid
@@ -22,7 +23,31 @@ CI = os.environ.get("CI", "").lower() == "true"
 PG_ADMIN_URL = os.environ.get(
     "FLEET_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
-REDIS_URL = os.environ.get("FLEET_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+REDIS_BASE = os.environ.get("FLEET_TEST_REDIS_URL", "redis://127.0.0.1:6379")
+
+
+def _claim_redis_db() -> int:
+    """A Redis database number no other local pytest session is using (one lock file each).
+
+    Tests empty their database; two sessions on one database would wipe each other's queues.
+    """
+    import fcntl
+
+    for number in range(1, 12):
+        handle = open(f"/tmp/fleet-test-redis-{number}.lock", "w")  # noqa: SIM115
+        atexit.register(handle.close)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            continue
+        _LOCKS.append(handle)  # held until the session's process exits
+        return number
+    raise RuntimeError("all Redis databases 1-11 are in use by other test sessions")
+
+
+_LOCKS: list[object] = []
+REDIS_URL = f"{REDIS_BASE.rstrip('/')}/{_claim_redis_db()}"
 
 
 def need(service: str, problem: str | None) -> None:
@@ -119,7 +144,7 @@ def store(db_url: str) -> Iterator[Store]:
 
 @pytest.fixture
 def redis_url() -> Iterator[str]:
-    """A real Redis database (15 by default), emptied before the test."""
+    """A real Redis database of this session's own, emptied before the test."""
     import redis
 
     client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)

@@ -6,14 +6,21 @@ what order, and who holds it. So each setting below is about promptness, never c
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 from celery import Celery
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
 
 from fleet.config import load_settings
 from fleet.constants import WAKE_QUEUE
+from fleet.dispatch.leases.redis import RedisLease
+
+log = logging.getLogger(__name__)
 
 
 def make_app(redis_url: str | None, sweep_interval_s: float) -> Celery:
@@ -72,13 +79,32 @@ def app_for(redis_url: str) -> Celery:
 
 
 class CeleryWaker:
-    """Publishes ``fleet.drain(conversation)`` wake-ups, delayed with an ETA when not yet due."""
+    """Publishes ``fleet.drain(conversation)`` wake-ups, delayed with an ETA when not yet due.
 
-    def __init__(self, celery: Celery) -> None:
+    An immediate wake-up is skipped when the lease says it is not needed: the conversation's
+    holder was knocked instead, or an earlier wake-up has not been picked up yet.
+    """
+
+    def __init__(self, celery: Celery, lease: RedisLease | None = None) -> None:
         self._app = celery
+        self._lease = lease
 
-    def wake(self, conversation_id: uuid.UUID, at: datetime | None = None) -> None:
+    def wake(
+        self, conversation_id: uuid.UUID, at: datetime | None = None, *, force: bool = False
+    ) -> None:
+        """Publish a hint; a broker outage is logged, not raised (the sweeper re-sends it)."""
         options: dict[str, Any] = {"queue": WAKE_QUEUE}
-        if at is not None and at > datetime.now(UTC):
-            options["eta"] = at
-        self._app.send_task("fleet.drain", args=[str(conversation_id)], **options)
+        try:
+            if at is not None and at > datetime.now(UTC):
+                options["eta"] = at
+            elif not force and self._lease is not None and not self._lease.wake_needed(
+                conversation_id
+            ):
+                return
+            self._app.send_task("fleet.drain", args=[str(conversation_id)], **options)
+        except (OperationalError, RedisError, OSError) as exc:
+            # What was admitted is committed: failing now would only invite a duplicate retry.
+            log.warning("wake-up for conversation %s not sent: %s", conversation_id, exc)
+            if self._lease is not None:
+                with contextlib.suppress(RedisError, OSError):
+                    self._lease.forget_wake(conversation_id)

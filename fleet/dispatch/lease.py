@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class LeaseHandle:
     """A held lease: its conversation, its token, and whether renewal failed since."""
 
@@ -31,18 +32,26 @@ class Lease(ABC):
 
     def __init__(self, ttl_s: float) -> None:
         self.ttl_s = ttl_s
+        self._beating: dict[int, tuple[LeaseHandle, float]] = {}
+        self._beat_lock = threading.Lock()
+        self._beat_wake = threading.Condition(self._beat_lock)
+        self._beat_thread: threading.Thread | None = None
 
     @abstractmethod
     def acquire(self, conversation_id: uuid.UUID) -> LeaseHandle | None:
-        """Take the lease if nobody holds it (None otherwise)."""
+        """Take the lease if nobody holds it; otherwise leave a knock for the holder and return None.
+
+        The knock is how a wake-up that found the conversation busy reaches its holder: the
+        holder's ``release`` reports it, and the holder looks at the conversation again.
+        """
 
     @abstractmethod
     def renew(self, handle: LeaseHandle) -> bool:
         """Extend the lease by its TTL; False if it expired or another holder took it."""
 
     @abstractmethod
-    def release(self, handle: LeaseHandle) -> None:
-        """Give the lease up if still ours (never someone else's)."""
+    def release(self, handle: LeaseHandle) -> bool:
+        """Give the lease up if still ours; True if somebody knocked while we held it."""
 
     @abstractmethod
     def held(self, conversation_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
@@ -54,26 +63,42 @@ class Lease(ABC):
 
     @contextmanager
     def kept_alive(self, handle: LeaseHandle) -> Iterator[LeaseHandle]:
-        """Renew every TTL/3 until the block ends; a failed renewal sets ``handle.lost``."""
-        done = threading.Event()
+        """Renew every TTL/3 until the block ends; a failed renewal sets ``handle.lost``.
 
-        def beat() -> None:
-            while not done.wait(self.ttl_s / 3):
-                try:
-                    ok = self.renew(handle)
-                except Exception:  # a lost connection counts as a lost lease
-                    log.warning(
-                        "lease renewal failed for %s", handle.conversation_id, exc_info=True
-                    )
-                    ok = False
-                if not ok:
-                    handle.lost.set()
-                    return
-
-        thread = threading.Thread(target=beat, name="fleet-lease-heartbeat", daemon=True)
-        thread.start()
+        One heartbeat thread per process serves every held lease (no thread per run).
+        """
+        with self._beat_lock:
+            self._beating[id(handle)] = (handle, time.monotonic() + self.ttl_s / 3)
+            if self._beat_thread is None or not self._beat_thread.is_alive():
+                self._beat_thread = threading.Thread(
+                    target=self._beat, name="fleet-lease-heartbeat", daemon=True
+                )
+                self._beat_thread.start()
+            self._beat_wake.notify()
         try:
             yield handle
         finally:
-            done.set()
-            thread.join()
+            with self._beat_lock:
+                self._beating.pop(id(handle), None)
+
+    def _beat(self) -> None:
+        while True:
+            with self._beat_lock:
+                now = time.monotonic()
+                due = [h for h, at in self._beating.values() if at <= now]
+                for h in due:
+                    self._beating[id(h)] = (h, now + self.ttl_s / 3)
+                nxt = min((at for _, at in self._beating.values()), default=now + self.ttl_s)
+                if not due:
+                    self._beat_wake.wait(max(0.0, nxt - now))
+                    continue
+            for h in due:
+                try:
+                    ok = self.renew(h)
+                except Exception:  # a lost connection counts as a lost lease
+                    log.warning("lease renewal failed for %s", h.conversation_id, exc_info=True)
+                    ok = False
+                if not ok:
+                    h.lost.set()
+                    with self._beat_lock:
+                        self._beating.pop(id(h), None)

@@ -29,9 +29,9 @@ from fleet.domain import inputs, keys
 from fleet.domain.admission import QueuePolicy, Submission
 from fleet.domain.labels import merge_labels
 from fleet.domain.runs import Outcome, TraceRow
-from fleet.domain.values import ACTIVE, CLAIMABLE, Admission, Task, TaskStatus
+from fleet.domain.values import CLAIMABLE, Admission, Task, TaskStatus
 from fleet.errors import InputError, LeaseLost, NotFound
-from fleet.store import CancelResult, Claim, Store
+from fleet.store import CancelResult, Claim, Head, Prepared, Started, Store
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class Dispatcher:
         result = self.store.cancel(task_id, self.clock(), scope=scope)
         if result.effect == "cancelled":
             # The conversation's next task may start now.
-            self.waker.wake(result.task.conversation_id)
+            self.waker.wake(result.task.conversation_id, force=True)
         return result
 
     # -- workers --------------------------------------------------------------------------------
@@ -125,72 +125,65 @@ class Dispatcher:
     def drain(self, conversation_id: uuid.UUID) -> int:
         """Run the conversation's due tasks in seq order while holding its lease; returns how many.
 
-        After each release the loop looks at the conversation again, so a task admitted while
-        the lease was held (its wake-up found the lease taken) is never left behind.
+        A wake-up that finds the lease taken knocks; the holder's release reports the knock and
+        the holder looks again, so a task admitted while the lease was held is never left behind.
         """
         deadline = time.monotonic() + self.settings.drain_budget
         ran = 0
-        idle_spins = 0
-        while True:
-            handle = self.lease.acquire(conversation_id)
-            if handle is None:
-                return ran  # the holder looks again after it releases
-            try:
-                did = self._run_head(conversation_id, handle)
-            finally:
-                self.lease.release(handle)
-            ran += did
-            head = self.store.head(conversation_id)
-            if head is None or head.status in ACTIVE:
-                return ran
-            if head.not_before > self.clock():
-                self.waker.wake(conversation_id, head.not_before)
-                return ran
-            if time.monotonic() > deadline or self.stopping.is_set():
-                self.waker.wake(conversation_id)  # yield to other conversations / workers
-                return ran
-            idle_spins = 0 if did else idle_spins + 1
-            if idle_spins > 3:
-                self.waker.wake(conversation_id)
+        with self.store.pinned():
+            while True:
+                handle = self.lease.acquire(conversation_id)
+                if handle is None:
+                    return ran  # the holder will see the knock when it releases
+                try:
+                    did, head = self._step(conversation_id, handle)
+                finally:
+                    knocked = self.lease.release(handle)
+                ran += did
+                if head is not None and head.claimable:
+                    if head.not_before > self.clock():
+                        self.waker.wake(conversation_id, head.not_before)
+                        return ran
+                    if time.monotonic() > deadline or self.stopping.is_set():
+                        self.waker.wake(conversation_id)  # yield to other conversations / workers
+                        return ran
+                    continue
+                if head is None and knocked and not self.stopping.is_set():
+                    continue
+                if head is None and knocked:
+                    self.waker.wake(conversation_id)
                 return ran
 
-    def _run_head(self, conversation_id: uuid.UUID, handle: LeaseHandle) -> bool:
-        claim = self.store.claim(conversation_id, self.worker, self.clock(), self._history_items)
-        if claim is None:
-            return False
+    def _step(self, conversation_id: uuid.UUID, handle: LeaseHandle) -> tuple[bool, Head | None]:
+        """Claim and run the head task; returns whether a task ran and the head after it."""
+        result = self.store.start_next(
+            conversation_id, self.worker, self.clock(), self._history_items, self._prepare
+        )
+        if not isinstance(result, Started):
+            return False, result
         try:
-            self._run_claimed(claim, handle)
+            return True, self._run(result, handle)
         except LeaseLost as exc:
-            log.warning("abandoning task %s: %s", claim.task.id, exc.message)
-        return True
+            log.warning("abandoning task %s: %s", result.task.id, exc.message)
+            return True, None
 
-    def _run_claimed(self, claim: Claim, handle: LeaseHandle) -> None:
-        task = claim.task
-        run_id = uuid.uuid4()
-        agent = self.config.agents.get(
-            self.config.deployments[task.deployment].agent
-            if task.deployment in self.config.deployments
-            else ""
-        )
+    def _prepare(self, claim: Claim) -> Prepared:
+        """The frozen context of a claimed task (built once; a retry reuses its first one)."""
+        agent = self._agent(claim.task.deployment)
         if agent is None:
-            self.store.start_run(task, run_id, {"messages": []}, "-", self.clock())
-            self._settle(
-                task,
-                run_id,
-                Outcome(
-                    TaskStatus.FAILED,
-                    None,
-                    f"deployment {task.deployment!r} is no longer configured",
-                    {},
-                ),
-            )
-            return
+            return Prepared({"messages": []}, "-")
         context = claim.frozen_context or prompt.assemble(
-            agent, task, claim.history, more_history=claim.more_history
+            agent, claim.task, claim.history, more_history=claim.more_history
         )
-        model = self._model(agent)
-        self.store.start_run(task, run_id, context, model.name, self.clock())
+        return Prepared(context, self._model(agent).name)
+
+    def _run(self, started: Started, handle: LeaseHandle) -> Head | None:
+        task, run_id, context = started.task, started.run_id, started.context
         metrics.started(task, self.clock())
+        agent = self._agent(task.deployment)
+        if agent is None:
+            missing = f"deployment {task.deployment!r} is no longer configured"
+            return self._settle(task, run_id, Outcome(TaskStatus.FAILED, None, missing, {}))
         tools: dict[str, Tool] = {name: BUILTIN_TOOLS[name] for name in agent.tools}
         ctx = ToolContext(
             task_id=str(task.id),
@@ -207,7 +200,7 @@ class Dispatcher:
         with self.lease.kept_alive(handle):
             try:
                 outcome = run_agent(
-                    model,
+                    self._model(agent),
                     tools,
                     prompt.messages(context),
                     max_steps=agent.max_steps,
@@ -223,11 +216,16 @@ class Dispatcher:
                 )
         if handle.lost.is_set():
             raise LeaseLost(f"lease on conversation {task.conversation_id} was lost mid-run")
-        self._settle(task, run_id, outcome)
+        return self._settle(task, run_id, outcome)
 
-    def _settle(self, task: Task, run_id: uuid.UUID, outcome: Outcome) -> None:
-        final = self.store.settle(task, run_id, outcome, self.clock())
+    def _settle(self, task: Task, run_id: uuid.UUID, outcome: Outcome) -> Head | None:
+        final, head = self.store.settle(task, run_id, outcome, self.clock())
         metrics.finished(task, final, self.clock())
+        return head
+
+    def _agent(self, deployment: str) -> AgentConfig | None:
+        dep = self.config.deployments.get(deployment)
+        return None if dep is None else self.config.agents.get(dep.agent)
 
     def _history_items(self, deployment: str) -> int:
         dep = self.config.deployments.get(deployment)
@@ -260,11 +258,11 @@ class Dispatcher:
             if status is not None:
                 recovered += 1
                 metrics.recovered(status)
-                self.waker.wake(conv)
+                self.waker.wake(conv, force=True)
         grace = timedelta(seconds=self.settings.sweep_interval)
         due = self.store.due_conversations(now - grace, limit=1000)
         for conv in due:
-            self.waker.wake(conv)
+            self.waker.wake(conv, force=True)
         return SweepReport(recovered=recovered, woken=len(due))
 
     def wait(self, task_id: uuid.UUID, timeout_s: float, *, poll_s: float = 0.05) -> Task:

@@ -10,8 +10,10 @@ from typing import Protocol
 
 
 class Waker(Protocol):
-    def wake(self, conversation_id: uuid.UUID, at: datetime | None = None) -> None:
-        """Ask for a drain of the conversation, not before ``at``."""
+    def wake(
+        self, conversation_id: uuid.UUID, at: datetime | None = None, *, force: bool = False
+    ) -> None:
+        """Ask for a drain of the conversation, not before ``at``; ``force`` skips de-duplication."""
 
 
 class LocalWaker:
@@ -22,7 +24,9 @@ class LocalWaker:
         self._heap: list[tuple[float, int, uuid.UUID]] = []
         self._n = 0
 
-    def wake(self, conversation_id: uuid.UUID, at: datetime | None = None) -> None:
+    def wake(
+        self, conversation_id: uuid.UUID, at: datetime | None = None, *, force: bool = False
+    ) -> None:
         with self._lock:
             self._n += 1
             heapq.heappush(self._heap, (at.timestamp() if at else 0.0, self._n, conversation_id))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,6 +41,10 @@ def parse(
                 'or {"type": "data", "data": {…}}',
                 field="input",
             ) from None
+    for i, part in enumerate(parts):
+        why = unstorable(part.text if isinstance(part, TextPart) else part.data)
+        if why is not None:
+            raise InputError(f"input part {i}: {why}", field="input")
     if not parts or all(isinstance(p, TextPart) and not p.text.strip() for p in parts):
         raise InputError("input is empty; send the text the agent should work on", field="input")
     size = sum(part_bytes(p) for p in parts)
@@ -50,6 +55,31 @@ def parse(
             field="input",
         )
     return parts, size
+
+
+def unstorable(value: Any) -> str | None:
+    """Why a JSON value cannot be stored: a NUL, invalid Unicode, NaN or infinity; or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"holds the number {value}, which JSON cannot carry; send a finite number"
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "contains a NUL character (U+0000), which cannot be stored; remove it"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"is not valid Unicode text (lone surrogate at position {exc.start})"
+        return None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            why = unstorable(k) or unstorable(v)
+            if why is not None:
+                return why
+    elif isinstance(value, list):
+        for v in value:
+            why = unstorable(v)
+            if why is not None:
+                return why
+    return None
 
 
 def idempotency_key(value: str | None) -> str | None:

@@ -17,7 +17,8 @@ from fleet.errors import Forbidden, InputError
 SINGLETON_SCOPE = "deployment"
 SINGLETON_KEY = "singleton"
 _SCOPE = re.compile(r"^(api|webhook:[A-Za-z0-9._-]{1,64}|a2a:[A-Za-z0-9._@-]{1,128})$")
-_KEY = re.compile(r"^[^\x00-\x1f\x7f]+$")
+#: No control characters and no lone surrogates (neither can be stored as text).
+_KEY = re.compile(r"^[^\x00-\x1f\x7f\ud800-\udfff]+$")
 
 DeploymentKind = Literal["pool", "task", "singleton"]
 
@@ -37,7 +38,7 @@ def check_scope(scope: str) -> str:
 
 
 def split_scoped(value: str) -> tuple[str | None, str]:
-    """Split ``api:k`` / ``webhook:t:k`` / ``a2a:c:k`` into (scope, key); a bare key has no scope."""
+    """Split ``api:k``, ``webhook:t:k``, ``a2a:c:k`` into (scope, key); a bare key has no scope."""
     head, sep, rest = value.partition(":")
     if not sep:
         return None, value
@@ -68,8 +69,8 @@ def resolve(
     scope, bare = split_scoped(key)
     if scope is not None and scope != caller_scope:
         raise Forbidden(
-            f"conversation key {key!r} belongs to scope {scope!r}; a {caller_scope!r} caller can only "
-            "continue conversations of its own scope",
+            f"conversation key {key!r} belongs to scope {scope!r}; a {caller_scope!r} caller can "
+            "only continue conversations of its own scope",
             field="conversationKey",
         )
     if not bare or len(bare) > MAX_CONVERSATION_KEY_CHARS or not _KEY.fullmatch(bare):

@@ -6,10 +6,20 @@ from fleet.domain.redaction import Redactor
 from fleet.domain.runs import Outcome, TraceRow
 from fleet.store import db
 from fleet.store.admission import AdmissionStore
-from fleet.store.leasing import Claim, Head, LeasingStore
+from fleet.store.leasing import Claim, Head, LeasingStore, Prepared, Started
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
 
-__all__ = ["CancelResult", "Claim", "Head", "Outcome", "Store", "TaskFilter", "TraceRow"]
+__all__ = [
+    "CancelResult",
+    "Claim",
+    "Head",
+    "Outcome",
+    "Prepared",
+    "Started",
+    "Store",
+    "TaskFilter",
+    "TraceRow",
+]
 
 
 class Store(AdmissionStore, LeasingStore, QueryStore):

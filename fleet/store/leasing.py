@@ -1,4 +1,4 @@
-"""Claim, start, checkpoint, settle and recover: every write of a run is fenced.
+"""Claim, checkpoint, settle and recover: every write of a run is fenced.
 
 A write names the task and the fencing number its claim got; after another worker's claim (or a
 recovery) the number or the status has moved on and the write matches no row: ``LeaseLost``.
@@ -12,14 +12,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, case, literal, null, select, update
+from sqlalchemy import Connection, select
 
 from fleet.domain.context import Record
 from fleet.domain.runs import Outcome, TraceRow
-from fleet.domain.values import ACTIVE, CLAIMABLE, UNFINISHED, Task, TaskStatus, render_parts
+from fleet.domain.values import ACTIVE, CLAIMABLE, Task, TaskStatus, render_parts
 from fleet.errors import LeaseLost
 from fleet.store import rows
 from fleet.store import schema as s
+from fleet.store import statements as q
 from fleet.store.base import StoreBase
 
 t = s.tasks
@@ -39,246 +40,197 @@ class Claim:
 
 
 @dataclass(frozen=True, slots=True)
-class Head:
-    """A conversation's lowest unfinished task, as the drain loop sees it after release."""
+class Prepared:
+    """What the caller decided for a claimed task: its frozen context and the model it uses."""
 
+    context: dict[str, Any]
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A task this worker now runs (status ``running``) and the run opened for it."""
+
+    task: Task
+    run_id: uuid.UUID
+    context: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """A conversation's lowest unfinished task: what blocks it or what it waits for."""
+
+    task_id: uuid.UUID
     status: TaskStatus
     not_before: datetime
+    fence: int
+
+    @property
+    def claimable(self) -> bool:
+        return self.status in CLAIMABLE
 
 
-def _unfinished(conversation_id: uuid.UUID) -> Any:
-    return and_(t.c.conversation_id == conversation_id, t.c.status.in_(UNFINISHED))
+def _head(row: Any) -> Head | None:
+    return None if row is None else Head(row.id, TaskStatus(row.status), row.not_before, row.fence)
 
 
 class LeasingStore(StoreBase):
-    def claim(
+    def start_next(
         self,
         conversation_id: uuid.UUID,
         worker: str,
         now: datetime,
         history_items: Callable[[str], int],
-    ) -> Claim | None:
-        """Lease the conversation's head task if it is claimable and due (one transaction).
+        prepare: Callable[[Claim], Prepared],
+    ) -> Started | Head | None:
+        """Claim the conversation's head task and open its run, in one transaction.
 
-        Only the lowest unfinished seq may be leased; the partial unique index refuses a second
-        active task even if two claims raced.
+        Only the lowest unfinished seq may be claimed, only when due, and the partial unique index
+        refuses a second active task even if two claims raced. Nothing claimable: the head (what
+        blocks) or None (nothing unfinished).
         """
-        head_id = (
-            select(t.c.id)
-            .where(_unfinished(conversation_id))
-            .order_by(t.c.seq)
-            .limit(1)
-            .scalar_subquery()
-        )
         with self.tx() as conn:
             row = conn.execute(
-                update(t)
-                .where(t.c.id == head_id, t.c.status.in_(CLAIMABLE), t.c.not_before <= now)
-                .values(
-                    status=TaskStatus.LEASED,
-                    fence=t.c.fence + 1,
-                    attempts=t.c.attempts + 1,
-                    leased_at=now,
-                    worker=worker,
-                )
-                .returning(*rows.TASK_COLUMNS)
+                q.CLAIM, {"b_conv": conversation_id, "b_now": now, "b_worker": worker}
             ).first()
             if row is None:
-                return None
+                return _head(conn.execute(q.HEAD, {"b_conv": conversation_id}).first())
             task = rows.task(row)
-            if task.attempts > 1:
-                frozen = conn.execute(
-                    select(s.runs.c.context)
-                    .where(s.runs.c.task_id == task.id)
-                    .order_by(s.runs.c.attempt.desc())
-                    .limit(1)
-                ).scalar()
-                if frozen is not None:
-                    return Claim(task=task, frozen_context=frozen)
-            limit = history_items(task.deployment)
-            generation = row._mapping["generation"]
-            found = conn.execute(
-                select(s.messages.c.id, s.messages.c.role, s.messages.c.content)
-                .where(
-                    s.messages.c.conversation_id == conversation_id,
-                    s.messages.c.generation == generation,
-                )
-                .order_by(s.messages.c.id.desc())
-                .limit(limit + 1)
-            ).all()
+            claim = self._claim_sources(conn, task, row._mapping["generation"], history_items)
+            prepared = prepare(claim)
+            run_id = uuid.uuid4()
+            conn.execute(
+                q.INSERT_RUN,
+                {
+                    "id": run_id,
+                    "task_id": task.id,
+                    "conversation_id": task.conversation_id,
+                    "attempt": task.attempts,
+                    "fence": task.fence,
+                    "status": "running",
+                    "model": prepared.model,
+                    # Built from stored messages and the stored input: redacted already.
+                    "context": prepared.context,
+                    "usage": {},
+                    "labels": task.labels,
+                    "started_at": now,
+                },
+            )
+        return Started(task=task, run_id=run_id, context=prepared.context)
+
+    def _claim_sources(
+        self, conn: Connection, task: Task, generation: int, history_items: Callable[[str], int]
+    ) -> Claim:
+        if task.attempts > 1:
+            frozen = conn.execute(q.FROZEN, {"b_task": task.id}).scalar()
+            if frozen is not None:
+                return Claim(task=task, frozen_context=frozen)
+        limit = history_items(task.deployment)
+        if task.seq == 1 or limit == 0:
+            return Claim(task=task)  # a conversation's first task has no history yet
+        found = conn.execute(
+            q.HISTORY,
+            {"b_conv": task.conversation_id, "b_gen": generation, "b_limit": limit + 1},
+        ).all()
         records = tuple(Record(r.id, r.role, r.content) for r in found[:limit])
         return Claim(task=task, history=records, more_history=len(found) > limit)
-
-    def start_run(
-        self,
-        task: Task,
-        run_id: uuid.UUID,
-        context: dict[str, Any],
-        model: str,
-        now: datetime,
-    ) -> None:
-        """Open the run and mark the task running; LeaseLost if another claim moved the fence."""
-        with self.tx() as conn:
-            moved = conn.execute(
-                update(t)
-                .where(t.c.id == task.id, t.c.fence == task.fence, t.c.status == TaskStatus.LEASED)
-                .values(status=TaskStatus.RUNNING, started_at=now)
-            ).rowcount
-            if moved != 1:
-                raise LeaseLost(f"task {task.id} was taken over before its run started")
-            conn.execute(
-                s.runs.insert().values(
-                    id=run_id,
-                    task_id=task.id,
-                    conversation_id=task.conversation_id,
-                    attempt=task.attempts,
-                    fence=task.fence,
-                    status="running",
-                    model=model,
-                    context=self.redactor.json(context),
-                    usage={},
-                    labels=task.labels,
-                    started_at=now,
-                )
-            )
 
     def checkpoint(
         self, task: Task, run_id: uuid.UUID, traces: Sequence[TraceRow], now: datetime
     ) -> bool:
         """Store finished steps at a step boundary; returns whether a cancel was requested."""
         with self.tx() as conn:
-            cancel = conn.execute(
-                update(t)
-                .where(t.c.id == task.id, t.c.fence == task.fence, t.c.status == TaskStatus.RUNNING)
-                .values(leased_at=t.c.leased_at)
-                .returning(t.c.cancel_requested)
-            ).scalar()
+            cancel = conn.execute(q.CHECKPOINT, {"b_task": task.id, "b_fence": task.fence}).scalar()
             if cancel is None:
                 raise LeaseLost(f"task {task.id} was taken over (fence {task.fence} is stale)")
             self._insert_traces(conn, task, run_id, traces)
         return bool(cancel)
 
-    def settle(self, task: Task, run_id: uuid.UUID, outcome: Outcome, now: datetime) -> TaskStatus:
-        """Close the run and finish the task in one fenced transaction; returns the final status.
+    def settle(
+        self, task: Task, run_id: uuid.UUID, outcome: Outcome, now: datetime
+    ) -> tuple[TaskStatus, Head | None]:
+        """Close the run and finish the task in one fenced transaction.
 
-        A cancel requested while the run worked wins over its outcome. A succeeded run appends
-        the input and the reply to the conversation; a failed one appends the input only.
+        A cancel requested while the run worked wins over its outcome. A succeeded run appends the
+        input and the reply to the conversation; a failed one appends the input only. Returns the
+        final status and the conversation's next head (read before the lease is released).
         """
-        result = None if outcome.reply is None else {"reply": self.redactor.text(outcome.reply)}
-        status_expr = case(
-            (t.c.cancel_requested, TaskStatus.CANCELLED.value), else_=outcome.status.value
-        )
-        error_expr = case((t.c.cancel_requested, "cancelled by request"), else_=outcome.error)
+        reply = None if outcome.reply is None else self.redactor.text(outcome.reply)
+        error = self.redactor.text(outcome.error) if outcome.error else None
         with self.tx() as conn:
             row = conn.execute(
-                update(t)
-                .where(t.c.id == task.id, t.c.fence == task.fence, t.c.status == TaskStatus.RUNNING)
-                .values(
-                    status=status_expr,
-                    error=error_expr,
-                    result=case((t.c.cancel_requested, null()), else_=literal(result, s.JSONType)),
-                    finished_at=now,
-                    worker=None,
-                )
-                .returning(t.c.status, t.c.generation, t.c.input)
+                q.SETTLE,
+                {
+                    "b_task": task.id,
+                    "b_fence": task.fence,
+                    "b_status": outcome.status.value,
+                    "b_error": error,
+                    "b_result": None if reply is None else {"reply": reply},
+                    "b_now": now,
+                },
             ).first()
             if row is None:
                 raise LeaseLost(f"task {task.id} was taken over; its outcome is discarded")
             final = TaskStatus(row.status)
             self._insert_traces(conn, task, run_id, outcome.traces)
             conn.execute(
-                update(s.runs)
-                .where(s.runs.c.id == run_id)
-                .values(
-                    status=final.value,
-                    usage=outcome.usage,
-                    error=self.redactor.text(outcome.error) if outcome.error else row_error(final),
-                    finished_at=now,
-                )
+                q.CLOSE_RUN,
+                {
+                    "b_run": run_id,
+                    "b_status": final.value,
+                    "b_usage": outcome.usage,
+                    "b_error": "cancelled by request" if final == TaskStatus.CANCELLED else error,
+                    "b_now": now,
+                },
             )
             if final != TaskStatus.CANCELLED:
-                said = [
-                    {"role": "user", "content": render_parts(task.input), "delivery": "accepted"}
-                ]
-                if final == TaskStatus.SUCCEEDED and result is not None:
-                    said.append(
-                        {"role": "assistant", "content": result["reply"], "delivery": "sent"}
-                    )
+                said = [("user", render_parts(task.input), "accepted")]
+                if final == TaskStatus.SUCCEEDED and reply is not None:
+                    said.append(("assistant", reply, "sent"))
                 conn.execute(
-                    s.messages.insert(),
+                    q.INSERT_MESSAGES,
                     [
                         {
-                            **m,
                             "conversation_id": task.conversation_id,
                             "generation": row.generation,
                             "task_id": task.id,
                             "run_id": run_id,
+                            "role": role,
+                            "content": content,
+                            "delivery": delivery,
                             "created_at": now,
                         }
-                        for m in said
+                        for role, content, delivery in said
                     ],
                 )
-        return final
+            nxt = _head(conn.execute(q.HEAD, {"b_conv": task.conversation_id}).first())
+        return final, nxt
 
-    def recover(
-        self, task_id: uuid.UUID, fence: int, reason: str, now: datetime
-    ) -> TaskStatus | None:
+    def recover(self, task_id: uuid.UUID, fence: int, reason: str, now: datetime) -> TaskStatus | None:
         """Take back a task whose worker was lost: retry it, or fail it after its last attempt.
 
         Conditioned on ``fence`` and an active status, so it never touches a task that finished
         or was claimed again in the meantime. Returns the new status (None if nothing changed).
         """
-        new_status = case(
-            (t.c.cancel_requested, TaskStatus.CANCELLED.value),
-            (t.c.attempts >= t.c.max_attempts, TaskStatus.FAILED.value),
-            else_=TaskStatus.INTERRUPTED.value,
-        )
-        terminal = t.c.cancel_requested | (t.c.attempts >= t.c.max_attempts)
+        params = {"b_task": task_id, "b_fence": fence, "b_reason": reason, "b_now": now}
         with self.tx() as conn:
-            status = conn.execute(
-                update(t)
-                .where(t.c.id == task_id, t.c.fence == fence, t.c.status.in_(ACTIVE))
-                .values(
-                    status=new_status,
-                    error=case(
-                        (t.c.cancel_requested, "cancelled by request"),
-                        else_=reason,
-                    ),
-                    finished_at=case((terminal, now), else_=None),
-                    worker=None,
-                )
-                .returning(t.c.status)
-            ).scalar()
+            status = conn.execute(q.RECOVER, params).scalar()
             if status is None:
                 return None
-            conn.execute(
-                update(s.runs)
-                .where(
-                    s.runs.c.task_id == task_id,
-                    s.runs.c.fence == fence,
-                    s.runs.c.status == "running",
-                )
-                .values(status="interrupted", error=reason, finished_at=now)
-            )
+            conn.execute(q.INTERRUPT_RUN, params)
         return TaskStatus(status)
 
     def head(self, conversation_id: uuid.UUID) -> Head | None:
-        """The lowest unfinished task of a conversation (status and when it is due)."""
+        """The lowest unfinished task of a conversation."""
         with self.read() as conn:
-            row = conn.execute(
-                select(t.c.status, t.c.not_before)
-                .where(_unfinished(conversation_id))
-                .order_by(t.c.seq)
-                .limit(1)
-            ).first()
-        return None if row is None else Head(TaskStatus(row.status), row.not_before)
+            return _head(conn.execute(q.HEAD, {"b_conv": conversation_id}).first())
 
     def active(self) -> list[tuple[uuid.UUID, uuid.UUID, int, str | None]]:
         """(task, conversation, fence, worker) of every leased or running task."""
         with self.read() as conn:
             found = conn.execute(
                 select(t.c.id, t.c.conversation_id, t.c.fence, t.c.worker).where(
-                    t.c.status.in_(ACTIVE)
+                    q.status_in(t.c.status, ACTIVE)
                 )
             ).all()
         return [(r.id, r.conversation_id, r.fence, r.worker) for r in found]
@@ -290,10 +242,10 @@ class LeasingStore(StoreBase):
             found = conn.execute(
                 select(t.c.conversation_id)
                 .where(
-                    t.c.status.in_(CLAIMABLE),
+                    q.status_in(t.c.status, CLAIMABLE),
                     t.c.not_before <= before,
                     ~select(a.c.id)
-                    .where(a.c.conversation_id == t.c.conversation_id, a.c.status.in_(ACTIVE))
+                    .where(a.c.conversation_id == t.c.conversation_id, q.status_in(a.c.status, ACTIVE))
                     .exists(),
                 )
                 .distinct()
@@ -307,7 +259,7 @@ class LeasingStore(StoreBase):
         if not traces:
             return
         conn.execute(
-            s.traces.insert(),
+            q.INSERT_TRACES,
             [
                 {
                     "run_id": run_id,
@@ -326,7 +278,3 @@ class LeasingStore(StoreBase):
                 for tr in traces
             ],
         )
-
-
-def row_error(status: TaskStatus) -> str | None:
-    return "cancelled by request" if status == TaskStatus.CANCELLED else None

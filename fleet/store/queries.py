@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
-from fleet.domain.values import ACTIVE, CLAIMABLE, Message, Run, Task, TaskStatus
+from fleet.domain.values import ACTIVE, CLAIMABLE, UNFINISHED, Message, Run, Task, TaskStatus
 from fleet.errors import NotFound
 from fleet.store import rows
 from fleet.store import schema as s
@@ -25,6 +25,19 @@ class TaskFilter:
     conversation_key: str | None = None
     status: TaskStatus | None = None
     limit: int = 100
+    #: Only these deployments (e.g. the ones an API caller may use); None means any.
+    deployments: frozenset[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """How many tasks of a deployment are in one unfinished status (``/metrics`` gauges)."""
+
+    deployment: str
+    status: TaskStatus
+    count: int
+    #: The earliest ``not_before`` among them (how long the oldest has been due).
+    oldest: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +69,23 @@ class QueryStore(StoreBase):
             query = query.where(t.c.conversation_key == flt.conversation_key)
         if flt.status is not None:
             query = query.where(t.c.status == flt.status)
+        if flt.deployments is not None:
+            query = query.where(t.c.deployment.in_(sorted(flt.deployments)))
         query = query.order_by(t.c.created_at.desc(), t.c.seq.desc()).limit(flt.limit)
         with self.read() as conn:
             found = conn.execute(query).all()
         return [rows.task(r) for r in reversed(found)]
+
+    def backlog(self) -> list[Backlog]:
+        """Unfinished tasks per deployment and status, with the earliest ``not_before`` of each."""
+        query = (
+            select(t.c.deployment, t.c.status, func.count(), func.min(t.c.not_before))
+            .where(t.c.status.in_(UNFINISHED))
+            .group_by(t.c.deployment, t.c.status)
+        )
+        with self.read() as conn:
+            found = conn.execute(query).all()
+        return [Backlog(d, TaskStatus(st), int(n), oldest) for d, st, n, oldest in found]
 
     def cancel(
         self, task_id: uuid.UUID, now: datetime, *, scope: str | None = None

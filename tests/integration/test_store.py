@@ -13,7 +13,7 @@ from fleet.domain.admission import QueuePolicy, Submission
 from fleet.domain.runs import Outcome, TraceRow
 from fleet.domain.values import TaskStatus, TextPart
 from fleet.errors import Conflict, LeaseLost, NotFound
-from fleet.store import Store, TaskFilter
+from fleet.store import Claim, Head, Prepared, Started, Store, TaskFilter
 from fleet.store import schema as s
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -48,24 +48,25 @@ def items(_: str) -> int:
     return 10
 
 
+def prepare(claim: Claim) -> Prepared:
+    return Prepared(claim.frozen_context or {"messages": [{"role": "user", "content": "x"}]}, "echo")
+
+
+def start(store: Store, conv: uuid.UUID, now: datetime, worker: str = "w") -> Started | None:
+    """Claim the head and open its run; None when nothing is claimable."""
+    result = store.start_next(conv, worker, now, items, prepare)
+    return result if isinstance(result, Started) else None
+
+
 def ok(reply: str) -> Outcome:
     return Outcome(TaskStatus.SUCCEEDED, reply, None, {"total_tokens": 3})
 
 
 def run_to_end(store: Store, conv: uuid.UUID, now: datetime, reply: str = "r") -> uuid.UUID:
-    claim = store.claim(conv, "w1", now, items)
-    assert claim is not None
-    run_id = uuid.uuid4()
-    store.start_run(claim.task, run_id, {"messages": []}, "echo", now)
-    store.settle(
-        claim.task.__class__.model_validate(
-            {**claim.task.model_dump(), "status": TaskStatus.RUNNING}
-        ),
-        run_id,
-        ok(reply),
-        now,
-    )
-    return claim.task.id
+    started = start(store, conv, now)
+    assert started is not None
+    store.settle(started.task, started.run_id, ok(reply), now)
+    return started.task.id
 
 
 def test_followup_assigns_seq_per_conversation(store: Store) -> None:
@@ -113,8 +114,7 @@ def test_collect_merges_while_queued_then_starts_a_new_task(store: Store) -> Non
     repeat = store.admit(sub("b", mode="collect", idem="k-b"), T0 + timedelta(seconds=1))
     assert repeat.duplicate and repeat.task.id == first.task.id
     # once leased, the next submission makes a new task
-    claim = store.claim(first.task.conversation_id, "w", T0 + timedelta(seconds=3), items)
-    assert claim is not None
+    assert start(store, first.task.conversation_id, T0 + timedelta(seconds=3)) is not None
     third = store.admit(sub("c", mode="collect"), T0 + timedelta(seconds=4))
     assert not third.merged and third.task.seq == 2
 
@@ -122,18 +122,21 @@ def test_collect_merges_while_queued_then_starts_a_new_task(store: Store) -> Non
 def test_claim_takes_only_the_due_head(store: Store) -> None:
     t1 = store.admit(sub("a", mode="collect", debounce=5), T0).task
     conv = t1.conversation_id
-    assert store.claim(conv, "w", T0, items) is None  # not due yet
-    claim = store.claim(conv, "w", T0 + timedelta(seconds=5), items)
-    assert claim is not None and claim.task.id == t1.id
-    assert claim.task.status == TaskStatus.LEASED and claim.task.fence == 1
+    blocked = store.start_next(conv, "w", T0, items, prepare)  # not due yet: the head says when
+    assert isinstance(blocked, Head) and blocked.not_before == T0 + timedelta(seconds=5)
+    started = start(store, conv, T0 + timedelta(seconds=5))
+    assert started is not None and started.task.id == t1.id
+    assert started.task.status == TaskStatus.RUNNING and started.task.fence == 1
+    assert [r.status for r in store.runs_of(t1.id)] == ["running"]
     store.admit(sub("b"), T0)
-    assert store.claim(conv, "w", T0 + timedelta(seconds=6), items) is None  # head is active
+    busy = store.start_next(conv, "w", T0 + timedelta(seconds=6), items, prepare)
+    assert isinstance(busy, Head) and busy.task_id == t1.id and not busy.claimable
 
 
 def test_a_future_head_blocks_the_tasks_behind_it(store: Store) -> None:
     t1 = store.admit(sub("a", mode="collect", debounce=60), T0).task
     store.admit(sub("b", mode="followup"), T0)
-    assert store.claim(t1.conversation_id, "w", T0 + timedelta(seconds=1), items) is None
+    assert start(store, t1.conversation_id, T0 + timedelta(seconds=1)) is None
     head = store.head(t1.conversation_id)
     assert head is not None and head.not_before == T0 + timedelta(seconds=60)
 
@@ -141,7 +144,7 @@ def test_a_future_head_blocks_the_tasks_behind_it(store: Store) -> None:
 def test_store_refuses_two_active_tasks_in_one_conversation(store: Store) -> None:
     t1 = store.admit(sub("a"), T0).task
     t2 = store.admit(sub("b"), T0).task
-    assert store.claim(t1.conversation_id, "w", T0, items) is not None
+    assert start(store, t1.conversation_id, T0) is not None
     with pytest.raises(IntegrityError), store.tx() as conn:
         conn.execute(s.tasks.update().where(s.tasks.c.id == t2.id).values(status="running"))
 
@@ -150,9 +153,15 @@ def test_settle_appends_history_the_next_claim_sees(store: Store) -> None:
     t1 = store.admit(sub("first"), T0).task
     store.admit(sub("second"), T0)
     run_to_end(store, t1.conversation_id, T0, reply="answer one")
-    claim = store.claim(t1.conversation_id, "w", T0, items)
-    assert claim is not None and claim.task.seq == 2
-    assert [(r.role, r.content) for r in claim.history] == [
+    seen: list[Claim] = []
+
+    def keep(claim: Claim) -> Prepared:
+        seen.append(claim)
+        return prepare(claim)
+
+    started = store.start_next(t1.conversation_id, "w", T0, items, keep)
+    assert isinstance(started, Started) and started.task.seq == 2
+    assert [(r.role, r.content) for r in seen[0].history] == [
         ("assistant", "answer one"),
         ("user", "first"),
     ]
@@ -164,23 +173,19 @@ def test_settle_appends_history_the_next_claim_sees(store: Store) -> None:
 def test_stale_fence_cannot_write_after_recovery_and_reclaim(store: Store) -> None:
     t1 = store.admit(sub("a"), T0).task
     conv = t1.conversation_id
-    old = store.claim(conv, "w1", T0, items)
+    old = start(store, conv, T0, worker="w1")
     assert old is not None
-    run1 = uuid.uuid4()
-    store.start_run(old.task, run1, {"messages": [{"role": "user", "content": "a"}]}, "echo", T0)
     assert store.recover(t1.id, old.task.fence, "worker lost", T0) == TaskStatus.INTERRUPTED
-    new = store.claim(conv, "w2", T0, items)
+    new = start(store, conv, T0, worker="w2")
     assert new is not None and new.task.fence == old.task.fence + 1
     # the retry reuses the first run's frozen context
-    assert new.frozen_context == {"messages": [{"role": "user", "content": "a"}]}
+    assert new.context == old.context == {"messages": [{"role": "user", "content": "x"}]}
     trace = TraceRow(1, "model", "echo", None, None, None, {}, T0, 1.0)
     with pytest.raises(LeaseLost):
-        store.checkpoint(old.task, run1, [trace], T0)
+        store.checkpoint(old.task, old.run_id, [trace], T0)
     with pytest.raises(LeaseLost):
-        store.settle(old.task, run1, ok("stale"), T0)
-    run2 = uuid.uuid4()
-    store.start_run(new.task, run2, new.frozen_context or {}, "echo", T0)
-    store.settle(new.task, run2, ok("fresh"), T0)
+        store.settle(old.task, old.run_id, ok("stale"), T0)
+    store.settle(new.task, new.run_id, ok("fresh"), T0)
     assert store.get_task(t1.id).reply == "fresh"
     runs = store.runs_of(t1.id)
     assert [(r.attempt, r.status) for r in runs] == [(1, "interrupted"), (2, "succeeded")]
@@ -190,33 +195,33 @@ def test_stale_fence_cannot_write_after_recovery_and_reclaim(store: Store) -> No
 def test_recovery_fails_the_task_after_its_last_attempt(store: Store) -> None:
     t1 = store.admit(sub("a", max_attempts=1), T0).task
     store.admit(sub("b"), T0)
-    claim = store.claim(t1.conversation_id, "w", T0, items)
-    assert claim is not None
-    assert store.recover(t1.id, claim.task.fence, "worker lost", T0) == TaskStatus.FAILED
+    started = start(store, t1.conversation_id, T0)
+    assert started is not None
+    assert store.recover(t1.id, started.task.fence, "worker lost", T0) == TaskStatus.FAILED
     assert store.get_task(t1.id).error == "worker lost"
-    nxt = store.claim(t1.conversation_id, "w", T0, items)
+    assert store.runs_of(t1.id)[0].status == "interrupted"
+    nxt = start(store, t1.conversation_id, T0)
     assert nxt is not None and nxt.task.seq == 2  # the conversation moves on
 
 
 def test_recover_ignores_a_task_that_moved_on(store: Store) -> None:
     t1 = store.admit(sub("a"), T0).task
-    claim = store.claim(t1.conversation_id, "w", T0, items)
-    assert claim is not None
-    assert store.recover(t1.id, claim.task.fence - 1, "stale sweep", T0) is None
-    assert store.get_task(t1.id).status == TaskStatus.LEASED
+    started = start(store, t1.conversation_id, T0)
+    assert started is not None
+    assert store.recover(t1.id, started.task.fence - 1, "stale sweep", T0) is None
+    assert store.get_task(t1.id).status == TaskStatus.RUNNING
 
 
 def test_cancel_queued_at_once_and_running_at_settle(store: Store) -> None:
     t1 = store.admit(sub("a"), T0).task
     t2 = store.admit(sub("b"), T0).task
     assert store.cancel(t2.id, T0).effect == "cancelled"
-    claim = store.claim(t1.conversation_id, "w", T0, items)
-    assert claim is not None
-    run_id = uuid.uuid4()
-    store.start_run(claim.task, run_id, {"messages": []}, "echo", T0)
+    started = start(store, t1.conversation_id, T0)
+    assert started is not None
     assert store.cancel(t1.id, T0).effect == "requested"
-    assert store.checkpoint(claim.task, run_id, [], T0) is True
-    assert store.settle(claim.task, run_id, ok("late"), T0) == TaskStatus.CANCELLED
+    assert store.checkpoint(started.task, started.run_id, [], T0) is True
+    final, nxt = store.settle(started.task, started.run_id, ok("late"), T0)
+    assert final == TaskStatus.CANCELLED and nxt is None
     done = store.get_task(t1.id)
     assert done.status == TaskStatus.CANCELLED and done.reply is None
     assert store.runs_of(t1.id)[0].status == "cancelled"
@@ -245,7 +250,7 @@ def test_due_conversations_skip_busy_and_future_ones(store: Store) -> None:
     busy = store.admit(sub("a", key="busy"), T0).task
     store.admit(sub("b", key="busy"), T0)
     store.admit(sub("later", key="later", mode="collect", debounce=60), T0)
-    assert store.claim(busy.conversation_id, "w", T0, items) is not None
+    assert start(store, busy.conversation_id, T0) is not None
     assert store.due_conversations(T0 + timedelta(seconds=1), 100) == [idle.conversation_id]
     assert [a[0] for a in store.active()] == [busy.id]
 

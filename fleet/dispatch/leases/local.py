@@ -16,6 +16,7 @@ class LocalLease(Lease):
         self._clock = clock
         self._lock = threading.Lock()
         self._held: dict[uuid.UUID, tuple[str, float]] = {}
+        self._knocked: set[uuid.UUID] = set()
 
     def _live(self, conversation_id: uuid.UUID) -> tuple[str, float] | None:
         entry = self._held.get(conversation_id)
@@ -27,6 +28,7 @@ class LocalLease(Lease):
     def acquire(self, conversation_id: uuid.UUID) -> LeaseHandle | None:
         with self._lock:
             if self._live(conversation_id) is not None:
+                self._knocked.add(conversation_id)
                 return None
             token = self.new_token()
             self._held[conversation_id] = (token, self._clock() + self.ttl_s)
@@ -40,11 +42,16 @@ class LocalLease(Lease):
             self._held[handle.conversation_id] = (handle.token, self._clock() + self.ttl_s)
             return True
 
-    def release(self, handle: LeaseHandle) -> None:
+    def release(self, handle: LeaseHandle) -> bool:
         with self._lock:
             entry = self._live(handle.conversation_id)
-            if entry is not None and entry[0] == handle.token:
-                del self._held[handle.conversation_id]
+            if entry is None or entry[0] != handle.token:
+                return False
+            del self._held[handle.conversation_id]
+            if handle.conversation_id in self._knocked:
+                self._knocked.discard(handle.conversation_id)
+                return True
+            return False
 
     def held(self, conversation_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
         with self._lock:

@@ -1,6 +1,8 @@
-"""Redis lease: ``SET key token NX PX ttl``; renew and release only while the token still matches.
+"""Redis lease: ``SET key token NX PX ttl``; renew and release only while the token matches.
 
-One key per conversation (``fleet:lease:{<id>}``: the hash tag keeps it on one cluster slot).
+Per conversation two keys on one cluster slot (the braces are a hash tag): the lease and a knock
+that a wake-up leaves when it finds the lease taken. Acquire and release are one script each, so
+a knock is either seen by the holder's release or made after it (and then its acquire succeeds).
 """
 
 from __future__ import annotations
@@ -9,9 +11,19 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from fleet.constants import LEASE_KEY
+from fleet.constants import KNOCK_KEY, KNOCK_TTL_S, LEASE_KEY, WOKEN_KEY, WOKEN_TTL_S
 from fleet.dispatch.lease import Lease, LeaseHandle
 
+# Any attempt consumes the wake-up that caused it, so the "wake-up on its way" mark goes either
+# way; a failed attempt leaves a knock for the holder instead.
+_ACQUIRE = """
+redis.call('del', KEYS[3])
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 1
+end
+redis.call('set', KEYS[2], '1', 'PX', ARGV[3])
+return 0
+"""
 _RENEW = """
 if redis.call('get', KEYS[1]) == ARGV[1] then
   return redis.call('pexpire', KEYS[1], ARGV[2])
@@ -20,7 +32,21 @@ return 0
 """
 _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then
-  return redis.call('del', KEYS[1])
+  redis.call('del', KEYS[1])
+  return redis.call('del', KEYS[2])
+end
+return 0
+"""
+
+# A wake-up is needed only if nobody holds the conversation (else: knock) and no earlier
+# wake-up is still on its way (its drain deletes the mark when it acquires the lease).
+_WAKE = """
+if redis.call('exists', KEYS[1]) == 1 then
+  redis.call('set', KEYS[2], '1', 'PX', ARGV[2])
+  return 0
+end
+if redis.call('set', KEYS[3], '1', 'NX', 'PX', ARGV[1]) then
+  return 1
 end
 return 0
 """
@@ -30,17 +56,32 @@ def lease_key(conversation_id: uuid.UUID) -> str:
     return LEASE_KEY.format(conversation=conversation_id)
 
 
+def knock_key(conversation_id: uuid.UUID) -> str:
+    return KNOCK_KEY.format(conversation=conversation_id)
+
+
+def woken_key(conversation_id: uuid.UUID) -> str:
+    return WOKEN_KEY.format(conversation=conversation_id)
+
+
+def _keys(conversation_id: uuid.UUID) -> list[str]:
+    return [lease_key(conversation_id), knock_key(conversation_id), woken_key(conversation_id)]
+
+
 class RedisLease(Lease):
     def __init__(self, client: Any, ttl_s: float) -> None:
         super().__init__(ttl_s)
         self._redis = client
         self._ttl_ms = int(ttl_s * 1000)
+        self._acquire = client.register_script(_ACQUIRE)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
+        self._wake = client.register_script(_WAKE)
 
     def acquire(self, conversation_id: uuid.UUID) -> LeaseHandle | None:
         token = self.new_token()
-        if self._redis.set(lease_key(conversation_id), token, nx=True, px=self._ttl_ms):
+        keys = _keys(conversation_id)
+        if self._acquire(keys=keys, args=[token, self._ttl_ms, int(KNOCK_TTL_S * 1000)]):
             return LeaseHandle(conversation_id, token)
         return None
 
@@ -48,8 +89,18 @@ class RedisLease(Lease):
         key = lease_key(handle.conversation_id)
         return bool(self._renew(keys=[key], args=[handle.token, self._ttl_ms]))
 
-    def release(self, handle: LeaseHandle) -> None:
-        self._release(keys=[lease_key(handle.conversation_id)], args=[handle.token])
+    def release(self, handle: LeaseHandle) -> bool:
+        keys = [lease_key(handle.conversation_id), knock_key(handle.conversation_id)]
+        return bool(self._release(keys=keys, args=[handle.token]))
+
+    def wake_needed(self, conversation_id: uuid.UUID) -> bool:
+        """Should a wake-up be published now? No if the holder was knocked or one is pending."""
+        args = [int(WOKEN_TTL_S * 1000), int(KNOCK_TTL_S * 1000)]
+        return bool(self._wake(keys=_keys(conversation_id), args=args))
+
+    def forget_wake(self, conversation_id: uuid.UUID) -> None:
+        """A wake-up could not be published after all: let the next admission try again."""
+        self._redis.delete(woken_key(conversation_id))
 
     def held(self, conversation_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
         if not conversation_ids:

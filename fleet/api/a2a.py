@@ -1,0 +1,178 @@
+"""A2A per deployment: ``POST /a2a/{deployment}`` (JSON-RPC, v1.0 and v0.3) and its agent card.
+
+The official a2a-sdk parses and answers the JSON-RPC (its ``JsonRpcDispatcher``, v0.3 methods
+through its compat adapter); :class:`~fleet.api.a2a_handler.FleetRequestHandler` admits into our
+queue. This route only authenticates, checks the deployment, and hands over.
+
+Callers: with callers configured, a bearer key of a caller with ``source = "a2a"`` (scope
+``a2a:<caller>``); other keys get 403, none or a wrong one 401 (problem+json, before any
+JSON-RPC). With no callers configured at all (open mode) everyone is ``a2a:anonymous``, so they
+share contextIds. One conversation per (contextId, caller): the contextId is the conversation key
+within the caller's scope.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.routes.common import DefaultServerCallContextBuilder
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    HTTPAuthSecurityScheme,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
+)
+from fastapi import APIRouter, Header, Path, Request
+from fastapi.responses import JSONResponse, Response
+
+from fleet import __version__
+from fleet.api import a2a_handler
+from fleet.api.auth import Caller, KeyRing
+from fleet.api.deps import RuntimeDep
+from fleet.api.schemas import problem_responses
+from fleet.config import DeploymentConfig
+from fleet.runtime import Runtime
+
+router = APIRouter(tags=["a2a"])
+
+#: The caller of the A2A endpoints when no callers are configured at all.
+ANONYMOUS = Caller(name="anonymous", scope="a2a:anonymous", deployments=None)
+_BEARER = "bearer"
+
+DeploymentName = Annotated[str, Path(description="A deployment (a file in config/deployments).")]
+
+
+class _ContextBuilder(DefaultServerCallContextBuilder):
+    """Carries the caller and deployment our route resolved into the SDK's call context."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        context.state[a2a_handler.CALLER] = request.state.a2a_caller
+        context.state[a2a_handler.DEPLOYMENT] = request.state.a2a_deployment
+        return context
+
+
+def _dispatcher(request: Request) -> JsonRpcDispatcher:
+    """One SDK dispatcher per app, made on first use (the runtime exists only after start-up)."""
+    found: JsonRpcDispatcher | None = getattr(request.app.state, "a2a_dispatcher", None)
+    if found is None:
+        rt: Runtime = request.app.state.runtime
+        found = JsonRpcDispatcher(
+            a2a_handler.FleetRequestHandler(rt),
+            context_builder=_ContextBuilder(),
+            enable_v0_3_compat=True,
+        )
+        request.app.state.a2a_dispatcher = found
+    return found
+
+
+def a2a_caller(ring: KeyRing, authorization: str | None, deployment: str) -> Caller:
+    """The A2A caller of a request; 401 without a valid key, 403 for another source's key."""
+    if ring.open:
+        return ANONYMOUS
+    caller = ring.authenticate(authorization)
+    caller.check_source("a2a")
+    caller.check_deployment(deployment)
+    return caller
+
+
+def agent_card(dep: DeploymentConfig, rpc_url: str, *, secured: bool) -> AgentCard:
+    """The card of one deployment: both protocol versions on one JSON-RPC URL, unary only."""
+    card = AgentCard(
+        name=dep.name,
+        description=f"fleet deployment {dep.name!r} ({dep.kind}): send it a message; "
+        "send the returned contextId again to continue the conversation.",
+        version=__version__,
+        supported_interfaces=[
+            AgentInterface(url=rpc_url, protocol_binding="JSONRPC", protocol_version="1.0"),
+            AgentInterface(url=rpc_url, protocol_binding="JSONRPC", protocol_version="0.3"),
+        ],
+        capabilities=AgentCapabilities(streaming=False, push_notifications=False),
+        default_input_modes=["text/plain", "application/json"],
+        default_output_modes=["text/plain"],
+        skills=[
+            AgentSkill(
+                id=dep.name,
+                name=dep.name,
+                description=f"Runs the {dep.agent!r} agent; labels via metadata "
+                '"fleet.labels", a blocking wait of up to 60 s via "fleet.wait".',
+                tags=["fleet", dep.kind],
+            )
+        ],
+    )
+    if secured:
+        card.security_schemes[_BEARER].CopyFrom(
+            SecurityScheme(
+                http_auth_security_scheme=HTTPAuthSecurityScheme(
+                    scheme="Bearer", description="A fleet API key of a caller with source 'a2a'."
+                )
+            )
+        )
+        card.security_requirements.append(SecurityRequirement(schemes={_BEARER: StringList()}))
+    return card
+
+
+@router.get(
+    "/a2a/{deployment}/.well-known/agent-card.json",
+    operation_id="GetAgentCard",
+    summary="The deployment's A2A agent card",
+    responses=problem_responses(404),
+)
+async def get_agent_card(request: Request, rt: RuntimeDep, deployment: DeploymentName) -> Response:
+    dep = rt.config.deployment(deployment)
+    rpc_url = str(request.url_for("a2a_rpc", deployment=dep.name))
+    ring: KeyRing = request.app.state.keyring
+    return JSONResponse(agent_card_to_dict(agent_card(dep, rpc_url, secured=not ring.open)))
+
+
+# The card's name before A2A 0.3 (clients of 0.2 look here).
+router.add_api_route(
+    "/a2a/{deployment}/.well-known/agent.json",
+    get_agent_card,
+    methods=["GET"],
+    include_in_schema=False,
+)
+
+_ENVELOPE: dict[str, Any] = {
+    "type": "object",
+    "required": ["jsonrpc", "method", "id"],
+    "properties": {
+        "jsonrpc": {"type": "string", "enum": ["2.0"]},
+        "id": {"type": ["string", "integer"]},
+        "method": {
+            "type": "string",
+            "description": "v1.0: SendMessage, GetTask, CancelTask, ListTasks (header "
+            "`A2A-Version: 1.0`); v0.3: message/send, tasks/get, tasks/cancel.",
+        },
+        "params": {"type": "object"},
+    },
+}
+
+
+@router.post(
+    "/a2a/{deployment}",
+    name="a2a_rpc",
+    operation_id="A2AJsonRpc",
+    summary="A2A JSON-RPC: answers are JSON-RPC results or errors (HTTP 200)",
+    openapi_extra={
+        "requestBody": {"required": True, "content": {"application/json": {"schema": _ENVELOPE}}}
+    },
+    responses=problem_responses(401, 403, 404),
+)
+async def a2a_rpc(
+    request: Request,
+    rt: RuntimeDep,
+    deployment: DeploymentName,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> Response:
+    dep = rt.config.deployment(deployment)
+    request.state.a2a_caller = a2a_caller(request.app.state.keyring, authorization, dep.name)
+    request.state.a2a_deployment = dep.name
+    return await _dispatcher(request).handle_requests(request)

@@ -1,0 +1,369 @@
+"""The a2a-sdk request handler: A2A calls admitted into fleet's queue and read from its store.
+
+The SDK's JSON-RPC dispatcher parses both protocol versions (v1.0 ``SendMessage``… and v0.3
+``message/send``…) into v1.0 protobuf requests and calls this handler; the route in
+:mod:`fleet.api.a2a` has already authenticated the caller and put it, with the deployment, in the
+call context's state. Every fleet error leaves here as an A2A error with a clear message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncGenerator, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, NoReturn
+
+from a2a.server.context import ServerCallContext
+from a2a.server.events.event_queue import Event
+from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.types import (
+    AgentCard,
+    Artifact,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+)
+from a2a.utils.errors import (
+    A2AError,
+    ExtendedAgentCardNotConfiguredError,
+    InternalError,
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from google.protobuf import struct_pb2
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.timestamp_pb2 import Timestamp
+from starlette.concurrency import run_in_threadpool
+
+from fleet.api.auth import Caller
+from fleet.domain import a2a as rules
+from fleet.domain import keys
+from fleet.domain.values import DataPart, TextPart
+from fleet.domain.values import Task as FleetTask
+from fleet.domain.values import TaskStatus as FleetStatus
+from fleet.errors import FleetError, InputError, NotFound
+from fleet.runtime import Runtime
+from fleet.store import TaskFilter
+
+log = logging.getLogger(__name__)
+
+#: Call-context state keys the route fills in.
+CALLER = "fleet.caller"
+DEPLOYMENT = "fleet.deployment"
+#: ListTasks: default and largest page.
+LIST_PAGE = 50
+LIST_MAX = 100
+#: Seconds between store reads while waiting for a task (grows to the second value).
+POLL_FIRST_S, POLL_MAX_S = 0.05, 0.5
+_UNARY = "streaming is not offered by this agent (see its card); use SendMessage and GetTask"
+
+
+@contextmanager
+def a2a_errors() -> Iterator[None]:
+    """Translate fleet errors to A2A errors; an unexpected one is logged, never shown."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+    from sqlalchemy.exc import InterfaceError, OperationalError
+
+    try:
+        yield
+    except A2AError:
+        raise
+    except NotFound as exc:
+        raise TaskNotFoundError(exc.message) from None
+    except FleetError as exc:
+        if exc.status >= 500:
+            raise InternalError(f"{exc.message} (retry later)") from None
+        raise InvalidParamsError(exc.message) from None
+    except (
+        OperationalError,
+        InterfaceError,
+        RedisConnectionError,
+        RedisTimeoutError,
+        ConnectionError,
+    ):
+        raise InternalError("a backing service is unavailable; retry later") from None
+    except Exception:
+        log.exception("A2A call failed")
+        raise InternalError("an unexpected error occurred; it was logged") from None
+
+
+def _who(context: ServerCallContext) -> tuple[Caller, str]:
+    caller: Caller = context.state[CALLER]
+    deployment: str = context.state[DEPLOYMENT]
+    return caller, deployment
+
+
+def _ts(when: datetime | None) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromDatetime(when or datetime.now(UTC))
+    return stamp
+
+
+def _struct(values: dict[str, Any]) -> struct_pb2.Struct:
+    out = struct_pb2.Struct()
+    out.update(values)
+    return out
+
+
+def _part(part: TextPart | DataPart) -> Part:
+    if isinstance(part, TextPart):
+        return Part(text=part.text)
+    value = struct_pb2.Value()
+    value.struct_value.update(part.data)
+    return Part(data=value)
+
+
+def _agent_message(task: FleetTask, suffix: str, text: str) -> Message:
+    return Message(
+        message_id=f"{task.id}-{suffix}",
+        context_id=task.key,
+        task_id=str(task.id),
+        role=Role.ROLE_AGENT,
+        parts=[Part(text=text)],
+    )
+
+
+def to_a2a(task: FleetTask, *, history_length: int | None = None) -> Task:
+    """Our task as an A2A task: state, reply as artifact and status message, input as history."""
+    state = "TASK_STATE_" + rules.state(task.status).upper()
+    status = TaskStatus(state=state, timestamp=_ts(task.finished_at or task.started_at))
+    artifacts: list[Artifact] = []
+    history = [
+        Message(
+            message_id=task.idempotency_key or f"{task.id}-input",
+            context_id=task.key,
+            task_id=str(task.id),
+            role=Role.ROLE_USER,
+            parts=[_part(p) for p in task.input],
+        )
+    ]
+    if task.status == FleetStatus.SUCCEEDED and task.reply is not None:
+        reply = _agent_message(task, "reply", task.reply)
+        status.message.CopyFrom(reply)
+        artifacts.append(
+            Artifact(artifact_id=f"{task.id}-reply", name="reply", parts=[Part(text=task.reply)])
+        )
+        history.append(reply)
+    elif task.error:
+        status.message.CopyFrom(_agent_message(task, "error", task.error))
+    if history_length is not None:
+        history = history[len(history) - history_length :] if history_length else []
+    return Task(
+        id=str(task.id),
+        context_id=task.key,
+        status=status,
+        artifacts=artifacts,
+        history=history,
+        metadata=_struct(
+            {
+                "fleet.status": task.status.value,
+                "fleet.conversation": task.conversation,
+                "fleet.deployment": task.deployment,
+                "fleet.seq": task.seq,
+                "fleet.labels": task.labels,
+            }
+        ),
+    )
+
+
+def _task_id(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise NotFound(f"no task with id {value!r} (task ids are UUIDs)") from None
+
+
+class FleetRequestHandler(RequestHandler):
+    """Answers A2A calls for any deployment from the runtime's dispatcher and store."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+
+    async def _task(self, context: ServerCallContext, task_id: str) -> FleetTask:
+        """The caller's task on this endpoint's deployment, or NotFound."""
+        caller, deployment = _who(context)
+        try:
+            task: FleetTask | None = await run_in_threadpool(
+                self.rt.store.get_task, _task_id(task_id)
+            )
+        except NotFound:
+            task = None
+        # Another scope's task is "not found" too: its existence is not revealed.
+        if (
+            task is None
+            or task.deployment != deployment
+            or not keys.readable_by(task.scope, caller.scope)
+        ):
+            raise NotFound(f"no task with id {task_id} on deployment {deployment!r}")
+        return task
+
+    async def _wait(self, task: FleetTask, timeout: float) -> FleetTask:
+        """Poll the store (never holding a thread while asleep) until terminal or timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        delay = POLL_FIRST_S
+        while not task.status.terminal:
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            await asyncio.sleep(min(delay, left))
+            delay = min(delay * 1.5, POLL_MAX_S)
+            task = await run_in_threadpool(self.rt.store.get_task, task.id)
+        return task
+
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task:
+        with a2a_errors():
+            caller, deployment = _who(context)
+            msg = params.message
+            request_meta = MessageToDict(params.metadata) if params.HasField("metadata") else None
+            message_meta = MessageToDict(msg.metadata) if msg.HasField("metadata") else None
+            parts = rules.input_parts(MessageToDict(msg).get("parts", []))
+            labels = rules.labels(request_meta, message_meta)
+            wait = rules.wait_seconds(
+                params.configuration.return_immediately, request_meta, message_meta
+            )
+            key = msg.context_id or None
+            if msg.task_id:
+                # A follow-up to one of our tasks continues that task's conversation.
+                earlier = await self._task(context, msg.task_id)
+                if key is not None and key != earlier.key:
+                    raise InputError(
+                        f"message.taskId {msg.task_id} belongs to contextId {earlier.key!r}, "
+                        f"not {key!r}; send one of them",
+                        field="message.contextId",
+                    )
+                key = earlier.key
+            admission = await run_in_threadpool(
+                self.rt.dispatcher.submit,
+                deployment,
+                parts,
+                scope=caller.scope,
+                key=key,
+                labels=labels,
+                idempotency_key=msg.message_id or None,
+            )
+            task = await self._wait(admission.task, wait)
+            history = (
+                params.configuration.history_length
+                if params.configuration.HasField("history_length")
+                else None
+            )
+            return to_a2a(task, history_length=history)
+
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task:
+        with a2a_errors():
+            task = await self._task(context, params.id)
+            history = params.history_length if params.HasField("history_length") else None
+            return to_a2a(task, history_length=history)
+
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task:
+        with a2a_errors():
+            task = await self._task(context, params.id)
+            result = await run_in_threadpool(self.rt.dispatcher.cancel, task.id, scope=task.scope)
+            if result.effect == "finished":
+                raise TaskNotCancelableError(
+                    f"task {task.id} already finished ({rules.state(result.task.status)})"
+                )
+            # A running task stops at its next step boundary; give it a moment to get there.
+            return to_a2a(await self._wait(result.task, rules.CANCEL_WAIT_S))
+
+    async def on_list_tasks(
+        self, params: ListTasksRequest, context: ServerCallContext
+    ) -> ListTasksResponse:
+        with a2a_errors():
+            caller, deployment = _who(context)
+            if params.page_token:
+                raise InputError("pageToken is not supported; narrow by contextId or status")
+            size = params.page_size or LIST_PAGE
+            if not 1 <= size <= LIST_MAX:
+                raise InputError(f"pageSize must be 1 to {LIST_MAX}, got {size}")
+            found = await run_in_threadpool(
+                self.rt.store.list_tasks,
+                TaskFilter(
+                    deployment=deployment,
+                    scope=keys.SINGLETON_SCOPE
+                    if self.rt.config.deployments[deployment].kind == "singleton"
+                    else caller.scope,
+                    conversation_key=params.context_id or None,
+                    limit=1000,
+                ),
+            )
+            tasks = list(reversed(found))  # newest first
+            if params.status:
+                wanted = TaskState.Name(params.status).removeprefix("TASK_STATE_").lower()
+                tasks = [t for t in tasks if rules.state(t.status) == wanted]
+            if params.HasField("status_timestamp_after"):
+                after = params.status_timestamp_after.ToDatetime(tzinfo=UTC)
+                tasks = [
+                    t for t in tasks if (t.finished_at or t.started_at or t.created_at) > after
+                ]
+            history = params.history_length if params.HasField("history_length") else None
+            page = [to_a2a(t, history_length=history) for t in tasks[:size]]
+            return ListTasksResponse(tasks=page, page_size=size, total_size=len(tasks))
+
+    # -- not offered ------------------------------------------------------------------------
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        raise UnsupportedOperationError(_UNARY)
+        yield  # an async generator, as the SDK expects
+
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        raise UnsupportedOperationError(_UNARY)
+        yield
+
+    @staticmethod
+    def _no_push() -> NoReturn:
+        raise PushNotificationNotSupportedError(
+            "push notifications are not offered by this agent; poll GetTask"
+        )
+
+    async def on_create_task_push_notification_config(
+        self, params: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        self._no_push()
+
+    async def on_get_task_push_notification_config(
+        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        self._no_push()
+
+    async def on_list_task_push_notification_configs(
+        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> ListTaskPushNotificationConfigsResponse:
+        self._no_push()
+
+    async def on_delete_task_push_notification_config(
+        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        self._no_push()
+
+    async def on_get_extended_agent_card(
+        self, params: GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> AgentCard:
+        raise ExtendedAgentCardNotConfiguredError("this agent has no extended card")

@@ -1,0 +1,184 @@
+"""Ops endpoints: ``/healthz`` (process up), ``/readyz`` (store and Redis usable), ``/metrics``.
+
+Where the metrics come from (a fleet's work happens in other processes than the API's):
+
+- **This API process** counts admissions: ``fleet_tasks_submitted_total{deployment,outcome}``
+  (``outcome`` = new, merged, duplicate: merges are ``outcome="merged"``).
+- **The store, read at scrape time**, gives fleet-wide gauges that are right whichever API replica
+  is scraped: ``fleet_backlog_tasks{deployment,status}`` (queued, leased, running, interrupted)
+  and ``fleet_backlog_oldest_due_seconds{deployment}`` (how long the oldest due task has waited;
+  the signal to scale workers on). Every replica reports the same values, so aggregate them with
+  ``max``, not ``sum``. ``fleet_backlog_up`` is 0 when the store could not be read (the scrape
+  itself still succeeds, with the process metrics).
+- **Worker processes** record runs: started, finished (by status), queue wait and run duration
+  histograms, retries and recoveries. Celery's prefork children cannot each be scraped, so
+  ``fleet worker --metrics-port N`` runs them in Prometheus multiprocess mode and serves their sum
+  on ``:N/metrics`` (see :mod:`fleet.dispatch.worker_metrics`); scrape each worker pod there.
+- With ``PROMETHEUS_MULTIPROC_DIR`` set (``fleet serve --workers N`` sets one up when N > 1),
+  this endpoint sums every process that writes to that folder: all uvicorn workers, and Celery
+  workers too when they share the host and the folder (a single-machine fleet).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+from starlette.concurrency import run_in_threadpool
+
+from fleet.api.deps import RuntimeDep
+from fleet.api.problems import RETRY_AFTER_S, problem
+from fleet.domain.values import UNFINISHED, TaskStatus
+from fleet.errors import FleetError
+from fleet.runtime import Runtime
+from fleet.store import db, migrate
+from fleet.store.queries import Backlog
+
+router = APIRouter(tags=["ops"])
+
+#: Seconds a readiness probe waits for Redis to answer before calling it down.
+REDIS_TIMEOUT_S = 2.0
+
+
+@router.get("/healthz", operation_id="Health", summary="The process is up (no I/O)")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@functools.cache
+def _head() -> str:
+    return migrate.head()
+
+
+def _database(rt: Runtime) -> str | None:
+    """None when the store answers and its schema is at head, else what is wrong."""
+    try:
+        with db.unavailable_on_outage():
+            have = migrate.current(rt.store.engine)
+    except FleetError as exc:
+        return exc.message
+    except Exception as exc:  # any driver failure means "not ready", never a 500
+        return f"database unavailable: {db.describe(exc)}"
+    if have != _head():
+        have = have or "nothing (empty database)"
+        return f"schema at {have}, needs {_head()}: run `fleet migrate`"
+    return None
+
+
+async def _redis(url: str) -> str | None:
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(
+        url, socket_connect_timeout=REDIS_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S
+    )
+    try:
+        await client.ping()
+    except Exception as exc:
+        return f"redis unavailable: {type(exc).__name__}: {exc}"
+    finally:
+        await client.aclose()
+    return None
+
+
+@router.get(
+    "/readyz",
+    operation_id="Ready",
+    summary="The database is reachable and migrated, and Redis answers",
+    responses={503: {"description": "Something this process needs is down; the body says what."}},
+)
+async def readyz(rt: RuntimeDep) -> JSONResponse:
+    checks: dict[str, str | None] = {"database": await run_in_threadpool(_database, rt)}
+    if rt.settings.redis_url:
+        checks["redis"] = await _redis(rt.settings.redis_url)
+    down = {name: why for name, why in checks.items() if why is not None}
+    shown = {name: why or "ok" for name, why in checks.items()}
+    if down:
+        return problem(
+            503,
+            "Not ready",
+            "; ".join(f"{name}: {why}" for name, why in down.items()),
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+            checks=shown,
+        )
+    return JSONResponse({"status": "ready", "checks": shown})
+
+
+class _BacklogCollector(Collector):
+    """Gauges from one backlog read (every configured deployment and status, zeros included)."""
+
+    def __init__(self, deployments: list[str], found: list[Backlog] | None) -> None:
+        self.deployments = deployments
+        self.found = found
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("fleet_backlog_up", "1 when the store's backlog could be read.")
+        up.add_metric([], 0.0 if self.found is None else 1.0)
+        yield up
+        if self.found is None:
+            return
+        tasks = GaugeMetricFamily(
+            "fleet_backlog_tasks",
+            "Unfinished tasks now, by deployment and status (fleet-wide, from the store).",
+            labels=["deployment", "status"],
+        )
+        oldest = GaugeMetricFamily(
+            "fleet_backlog_oldest_due_seconds",
+            "How long the oldest due queued/interrupted task has waited (fleet-wide).",
+            labels=["deployment"],
+        )
+        counts = {(b.deployment, b.status): b.count for b in self.found}
+        now = datetime.now(UTC)
+        waiting: dict[str, float] = {}
+        for b in self.found:
+            if b.status in (TaskStatus.QUEUED, TaskStatus.INTERRUPTED) and b.oldest is not None:
+                age = max(0.0, (now - b.oldest).total_seconds())
+                waiting[b.deployment] = max(waiting.get(b.deployment, 0.0), age)
+        names = sorted(set(self.deployments) | {b.deployment for b in self.found})
+        for name in names:
+            for status in UNFINISHED:
+                tasks.add_metric([name, status.value], float(counts.get((name, status), 0)))
+            oldest.add_metric([name], waiting.get(name, 0.0))
+        yield tasks
+        yield oldest
+
+
+def _backlog(rt: Runtime) -> list[Backlog] | None:
+    try:
+        return rt.store.backlog()
+    except Exception:  # an outage must not take the process metrics down with it
+        return None
+
+
+def _process_metrics() -> bytes:
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not folder:
+        return generate_latest(REGISTRY)
+    from prometheus_client import multiprocess
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=folder)  # type: ignore[no-untyped-call]
+    return generate_latest(registry)
+
+
+@router.get(
+    "/metrics",
+    operation_id="Metrics",
+    summary="Prometheus metrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
+async def metrics(rt: RuntimeDep) -> Response:
+    found = await run_in_threadpool(_backlog, rt)
+    backlog = CollectorRegistry()
+    backlog.register(_BacklogCollector(sorted(rt.config.deployments), found))
+    body = await run_in_threadpool(_process_metrics) + generate_latest(backlog)
+    return Response(body, media_type=CONTENT_TYPE_PLAIN_0_0_4)

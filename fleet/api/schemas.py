@@ -1,0 +1,206 @@
+"""Request and response bodies of the task API (camelCase on the wire, unknown fields refused).
+
+Responses are built by :mod:`fleet.views` (one JSON shape for the CLI and the API); the models
+here document that shape in ``/openapi.json`` and a unit test checks that the two agree.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic.alias_generators import to_camel
+
+from fleet.domain.values import TaskStatus
+
+
+class _Camel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class TextPartModel(_Camel):
+    """A piece of text for the agent."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class DataPartModel(_Camel):
+    """A JSON object for the agent (rendered to it as sorted JSON)."""
+
+    type: Literal["data"] = "data"
+    data: dict[str, Any]
+
+
+PartModel = Annotated[TextPartModel | DataPartModel, Field(discriminator="type")]
+_PARTS: TypeAdapter[list[TextPartModel | DataPartModel]] = TypeAdapter(list[PartModel])
+
+
+def _input(value: Any) -> Any:
+    """Text, or parts; errors name the part (``input part 0.text: Field required``)."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        raise ValueError(
+            f"must be text or a list of parts, not {type(value).__name__}; a part is "
+            '{"type": "text", "text": "…"} or {"type": "data", "data": {…}}'
+        )
+    try:
+        return _PARTS.validate_python(value)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = err["loc"]
+        # (index, tag, field…): the tag is the part's own "type", already named by the index
+        where = ".".join(str(p) for p in (loc[:1] + loc[2:] if len(loc) > 1 else loc))
+        raise ValueError(f"part {where}: {err['msg']}") from None
+
+
+Input = Annotated[str | list[PartModel], BeforeValidator(_input)]
+
+
+class SubmitTaskRequest(_Camel):
+    """Work for a deployment; the same ``conversationKey`` continues the same conversation."""
+
+    deployment: str = Field(description="Deployment to run (a file in config/deployments).")
+    input: Input = Field(
+        description="Text, or a list of text/data parts; at most the agent's max_input_bytes."
+    )
+    conversation_key: str | None = Field(
+        default=None,
+        description=(
+            "Conversation to join: a bare key (`ticket-4711`) or the scoped key a task showed "
+            "(`api:ticket-4711`). Omitted: a new conversation. Ignored by singleton deployments."
+        ),
+    )
+    labels: dict[str, str] | None = Field(
+        default=None,
+        description="At most 32; keys of letters, digits and `._/-`; values up to 256 bytes.",
+    )
+    idempotency_key: str | None = Field(
+        default=None,
+        description="Repeating a submission with this key (in the caller's scope) creates nothing.",
+    )
+
+    def input_value(self) -> str | list[dict[str, Any]]:
+        if isinstance(self.input, str):
+            return self.input
+        return [p.model_dump() for p in self.input]
+
+
+class TaskView(_Camel):
+    """A task as callers see it."""
+
+    id: UUID
+    deployment: str
+    status: TaskStatus
+    conversation: str = Field(
+        description="The conversation key with its scope (`api:ticket-4711`): send it back to "
+        "continue the conversation."
+    )
+    seq: int = Field(description="Position in its conversation (1, 2, …).")
+    input: list[PartModel]
+    submissions: int = Field(description="How many submissions collect mode merged into it.")
+    labels: dict[str, str]
+    idempotency_key: str | None
+    attempts: int
+    max_attempts: int
+    cancel_requested: bool
+    created_at: datetime
+    not_before: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    reply: str | None = Field(description="The agent's final answer once it succeeded.")
+    error: str | None
+
+
+class SubmitTaskResponse(TaskView):
+    """The admitted task: a new one, the queued one it was merged into, or the original one."""
+
+    merged_into: UUID | None = Field(
+        description="Set when collect mode merged this submission into a still-queued task: "
+        "that task's id (also `id`). Keep using it."
+    )
+    duplicate: bool = Field(
+        description="The idempotency key was seen before: this is the original task."
+    )
+
+
+class CancelTaskResponse(_Camel):
+    """What cancelling did."""
+
+    effect: Literal["cancelled", "requested", "finished"] = Field(
+        description="`cancelled`: it was queued and is now cancelled; `requested`: it is running "
+        "and stops at its next step boundary; `finished`: it had already finished."
+    )
+    task: TaskView
+
+
+class TaskList(_Camel):
+    tasks: list[TaskView] = Field(description="Oldest first (the newest `limit`).")
+
+
+class MessageView(_Camel):
+    id: int
+    role: Literal["user", "assistant"]
+    content: str
+    task_id: UUID | None
+    run_id: UUID | None
+    delivery: str
+    created_at: datetime
+
+
+class MessageList(_Camel):
+    conversation: str
+    deployment: str
+    messages: list[MessageView] = Field(description="Oldest first (the newest `limit`).")
+
+
+#: RFC 9457 problem details, as :mod:`fleet.api.problems` writes them.
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "title": "Problem",
+    "required": ["type", "title", "status", "detail"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "invalidParams": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name", "reason"],
+                "properties": {"name": {"type": "string"}, "reason": {"type": "string"}},
+            },
+        },
+    },
+}
+
+_PROBLEM_TEXT = {
+    400: "The body could not be read (not UTF-8 JSON).",
+    401: "No or unknown API key (send `Authorization: Bearer <key>`).",
+    403: "The key may not do this (another source's scope, or a deployment it may not use).",
+    404: "Not found (also: it belongs to another scope).",
+    422: "Invalid input: `invalidParams` names each field and the reason.",
+    503: "The database or Redis is unavailable; retry after `Retry-After` seconds.",
+}
+
+
+def problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for problem+json errors (documented, not the default 422)."""
+    out: dict[int | str, dict[str, Any]] = {}
+    for code in codes:
+        entry: dict[str, Any] = {
+            "description": _PROBLEM_TEXT[code],
+            "content": {"application/problem+json": {"schema": PROBLEM_SCHEMA}},
+        }
+        if code == 503:
+            entry["headers"] = {
+                "Retry-After": {"description": "Seconds to wait.", "schema": {"type": "integer"}}
+            }
+        out[code] = entry
+    return out

@@ -1,0 +1,242 @@
+"""SubmitTask, GetTask (with a bounded long-poll), ListTasks, CancelTask, ListConversationMessages.
+
+Routes stay thin: parse, check the caller, call the dispatcher or the store, map to JSON. A caller
+sees only its own scope: another scope's task is "not found" (its existence is not revealed), a
+conversation key carrying another scope is forbidden.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from fleet import views
+from fleet.api.auth import Caller
+from fleet.api.deps import CallerDep, RuntimeDep
+from fleet.api.schemas import (
+    CancelTaskResponse,
+    MessageList,
+    SubmitTaskRequest,
+    SubmitTaskResponse,
+    TaskList,
+    TaskView,
+    problem_responses,
+)
+from fleet.domain import keys
+from fleet.domain.values import Task, TaskStatus
+from fleet.errors import InputError, NotFound
+from fleet.runtime import Runtime
+from fleet.store import TaskFilter
+
+router = APIRouter(tags=["tasks"])
+
+#: Longest ``wait`` GetTask accepts (seconds): longer waits are repeated calls.
+MAX_WAIT_S = 60.0
+#: Long-poll store reads start this often and back off to ``POLL_MAX_S``.
+POLL_MIN_S, POLL_MAX_S = 0.05, 0.5
+#: Most tasks or messages one list call returns.
+MAX_LIST = 1000
+#: The scoped key of every singleton deployment's one conversation.
+SINGLETON = f"{keys.SINGLETON_SCOPE}:{keys.SINGLETON_KEY}"
+
+_AUTH = (401, 403, 503)
+
+
+def _api_caller(caller: Caller) -> Caller:
+    caller.check_source("api")
+    return caller
+
+
+def _may_use(caller: Caller, deployment: str) -> bool:
+    return caller.deployments is None or deployment in caller.deployments
+
+
+def _visible(rt: Runtime, caller: Caller, task_id: uuid.UUID) -> Task:
+    """The task if this caller may see it; NotFound either way otherwise (existence hidden)."""
+    try:
+        task = rt.store.get_task(task_id)
+    except NotFound:
+        task = None
+    if (
+        task is None
+        or not keys.readable_by(task.scope, caller.scope)
+        or not _may_use(caller, task.deployment)
+    ):
+        raise NotFound(f"no task with id {task_id}", field="id")
+    return task
+
+
+def _deployment(rt: Runtime, caller: Caller, name: str) -> str:
+    """A deployment the caller may use (403) and that exists (422, naming the known ones)."""
+    caller.check_deployment(name)
+    try:
+        return rt.config.deployment(name).name
+    except NotFound as exc:
+        raise InputError(exc.message, field="deployment") from None
+
+
+@router.post(
+    "/v1/tasks",
+    operation_id="SubmitTask",
+    status_code=202,
+    response_model=SubmitTaskResponse,
+    responses=problem_responses(*_AUTH, 400, 422),
+    summary="Submit a task",
+)
+def submit_task(body: SubmitTaskRequest, rt: RuntimeDep, caller: CallerDep) -> JSONResponse:
+    """Admit work for a deployment (one transaction) and answer at once; follow it with GetTask.
+
+    In a `collect` deployment a submission made while the conversation's previous task is still
+    queued is merged into it: the answer is that task, with `mergedInto` set.
+    """
+    caller = _api_caller(caller)
+    caller.check_deployment(body.deployment)
+    adm = rt.dispatcher.submit(
+        body.deployment,
+        body.input_value(),
+        scope=caller.scope,
+        key=body.conversation_key,
+        labels=body.labels,
+        idempotency_key=body.idempotency_key,
+    )
+    return JSONResponse(
+        views.admission_json(adm),
+        status_code=202,
+        headers={"Location": f"/v1/tasks/{adm.task.id}"},
+    )
+
+
+@router.get(
+    "/v1/tasks/{id}",
+    operation_id="GetTask",
+    response_model=TaskView,
+    responses=problem_responses(*_AUTH, 404, 422),
+    summary="Get a task, optionally waiting for it to finish",
+)
+async def get_task(
+    task_id: Annotated[uuid.UUID, Path(alias="id")],
+    rt: RuntimeDep,
+    caller: CallerDep,
+    wait: Annotated[
+        float,
+        Query(
+            ge=0,
+            le=MAX_WAIT_S,
+            description="Seconds to wait for the task to finish (long-poll); it is returned "
+            "as it is when the time is up.",
+        ),
+    ] = 0.0,
+) -> JSONResponse:
+    caller = _api_caller(caller)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    pause = POLL_MIN_S
+    while True:
+        # Each poll is one primary-key read on a pool thread; waiting holds no thread.
+        task = await run_in_threadpool(_visible, rt, caller, task_id)
+        left = deadline - loop.time()
+        if task.status.terminal or left <= 0:
+            return JSONResponse(views.task_json(task))
+        await asyncio.sleep(min(pause, left))
+        pause = min(pause * 2, POLL_MAX_S)
+
+
+@router.get(
+    "/v1/tasks",
+    operation_id="ListTasks",
+    response_model=TaskList,
+    responses=problem_responses(*_AUTH, 422),
+    summary="List the caller's tasks",
+)
+def list_tasks(
+    rt: RuntimeDep,
+    caller: CallerDep,
+    *,
+    conversation_key: Annotated[
+        str | None,
+        Query(
+            alias="conversationKey",
+            min_length=1,
+            description="Only this conversation (bare or scoped key).",
+        ),
+    ] = None,
+    deployment: Annotated[str | None, Query(min_length=1)] = None,
+    status: Annotated[TaskStatus | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
+) -> JSONResponse:
+    caller = _api_caller(caller)
+    scope, key = caller.scope, None
+    if conversation_key == SINGLETON:
+        scope, key = keys.SINGLETON_SCOPE, keys.SINGLETON_KEY
+    elif conversation_key is not None:
+        scope, key = keys.resolve("pool", caller.scope, conversation_key)
+    flt = TaskFilter(
+        deployment=None if deployment is None else _deployment(rt, caller, deployment),
+        deployments=caller.deployments,
+        scope=scope,
+        conversation_key=key,
+        status=status,
+        limit=limit,
+    )
+    return JSONResponse({"tasks": [views.task_json(t) for t in rt.store.list_tasks(flt)]})
+
+
+@router.post(
+    "/v1/tasks/{id}/cancel",
+    operation_id="CancelTask",
+    response_model=CancelTaskResponse,
+    responses=problem_responses(*_AUTH, 404, 422),
+    summary="Cancel a task",
+)
+def cancel_task(
+    task_id: Annotated[uuid.UUID, Path(alias="id")], rt: RuntimeDep, caller: CallerDep
+) -> JSONResponse:
+    """A queued task is cancelled at once; a running one stops at its next step boundary."""
+    task = _visible(rt, _api_caller(caller), task_id)
+    result = rt.dispatcher.cancel(task.id, scope=task.scope)
+    return JSONResponse({"effect": result.effect, "task": views.task_json(result.task)})
+
+
+@router.get(
+    "/v1/conversations/{conversationKey:path}/messages",
+    operation_id="ListConversationMessages",
+    response_model=MessageList,
+    responses=problem_responses(*_AUTH, 404, 422),
+    summary="List a conversation's messages",
+)
+def list_conversation_messages(
+    conversation_key: Annotated[
+        str,
+        Path(
+            alias="conversationKey",
+            description="The conversation key (bare or scoped, e.g. `api:ticket-4711`).",
+        ),
+    ],
+    rt: RuntimeDep,
+    caller: CallerDep,
+    deployment: Annotated[str, Query(min_length=1, description="The conversation's deployment.")],
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
+) -> JSONResponse:
+    """The newest `limit` messages of the conversation's current history, oldest first."""
+    caller = _api_caller(caller)
+    name = _deployment(rt, caller, deployment)
+    ref = keys.resolve(rt.config.deployments[name].kind, caller.scope, conversation_key)
+    conversation = f"{ref.scope}:{ref.key}"
+    found = rt.store.find_conversation(name, ref.scope, ref.key)
+    if found is None:
+        raise NotFound(
+            f"no conversation {conversation!r} in deployment {name!r}", field="conversationKey"
+        )
+    messages = rt.store.messages(found, limit=limit)
+    return JSONResponse(
+        {
+            "conversation": conversation,
+            "deployment": name,
+            "messages": [views.message_json(m) for m in messages],
+        }
+    )

@@ -1,0 +1,166 @@
+"""A small client of fleet's HTTP API (the CLI uses it with ``--server`` / ``FLEET_SERVER``).
+
+It answers with the same JSON shapes the API sends (:mod:`fleet.views`) and raises the same
+errors the store would: a 4xx answer is a :class:`ApiError` (a ``FleetError``: the CLI exits 2
+with its detail), a 5xx answer or an unreachable server is ``Unavailable`` (the CLI exits 1).
+"""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from fleet.domain.values import TaskStatus
+from fleet.errors import FleetError, Unavailable
+
+#: Longest long-poll one GetTask call asks for (the server caps ``wait`` at 60 s).
+MAX_WAIT_S = 60.0
+#: Seconds to connect and for answers that do not long-poll.
+TIMEOUT_S = 30.0
+
+
+class ApiError(FleetError):
+    """The server refused the request (4xx); ``message`` is the problem's detail."""
+
+    def __init__(self, message: str, *, status: int, field: str | None = None) -> None:
+        super().__init__(message, field=field)
+        self.status = status
+
+
+def _problem(response: httpx.Response) -> tuple[str, str | None]:
+    """The one line to show for an error answer, and the field it names."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("detail"), str):
+        params = body.get("invalidParams") or [{}]
+        field = params[0].get("name") if isinstance(params[0], dict) else None
+        return body["detail"].splitlines()[0], field
+    lines = response.text.strip().splitlines()
+    first = lines[0] if lines else response.reason_phrase
+    return f"server answered {response.status_code}: {first}", None
+
+
+class FleetClient:
+    """Talks to ``fleet serve`` at ``base_url`` with an optional bearer API key."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=TIMEOUT_S, transport=transport
+        )
+
+    def __enter__(self) -> FleetClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, *, timeout: float = TIMEOUT_S, **kw: Any) -> Any:
+        try:
+            response = self._http.request(method, path, timeout=timeout, **kw)
+        except httpx.HTTPError as exc:
+            why = str(exc) or type(exc).__name__
+            raise Unavailable(f"cannot reach {self.base_url}: {why}") from None
+        if response.status_code >= 500:
+            raise Unavailable(_problem(response)[0])
+        if response.status_code >= 400:
+            detail, field = _problem(response)
+            raise ApiError(detail, status=response.status_code, field=field)
+        try:
+            return response.json()
+        except ValueError:
+            raise Unavailable(f"{self.base_url}{path} did not answer with JSON") from None
+
+    def submit(
+        self,
+        deployment: str,
+        input: str | list[dict[str, Any]],
+        *,
+        conversation_key: str | None = None,
+        labels: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """SubmitTask: the admitted task (with ``mergedInto`` and ``duplicate``)."""
+        body: dict[str, Any] = {"deployment": deployment, "input": input}
+        if conversation_key is not None:
+            body["conversationKey"] = conversation_key
+        if labels:
+            body["labels"] = labels
+        if idempotency_key is not None:
+            body["idempotencyKey"] = idempotency_key
+        result: dict[str, Any] = self._call("POST", "/v1/tasks", json=body)
+        return result
+
+    def get_task(self, task_id: str, *, wait: float = 0.0) -> dict[str, Any]:
+        """GetTask, long-polling up to ``wait`` seconds (at most 60) for it to finish."""
+        wait = min(max(wait, 0.0), MAX_WAIT_S)
+        params = {"wait": f"{wait:g}"} if wait else None
+        result: dict[str, Any] = self._call(
+            "GET", f"/v1/tasks/{task_id}", params=params, timeout=TIMEOUT_S + wait
+        )
+        return result
+
+    def wait(self, task_id: str, timeout: float) -> dict[str, Any]:
+        """The task once finished, or as it is after ``timeout`` seconds (repeated long-polls)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            task = self.get_task(task_id, wait=max(0.0, deadline - time.monotonic()))
+            if TaskStatus(task["status"]).terminal or time.monotonic() >= deadline:
+                return task
+
+    def list_tasks(
+        self,
+        *,
+        conversation_key: str | None = None,
+        deployment: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
+        """ListTasks of the caller's scope, oldest first."""
+        params: dict[str, str | int] = {"limit": limit}
+        for name, value in (
+            ("conversationKey", conversation_key),
+            ("deployment", deployment),
+            ("status", status),
+        ):
+            if value is not None:
+                params[name] = value
+        tasks: list[dict[str, Any]] = self._call("GET", "/v1/tasks", params=params)["tasks"]
+        return tasks
+
+    def cancel(self, task_id: str) -> dict[str, Any]:
+        """CancelTask: ``{"effect": cancelled|requested|finished, "task": {...}}``."""
+        result: dict[str, Any] = self._call("POST", f"/v1/tasks/{task_id}/cancel")
+        return result
+
+    def messages(
+        self, conversation_key: str, deployment: str, *, limit: int = 100
+    ) -> dict[str, Any]:
+        """ListConversationMessages, oldest first."""
+        result: dict[str, Any] = self._call(
+            "GET",
+            f"/v1/conversations/{quote(conversation_key, safe='')}/messages",
+            params={"deployment": deployment, "limit": limit},
+        )
+        return result

@@ -1,0 +1,48 @@
+"""A Celery worker's metrics: its prefork children write them, the parent serves their sum.
+
+Runs start, finish, retry and are recovered in Celery's child processes, which cannot each be
+scraped. Prometheus multiprocess mode has every process write its values to files in one folder;
+the worker's main process serves the sum on ``:<port>/metrics``. The folder must be chosen
+before ``prometheus_client`` creates its first metric, so :func:`serve` runs before fleet's
+modules are imported.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+#: The environment variable prometheus_client reads to switch to multiprocess mode.
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def prepare_multiprocess() -> Path:
+    """Use ``$PROMETHEUS_MULTIPROC_DIR`` (emptied of old values) or a fresh folder; return it."""
+    if "prometheus_client.values" in sys.modules and not os.environ.get(MULTIPROC_ENV):
+        raise RuntimeError(
+            "prometheus_client was imported before multiprocess mode was set up; "
+            f"set {MULTIPROC_ENV} in the environment instead"
+        )
+    given = os.environ.get(MULTIPROC_ENV)
+    if given:
+        folder = Path(given)
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in folder.glob("*.db"):  # values of an earlier run would be summed in
+            old.unlink()
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="fleet-metrics-"))
+        os.environ[MULTIPROC_ENV] = str(folder)
+    return folder
+
+
+def serve(port: int, host: str = "0.0.0.0") -> Path:
+    """Switch to multiprocess mode and serve the sum of this process tree's metrics."""
+    folder = prepare_multiprocess()
+    from prometheus_client import CollectorRegistry, multiprocess, start_http_server
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=str(folder))  # type: ignore[no-untyped-call]
+    start_http_server(port, addr=host, registry=registry)
+    return folder

@@ -1,0 +1,157 @@
+"""Named statements of the hot path, built once (procrastinate keeps its SQL in one file too).
+
+Building a Core statement per call costs more than running it on a local database, so the
+statements a task's lease, checkpoint and settle use are module constants with bind parameters.
+Status sets are rendered inline (no expanding IN parameters), so every statement caches whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, bindparam, case, literal_column, null, select, update
+
+from fleet.domain.values import ACTIVE, CLAIMABLE, UNFINISHED, TaskStatus
+from fleet.store import rows
+from fleet.store import schema as s
+
+t = s.tasks
+r = s.runs
+m = s.messages
+
+
+def status_in(column: Any, statuses: Iterable[TaskStatus]) -> ColumnElement[bool]:
+    """``column IN ('a', 'b')`` with literals: one cached statement, no per-call expansion."""
+    return column.in_([literal_column(f"'{st.value}'") for st in statuses])  # type: ignore[no-any-return]
+
+
+def _unfinished_of(conversation: Any) -> ColumnElement[bool]:
+    return and_(t.c.conversation_id == conversation, status_in(t.c.status, UNFINISHED))
+
+
+_HEAD_ID = (
+    select(t.c.id)
+    .where(_unfinished_of(bindparam("b_conv")))
+    .order_by(t.c.seq)
+    .limit(1)
+    .scalar_subquery()
+)
+
+#: Claim the conversation's lowest unfinished task if it is claimable and due; its run starts in
+#: the same transaction, so the task goes straight to ``running`` with a new fencing number.
+CLAIM = (
+    update(t)
+    .where(t.c.id == _HEAD_ID, status_in(t.c.status, CLAIMABLE), t.c.not_before <= bindparam("b_now"))
+    .values(
+        status=TaskStatus.RUNNING.value,
+        fence=t.c.fence + 1,
+        attempts=t.c.attempts + 1,
+        leased_at=bindparam("b_now"),
+        started_at=bindparam("b_now"),
+        worker=bindparam("b_worker"),
+    )
+    .returning(*rows.TASK_COLUMNS)
+)
+
+#: The lowest unfinished task of a conversation (what blocks or waits).
+HEAD = (
+    select(t.c.id, t.c.status, t.c.not_before, t.c.fence)
+    .where(_unfinished_of(bindparam("b_conv")))
+    .order_by(t.c.seq)
+    .limit(1)
+)
+
+#: Newest messages of a conversation's current generation.
+HISTORY = (
+    select(m.c.id, m.c.role, m.c.content)
+    .where(m.c.conversation_id == bindparam("b_conv"), m.c.generation == bindparam("b_gen"))
+    .order_by(m.c.id.desc())
+    .limit(bindparam("b_limit"))
+)
+
+#: The frozen context of a task's latest run (a retry replays it).
+FROZEN = (
+    select(r.c.context)
+    .where(r.c.task_id == bindparam("b_task"))
+    .order_by(r.c.attempt.desc())
+    .limit(1)
+)
+
+_FENCED = and_(
+    t.c.id == bindparam("b_task"),
+    t.c.fence == bindparam("b_fence"),
+    t.c.status == TaskStatus.RUNNING.value,
+)
+
+#: Step boundary: is the run still ours, and was a cancel requested?
+CHECKPOINT = update(t).where(_FENCED).values(fence=t.c.fence).returning(t.c.cancel_requested)
+
+#: Finish the task; a cancel requested meanwhile wins over the run's outcome.
+SETTLE = (
+    update(t)
+    .where(_FENCED)
+    .values(
+        status=case(
+            (t.c.cancel_requested, TaskStatus.CANCELLED.value), else_=bindparam("b_status")
+        ),
+        error=case((t.c.cancel_requested, "cancelled by request"), else_=bindparam("b_error")),
+        result=case((t.c.cancel_requested, null()), else_=bindparam("b_result", type_=s.JSONType)),
+        finished_at=bindparam("b_now"),
+        worker=None,
+    )
+    .returning(t.c.status, t.c.generation, t.c.input)
+)
+
+CLOSE_RUN = (
+    update(r)
+    .where(r.c.id == bindparam("b_run"))
+    .values(
+        status=bindparam("b_status"),
+        usage=bindparam("b_usage", type_=s.JSONType),
+        error=bindparam("b_error"),
+        finished_at=bindparam("b_now"),
+    )
+)
+
+INSERT_RUN = r.insert()
+INSERT_MESSAGES = m.insert()
+INSERT_TRACES = s.traces.insert()
+
+#: Take back a task whose worker was lost: retry it, fail it after its last attempt, or finish a
+#: cancel that was requested while it ran.
+RECOVER = (
+    update(t)
+    .where(
+        t.c.id == bindparam("b_task"),
+        t.c.fence == bindparam("b_fence"),
+        status_in(t.c.status, ACTIVE),
+    )
+    .values(
+        status=case(
+            (t.c.cancel_requested, TaskStatus.CANCELLED.value),
+            (t.c.attempts >= t.c.max_attempts, TaskStatus.FAILED.value),
+            else_=TaskStatus.INTERRUPTED.value,
+        ),
+        error=case((t.c.cancel_requested, "cancelled by request"), else_=bindparam("b_reason")),
+        finished_at=case(
+            (
+                t.c.cancel_requested | (t.c.attempts >= t.c.max_attempts),
+                bindparam("b_now", type_=s.UTCDateTime()),
+            ),
+            else_=null(),
+        ),
+        worker=None,
+    )
+    .returning(t.c.status)
+)
+
+INTERRUPT_RUN = (
+    update(r)
+    .where(
+        r.c.task_id == bindparam("b_task"),
+        r.c.fence == bindparam("b_fence"),
+        r.c.status == "running",
+    )
+    .values(status="interrupted", error=bindparam("b_reason"), finished_at=bindparam("b_now"))
+)
