@@ -1,9 +1,10 @@
-"""Dispatch benchmark: fleet followup vs a raw Celery no-op on the same broker, same machine, one run.
+"""Dispatch benchmark: fleet followup vs a raw Celery no-op, same broker and machine, one run.
 
 Two phases for each system:
   throughput  all tasks queued first (workers stopped), then workers start: tasks/s from the
               first start to the last finish;
-  latency     workers running, tasks submitted at a steady rate below capacity: submit→start p50/p99.
+  latency     workers running, tasks submitted at a steady rate below capacity:
+              submit→start p50/p99.
 Plus database round trips per fleet task (statements + BEGIN + COMMIT), counted in-process on the
 same code path. Run: ``python -m bench.dispatch`` (PostgreSQL and Redis on 127.0.0.1).
 """
@@ -40,7 +41,7 @@ def admin(sql: str) -> None:
 
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def write_config(root: Path) -> Path:
@@ -64,9 +65,27 @@ def raw_celery(tmp: Path, n: int, rate: float, workers: int) -> dict[str, float]
     def start_workers() -> list[Proc]:
         procs = []
         for i in range(workers):
-            argv = [sys.executable, "-m", "celery", "-A", "bench.noop_app", "worker", "-c", "1",
-                    "-Q", "fleet", "-n", f"noop{i}@%h", "-P", "prefork", "--without-gossip",
-                    "--without-mingle", "--without-heartbeat", "--loglevel", "INFO"]
+            argv = [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "bench.noop_app",
+                "worker",
+                "-c",
+                "1",
+                "-Q",
+                "fleet",
+                "-n",
+                f"noop{i}@%h",
+                "-P",
+                "prefork",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel",
+                "INFO",
+            ]
             procs.append(Proc(f"noop{i}", argv, env, tmp / f"noop{i}.log"))
         for p in procs:
             p.wait_log(r"ready\.")
@@ -101,7 +120,9 @@ def raw_celery(tmp: Path, n: int, rate: float, workers: int) -> dict[str, float]
 # -- fleet ---------------------------------------------------------------------------------------
 
 
-def fleet_bench(tmp: Path, n: int, rate: float, workers: int, conversations: int) -> dict[str, float]:
+def fleet_bench(
+    tmp: Path, n: int, rate: float, workers: int, conversations: int
+) -> dict[str, float]:
     name = f"fleet_bench_{os.getpid()}"
     admin(f'DROP DATABASE IF EXISTS "{name}"')
     admin(f'CREATE DATABASE "{name}"')
@@ -129,7 +150,11 @@ def fleet_bench(tmp: Path, n: int, rate: float, workers: int, conversations: int
         throughput = n / (last - first).total_seconds()
         # latency: steady submissions, each a new task of one of the conversations
         with rt.store.tx() as conn:
-            conn.execute(text("DELETE FROM traces; DELETE FROM messages; DELETE FROM runs; DELETE FROM tasks"))
+            conn.execute(
+                text(
+                    "DELETE FROM traces; DELETE FROM messages; DELETE FROM runs; DELETE FROM tasks"
+                )
+            )
         gap = 1.0 / rate
         t_next = time.perf_counter()
         for i in range(n):
@@ -159,7 +184,11 @@ def fleet_bench(tmp: Path, n: int, rate: float, workers: int, conversations: int
 
 def finished(rt) -> int:  # type: ignore[no-untyped-def]
     with rt.store.read() as conn:
-        return int(conn.execute(text("SELECT count(*) FROM tasks WHERE finished_at IS NOT NULL")).scalar_one())
+        return int(
+            conn.execute(
+                text("SELECT count(*) FROM tasks WHERE finished_at IS NOT NULL")
+            ).scalar_one()
+        )
 
 
 def round_trips(url: str, tmp: Path, conversations: int) -> dict[str, float]:
@@ -168,8 +197,9 @@ def round_trips(url: str, tmp: Path, conversations: int) -> dict[str, float]:
     from fleet.dispatch.waker import LocalWaker
     from fleet.runtime import redis_client
 
-    settings = Settings(home=tmp / "home", database_url=url, redis_url=REDIS,
-                        config_dir=tmp / "config")
+    settings = Settings(
+        home=tmp / "home", database_url=url, redis_url=REDIS, config_dir=tmp / "config"
+    )
     waker = LocalWaker()
     rt = build(settings, lease=RedisLease(redis_client(settings), 10), waker=waker)
     counts = {"stmt": 0, "begin": 0, "commit": 0}
@@ -196,8 +226,12 @@ def round_trips(url: str, tmp: Path, conversations: int) -> dict[str, float]:
         rt.dispatcher.drain(conv)
     drain = {key: v / k for key, v in counts.items()}
     rt.close()
-    return {"rt_admit": admit, "rt_drain": sum(drain.values()), "rt_drain_stmt": drain["stmt"],
-            "rt_drain_tx": drain["commit"]}
+    return {
+        "rt_admit": admit,
+        "rt_drain": sum(drain.values()),
+        "rt_drain_stmt": drain["stmt"],
+        "rt_drain_tx": drain["commit"],
+    }
 
 
 def main() -> None:
@@ -213,17 +247,29 @@ def main() -> None:
         (tmp / "fleet").mkdir()
         raw = raw_celery(tmp / "raw", args.tasks, args.rate, args.workers)
         fl = fleet_bench(tmp / "fleet", args.tasks, args.rate, args.workers, args.conversations)
-    print(f"dispatch benchmark: {args.tasks} tasks, {args.workers} worker processes, "
-          f"{args.conversations} conversations, latency phase at {args.rate:g}/s")
+    print(
+        f"dispatch benchmark: {args.tasks} tasks, {args.workers} worker processes, "
+        f"{args.conversations} conversations, latency phase at {args.rate:g}/s"
+    )
     print(f"{'':28}{'throughput/s':>14}{'submit→start p50':>18}{'p99':>10}")
-    print(f"{'(a) raw Celery no-op':28}{raw['throughput']:>14.0f}{raw['p50']:>15.2f} ms{raw['p99']:>7.2f} ms")
-    print(f"{'(b) fleet followup, echo':28}{fl['throughput']:>14.0f}{fl['p50']:>15.2f} ms{fl['p99']:>7.2f} ms")
-    print(f"ratio (b)/(a) throughput: {fl['throughput'] / raw['throughput']:.2f}   "
-          f"p50 difference: {fl['p50'] - raw['p50']:+.2f} ms")
-    print(f"database round trips per task: admission {fl['rt_admit']:.1f}, drain "
-          f"{fl['rt_drain']:.1f} ({fl['rt_drain_stmt']:.1f} statements, "
-          f"{fl['rt_drain_tx']:.1f} commits)")
-    print(f"goal: throughput ratio >= 0.60, p50 within raw + 3 ms")
+    print(
+        f"{'(a) raw Celery no-op':28}{raw['throughput']:>14.0f}"
+        f"{raw['p50']:>15.2f} ms{raw['p99']:>7.2f} ms"
+    )
+    print(
+        f"{'(b) fleet followup, echo':28}{fl['throughput']:>14.0f}"
+        f"{fl['p50']:>15.2f} ms{fl['p99']:>7.2f} ms"
+    )
+    print(
+        f"ratio (b)/(a) throughput: {fl['throughput'] / raw['throughput']:.2f}   "
+        f"p50 difference: {fl['p50'] - raw['p50']:+.2f} ms"
+    )
+    print(
+        f"database round trips per task: admission {fl['rt_admit']:.1f}, drain "
+        f"{fl['rt_drain']:.1f} ({fl['rt_drain_stmt']:.1f} statements, "
+        f"{fl['rt_drain_tx']:.1f} commits)"
+    )
+    print("goal: throughput ratio >= 0.60, p50 within raw + 3 ms")
 
 
 if __name__ == "__main__":

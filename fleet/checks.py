@@ -1,4 +1,4 @@
-"""``fleet check``: validate settings and config, connect read-only. Creates and migrates nothing."""
+"""``fleet check``: validate settings and config, connect read-only; create and migrate nothing."""
 
 from __future__ import annotations
 

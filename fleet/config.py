@@ -459,12 +459,12 @@ def load_config(root: Path) -> FleetConfig:
                 f"no deployment named {trig.deployment!r} (known: {known})",
             )
     for name, caller in sections["callers"].items():
-        path = str(root / "callers" / f"{name}.toml")
+        where = str(root / "callers" / f"{name}.toml")
         for dep_name in caller.deployments:
             if dep_name != "*" and dep_name not in deployments:
-                raise ConfigError(path, "deployments", f"no deployment named {dep_name!r}")
+                raise ConfigError(where, "deployments", f"no deployment named {dep_name!r}")
         if caller.source.startswith("webhook:") and caller.source[8:] not in sections["triggers"]:
-            raise ConfigError(path, "source", f"no trigger named {caller.source[8:]!r}")
+            raise ConfigError(where, "source", f"no trigger named {caller.source[8:]!r}")
     return FleetConfig(
         root=root,
         agents=agents,

@@ -7,6 +7,7 @@ Redis lease, Celery wake-ups. The dispatcher code is the same in both.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from fleet.config import FleetConfig, Settings, load_config, load_settings
 from fleet.dispatch.lease import Lease
@@ -38,7 +39,7 @@ def open_store(settings: Settings, *, readonly: bool = False) -> Store:
 
 
 def ensure_schema(store: Store) -> None:
-    """SQLite (embedded) is migrated on first use; PostgreSQL must be at head (``fleet migrate``)."""
+    """Embedded SQLite is migrated on first use; PostgreSQL must be at head (``fleet migrate``)."""
     with db.unavailable_on_outage():
         have, want = migrate.current(store.engine), migrate.head()
         if have == want:
@@ -86,7 +87,7 @@ def build(
     return Runtime(settings, config, store, dispatcher, local_waker)
 
 
-def redis_client(settings: Settings):  # type: ignore[no-untyped-def]
+def redis_client(settings: Settings) -> Any:
     import redis
 
     assert settings.redis_url

@@ -57,7 +57,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
-        params = [{"name": _field(tuple(e["loc"])), "reason": str(e["msg"])} for e in errors]
+        params = [
+            {"name": _field(tuple(e["loc"])), "reason": str(e["msg"]).removeprefix("Value error, ")}
+            for e in errors
+        ]
         first = params[0] if params else {"name": "body", "reason": "invalid request"}
         return problem(
             422, "Invalid input", f"{first['name']}: {first['reason']}", invalidParams=params
@@ -65,7 +68,12 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return problem(exc.status_code, str(exc.detail), str(exc.detail), headers=exc.headers)
+        return problem(
+            exc.status_code,
+            str(exc.detail),
+            str(exc.detail),
+            headers=dict(exc.headers) if exc.headers else None,
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

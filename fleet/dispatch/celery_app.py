@@ -97,8 +97,10 @@ class CeleryWaker:
         try:
             if at is not None and at > datetime.now(UTC):
                 options["eta"] = at
-            elif not force and self._lease is not None and not self._lease.wake_needed(
-                conversation_id
+            elif (
+                not force
+                and self._lease is not None
+                and not self._lease.wake_needed(conversation_id)
             ):
                 return
             self._app.send_task("fleet.drain", args=[str(conversation_id)], **options)

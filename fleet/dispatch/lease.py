@@ -39,7 +39,7 @@ class Lease(ABC):
 
     @abstractmethod
     def acquire(self, conversation_id: uuid.UUID) -> LeaseHandle | None:
-        """Take the lease if nobody holds it; otherwise leave a knock for the holder and return None.
+        """Take the lease if nobody holds it; else leave a knock for the holder and return None.
 
         The knock is how a wake-up that found the conversation busy reaches its holder: the
         holder's ``release`` reports it, and the holder looks at the conversation again.

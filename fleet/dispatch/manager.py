@@ -266,7 +266,7 @@ class Dispatcher:
         return SweepReport(recovered=recovered, woken=len(due))
 
     def wait(self, task_id: uuid.UUID, timeout_s: float, *, poll_s: float = 0.05) -> Task:
-        """Poll the store until the task is terminal or ``timeout_s`` passed; returns it either way."""
+        """Poll the store until the task is terminal or ``timeout_s`` passed; return it."""
         deadline = time.monotonic() + timeout_s
         while True:
             task = self.store.get_task(task_id)

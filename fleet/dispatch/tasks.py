@@ -14,37 +14,36 @@ from fleet.runtime import Runtime, build
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
-_runtime: Runtime | None = None
+_process: dict[str, Runtime] = {}
 
 
 def runtime() -> Runtime:
     """This worker process's runtime, built on first use (after the prefork fork)."""
-    global _runtime
     with _lock:
-        if _runtime is None:
-            _runtime = build()
-        return _runtime
+        if "rt" not in _process:
+            _process["rt"] = build()
+        return _process["rt"]
 
 
-@worker_shutting_down.connect
+@worker_shutting_down.connect  # type: ignore[untyped-decorator]
 def _stop_draining(**_: Any) -> None:
-    if _runtime is not None:
-        _runtime.dispatcher.stopping.set()
+    if "rt" in _process:
+        _process["rt"].dispatcher.stopping.set()
 
 
-@worker_process_shutdown.connect
+@worker_process_shutdown.connect  # type: ignore[untyped-decorator]
 def _close(**_: Any) -> None:
-    if _runtime is not None:
-        _runtime.close()
+    if "rt" in _process:
+        _process["rt"].close()
 
 
-@app.task(name="fleet.drain", ignore_result=True)
+@app.task(name="fleet.drain", ignore_result=True)  # type: ignore[untyped-decorator]
 def drain(conversation_id: str) -> int:
     """Run the conversation's due tasks in order while holding its lease."""
     return runtime().dispatcher.drain(uuid.UUID(conversation_id))
 
 
-@app.task(name="fleet.sweep", ignore_result=True)
+@app.task(name="fleet.sweep", ignore_result=True)  # type: ignore[untyped-decorator]
 def sweep() -> dict[str, int]:
     """Recover expired leases and re-send lost wake-ups."""
     report = runtime().dispatcher.sweep()

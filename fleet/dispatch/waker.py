@@ -1,4 +1,4 @@
-"""Wake-ups: hints that a conversation may have work. Lost, duplicated or early ones are harmless."""
+"""Wake-ups: hints that a conversation may have work (lost, doubled or early ones are harmless)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ class Waker(Protocol):
     def wake(
         self, conversation_id: uuid.UUID, at: datetime | None = None, *, force: bool = False
     ) -> None:
-        """Ask for a drain of the conversation, not before ``at``; ``force`` skips de-duplication."""
+        """Ask for a drain of the conversation not before ``at``; ``force`` skips de-duplication."""
 
 
 class LocalWaker:

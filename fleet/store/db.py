@@ -21,7 +21,8 @@ def normalize_url(url: str) -> URL:
         parsed = make_url(url)
     except Exception:
         raise InputError(
-            f"FLEET_DATABASE_URL {url!r} is not a database URL; use postgresql+psycopg://user@host/db "
+            f"FLEET_DATABASE_URL {url!r} is not a database URL; "
+            "use postgresql+psycopg://user@host/db "
             "or sqlite:///path/to/fleet.db",
             field="FLEET_DATABASE_URL",
         ) from None
@@ -29,7 +30,8 @@ def normalize_url(url: str) -> URL:
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.drivername not in ("postgresql+psycopg", "sqlite", "sqlite+pysqlite"):
         raise InputError(
-            f"database driver {parsed.drivername!r} is not supported; use postgresql+psycopg or sqlite",
+            f"database driver {parsed.drivername!r} is not supported; "
+            "use postgresql+psycopg or sqlite",
             field="FLEET_DATABASE_URL",
         )
     return parsed

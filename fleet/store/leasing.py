@@ -206,7 +206,9 @@ class LeasingStore(StoreBase):
             nxt = _head(conn.execute(q.HEAD, {"b_conv": task.conversation_id}).first())
         return final, nxt
 
-    def recover(self, task_id: uuid.UUID, fence: int, reason: str, now: datetime) -> TaskStatus | None:
+    def recover(
+        self, task_id: uuid.UUID, fence: int, reason: str, now: datetime
+    ) -> TaskStatus | None:
         """Take back a task whose worker was lost: retry it, or fail it after its last attempt.
 
         Conditioned on ``fence`` and an active status, so it never touches a task that finished
@@ -245,7 +247,9 @@ class LeasingStore(StoreBase):
                     q.status_in(t.c.status, CLAIMABLE),
                     t.c.not_before <= before,
                     ~select(a.c.id)
-                    .where(a.c.conversation_id == t.c.conversation_id, q.status_in(a.c.status, ACTIVE))
+                    .where(
+                        a.c.conversation_id == t.c.conversation_id, q.status_in(a.c.status, ACTIVE)
+                    )
                     .exists(),
                 )
                 .distinct()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     JSON,
@@ -18,6 +18,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Table,
     Text,
     TypeDecorator,
     UniqueConstraint,
@@ -283,12 +284,13 @@ class Note(Base):
     updated_at: Mapped[datetime] = mapped_column(default=_now)
 
 
-conversations = Conversation.__table__
-tasks = Task.__table__
-idempotency_keys = IdempotencyKey.__table__
-runs = Run.__table__
-messages = Message.__table__
-traces = Trace.__table__
-memory_blocks = MemoryBlock.__table__
-memory_block_versions = MemoryBlockVersion.__table__
-notes = Note.__table__
+#: Core tables for the store's statements (the ORM classes above define them).
+conversations = cast(Table, Conversation.__table__)
+tasks = cast(Table, Task.__table__)
+idempotency_keys = cast(Table, IdempotencyKey.__table__)
+runs = cast(Table, Run.__table__)
+messages = cast(Table, Message.__table__)
+traces = cast(Table, Trace.__table__)
+memory_blocks = cast(Table, MemoryBlock.__table__)
+memory_block_versions = cast(Table, MemoryBlockVersion.__table__)
+notes = cast(Table, Note.__table__)

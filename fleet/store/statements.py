@@ -42,7 +42,9 @@ _HEAD_ID = (
 #: the same transaction, so the task goes straight to ``running`` with a new fencing number.
 CLAIM = (
     update(t)
-    .where(t.c.id == _HEAD_ID, status_in(t.c.status, CLAIMABLE), t.c.not_before <= bindparam("b_now"))
+    .where(
+        t.c.id == _HEAD_ID, status_in(t.c.status, CLAIMABLE), t.c.not_before <= bindparam("b_now")
+    )
     .values(
         status=TaskStatus.RUNNING.value,
         fence=t.c.fence + 1,
@@ -155,3 +157,82 @@ INTERRUPT_RUN = (
     )
     .values(status="interrupted", error=bindparam("b_reason"), finished_at=bindparam("b_now"))
 )
+
+
+# -- admission ----------------------------------------------------------------------------------
+
+c = s.conversations
+k = s.idempotency_keys
+
+#: The task an idempotency key of a scope produced (or was merged into).
+IDEMPOTENT = (
+    select(*rows.TASK_COLUMNS)
+    .join(k, k.c.task_id == t.c.id)
+    .where(k.c.scope == bindparam("b_scope"), k.c.key == bindparam("b_key"))
+)
+
+
+def _upsert_conversation(insert: Any, step: int) -> Any:
+    """Get or create a conversation, locking its row; ``step`` 1 also takes the next seq."""
+    stmt = insert(c).values(
+        id=bindparam("b_id"),
+        deployment=bindparam("b_deployment"),
+        scope=bindparam("b_scope"),
+        key=bindparam("b_key"),
+        generation=0,
+        last_seq=step,
+        created_at=bindparam("b_now"),
+        updated_at=bindparam("b_now"),
+    )
+    return stmt.on_conflict_do_update(
+        index_elements=["deployment", "scope", "key"],
+        set_={"updated_at": stmt.excluded.updated_at, "last_seq": c.c.last_seq + step},
+    ).returning(c.c.id, c.c.last_seq, c.c.generation)
+
+
+def _upserts() -> dict[tuple[str, bool], Any]:
+    from sqlalchemy.dialects.postgresql import insert as pg_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return {
+        (dialect, bump): _upsert_conversation(insert, 1 if bump else 0)
+        for dialect, insert in (("postgresql", pg_insert), ("sqlite", sqlite_insert))
+        for bump in (False, True)
+    }
+
+
+#: ``UPSERT_CONVERSATION[(dialect, take_seq)]``
+UPSERT_CONVERSATION = _upserts()
+
+#: What collect needs to know of the conversation's newest task.
+NEWEST = (
+    select(t.c.id, t.c.status, t.c.input_bytes, t.c.input, t.c.labels)
+    .where(t.c.conversation_id == bindparam("b_conv"))
+    .order_by(t.c.seq.desc())
+    .limit(1)
+)
+
+#: Append a submission to a task that is still queued (collect).
+MERGE = (
+    update(t)
+    .where(t.c.id == bindparam("b_task"), t.c.status == TaskStatus.QUEUED.value)
+    .values(
+        input=bindparam("b_input", type_=s.JSONType),
+        input_bytes=t.c.input_bytes + bindparam("b_bytes"),
+        submissions=t.c.submissions + 1,
+        not_before=bindparam("b_not_before"),
+        labels=bindparam("b_labels", type_=s.JSONType),
+    )
+    .returning(*rows.TASK_COLUMNS)
+)
+
+#: Take the conversation's next seq (its row is locked by the upsert already).
+NEXT_SEQ = (
+    update(c)
+    .where(c.c.id == bindparam("b_conv"))
+    .values(last_seq=c.c.last_seq + 1)
+    .returning(c.c.last_seq)
+)
+
+INSERT_TASK = t.insert().returning(*rows.TASK_COLUMNS)
+INSERT_IDEMPOTENCY_KEY = k.insert()

@@ -1,7 +1,8 @@
-"""Fleet invariants with real PostgreSQL, Redis and Celery worker processes started and killed here."""
+"""Fleet invariants with real PostgreSQL, Redis and Celery workers that the tests start and kill."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import threading
@@ -104,10 +105,10 @@ def test_conversations_run_one_at_a_time_in_order_and_in_parallel_with_each_othe
     assert len(by_conv) == conversations
     for runs in by_conv.values():
         assert [seq for seq, *_ in runs] == list(range(1, per + 1)), "runs started out of seq order"
-        for (_, _, end, _), (_, start, _, _) in zip(runs, runs[1:], strict=False):
+        for (_, _, end, _), (_, start, _, _) in itertools.pairwise(runs):
             assert end <= start, "two runs of one conversation overlapped"
     intervals = sorted((start, end) for runs in by_conv.values() for _, start, end, _ in runs)
-    overlaps = sum(1 for a, b in zip(intervals, intervals[1:], strict=False) if b[0] < a[1])
+    overlaps = sum(1 for a, b in itertools.pairwise(intervals) if b[0] < a[1])
     assert overlaps > 0, "runs of different conversations never overlapped"
 
 
@@ -260,6 +261,7 @@ def test_cancel_and_failure_close_the_run_and_the_conversation_moves_on(
     wait_for(lambda: status(rt, long.id) == TaskStatus.RUNNING, 20, what="the long task to run")
     assert rt.dispatcher.cancel(long.id).effect == "requested"
     done = wait_for(lambda: all_done(rt, 3), 60, what="all three tasks")
+    assert [t.id for t in done] == [long.id, failing.id, last.id]
     assert [t.status for t in done] == [
         TaskStatus.CANCELLED,
         TaskStatus.FAILED,

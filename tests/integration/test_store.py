@@ -49,7 +49,9 @@ def items(_: str) -> int:
 
 
 def prepare(claim: Claim) -> Prepared:
-    return Prepared(claim.frozen_context or {"messages": [{"role": "user", "content": "x"}]}, "echo")
+    return Prepared(
+        claim.frozen_context or {"messages": [{"role": "user", "content": "x"}]}, "echo"
+    )
 
 
 def start(store: Store, conv: uuid.UUID, now: datetime, worker: str = "w") -> Started | None:

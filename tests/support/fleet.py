@@ -19,7 +19,7 @@ T = TypeVar("T")
 def wait_for(
     predicate: Callable[[], T], timeout: float, *, interval: float = 0.05, what: str = "condition"
 ) -> T:
-    """Poll ``predicate`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    """Poll ``predicate`` until it is truthy; fail naming ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

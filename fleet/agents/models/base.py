@@ -1,4 +1,4 @@
-"""The model port: messages and tool schemas in, an assistant message (text or tool calls) and usage out."""
+"""The model port: messages and tool schemas in; a reply or tool calls, plus usage, out."""
 
 from __future__ import annotations
 
