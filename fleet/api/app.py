@@ -13,8 +13,12 @@ from fleet.api.auth import KeyRing
 from fleet.runtime import Runtime, build
 
 
-def create_app(runtime: Runtime | None = None) -> FastAPI:
-    """An app over ``runtime`` (built from the environment at start-up when not given)."""
+def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> FastAPI:
+    """An app over ``runtime`` (built from the environment at start-up when not given).
+
+    In embedded mode (no Redis) the app also runs what it admits, in a background thread;
+    ``run_embedded=False`` leaves admitted tasks queued (API-shape tests).
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -22,9 +26,18 @@ def create_app(runtime: Runtime | None = None) -> FastAPI:
         rt = runtime or build()
         app.state.runtime = rt
         app.state.keyring = KeyRing.from_config(rt.config)
+        loop = None
+        if rt.local_waker is not None and run_embedded:
+            # Embedded (no Redis): this process also runs what it admits.
+            from fleet.dispatch.embedded import EmbeddedLoop
+
+            loop = EmbeddedLoop(rt.dispatcher, rt.local_waker)
+            loop.start()
         try:
             yield
         finally:
+            if loop is not None:
+                loop.stop()
             if owned:
                 rt.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -11,6 +12,8 @@ import uuid
 from fleet.dispatch.manager import Dispatcher
 from fleet.dispatch.waker import LocalWaker
 from fleet.domain.values import Task
+
+log = logging.getLogger(__name__)
 
 #: How long the loop rests when nothing is scheduled (another process holds the conversation).
 IDLE_POLL_S = 0.1
@@ -57,3 +60,47 @@ def run_until_done(
                 rest.wait(IDLE_POLL_S)
             continue
         rest.wait(max(0.0, min(due - time.time(), deadline - time.monotonic())))
+
+
+class EmbeddedLoop:
+    """A background thread that runs woken conversations in this process (embedded ``serve``).
+
+    It also sweeps every ``sweep_interval``, so work left by a crashed process or admitted by
+    another process on the same SQLite file is started too.
+    """
+
+    def __init__(self, dispatcher: Dispatcher, waker: LocalWaker) -> None:
+        self._dispatcher = dispatcher
+        self._waker = waker
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fleet-embedded", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self._stop.set()
+        self._dispatcher.stopping.set()
+        self._waker.changed.set()
+        self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        interval = self._dispatcher.settings.sweep_interval
+        next_sweep = 0.0
+        while not self._stop.is_set():
+            try:
+                if time.monotonic() >= next_sweep:
+                    self._dispatcher.sweep(alive=holder_alive)
+                    next_sweep = time.monotonic() + interval
+                conversation = self._waker.pop_due(self._dispatcher.clock())
+                if conversation is not None:
+                    self._dispatcher.drain(conversation)
+                    continue
+            except Exception:  # keep serving; the sweeper retries what failed
+                log.exception("embedded loop: drain failed")
+            self._waker.changed.clear()
+            due = self._waker.next_due()
+            wait = next_sweep - time.monotonic()
+            if due is not None:
+                wait = min(wait, due - time.time())
+            self._waker.changed.wait(max(0.0, wait))

@@ -23,6 +23,8 @@ class LocalWaker:
         self._lock = threading.Lock()
         self._heap: list[tuple[float, int, uuid.UUID]] = []
         self._n = 0
+        #: Set by every wake-up, so a loop waiting for work notices it at once.
+        self.changed = threading.Event()
 
     def wake(
         self, conversation_id: uuid.UUID, at: datetime | None = None, *, force: bool = False
@@ -30,6 +32,7 @@ class LocalWaker:
         with self._lock:
             self._n += 1
             heapq.heappush(self._heap, (at.timestamp() if at else 0.0, self._n, conversation_id))
+        self.changed.set()
 
     def pop_due(self, now: datetime) -> uuid.UUID | None:
         with self._lock:

@@ -58,7 +58,7 @@ def rt(tmp_path: Path) -> Iterator[Runtime]:
 
 @pytest.fixture
 def client(rt: Runtime) -> Iterator[TestClient]:
-    with TestClient(create_app(rt), raise_server_exceptions=False) as c:
+    with TestClient(create_app(rt, run_embedded=False), raise_server_exceptions=False) as c:
         c.headers["Authorization"] = f"Bearer {KEYS['ops']}"
         yield c
 
@@ -360,7 +360,7 @@ def closed_port() -> int:
 def test_an_unreachable_redis_fails_readyz_but_an_admitted_task_is_still_accepted(tmp_path):
     runtime = _runtime(tmp_path, callers=False, redis_url=f"redis://127.0.0.1:{closed_port()}/0")
     try:
-        with TestClient(create_app(runtime), raise_server_exceptions=False) as c:
+        with TestClient(create_app(runtime, run_embedded=False), raise_server_exceptions=False) as c:
             body = assert_problem(c.get("/readyz"), 503, text="redis")
             assert body["checks"]["database"] == "ok" and body["checks"]["redis"] != "ok"
             # The task is committed before the wake-up hint is sent: the sweeper starts it later.
@@ -422,7 +422,7 @@ def test_openapi_names_the_operations_and_documents_problems(client):
 def test_an_open_api_accepts_anyone_as_api(tmp_path):
     runtime = _runtime(tmp_path, callers=False)
     try:
-        with TestClient(create_app(runtime)) as c:
+        with TestClient(create_app(runtime, run_embedded=False)) as c:
             r = c.post(
                 "/v1/tasks", json={"deployment": "chat", "input": "x", "conversationKey": "k"}
             )

@@ -1,0 +1,83 @@
+"""Embedded mode (no Redis): the same admission, lease and settle code in one process on SQLite."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from fleet.api.app import create_app
+from fleet.config import Settings
+from fleet.dispatch.embedded import holder_alive, run_until_done
+from fleet.domain.values import TaskStatus
+from fleet.runtime import Runtime, build
+from tests.conftest import write_config
+
+
+def runtime(tmp_path: Path) -> Runtime:
+    settings = Settings(home=tmp_path / "home", config_dir=write_config(tmp_path / "config"))
+    return build(settings)
+
+
+def test_embedded_serve_runs_what_it_admits(tmp_path: Path) -> None:
+    rt = runtime(tmp_path)
+    with TestClient(create_app(rt)) as client:
+        first = client.post(
+            "/v1/tasks", json={"deployment": "chat", "input": "one", "conversationKey": "e"}
+        ).json()
+        second = client.post(
+            "/v1/tasks",
+            json={"deployment": "chat", "input": "two", "conversationKey": first["conversation"]},
+        ).json()
+        done = client.get(f"/v1/tasks/{second['id']}", params={"wait": 20}).json()
+    rt.close()
+    assert done["status"] == "succeeded"
+    assert done["reply"] == "echo: two [history: 2]"
+
+
+def test_run_until_done_runs_earlier_tasks_of_the_conversation_first(tmp_path: Path) -> None:
+    rt = runtime(tmp_path)
+    assert rt.local_waker is not None
+    a = rt.dispatcher.submit("chat", "a", key="k").task
+    b = rt.dispatcher.submit("chat", "b", key="k").task
+    done = run_until_done(rt.dispatcher, rt.local_waker, b.id, timeout_s=20)
+    assert done.status == TaskStatus.SUCCEEDED and done.reply == "echo: b [history: 2]"
+    assert rt.store.get_task(a.id).status == TaskStatus.SUCCEEDED
+    rt.close()
+
+
+def test_a_task_left_running_by_a_dead_process_is_recovered(tmp_path: Path) -> None:
+    rt = runtime(tmp_path)
+    assert rt.local_waker is not None
+    task = rt.dispatcher.submit("chat", "left behind", key="k").task
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    ghost = f"{socket.gethostname()}:{dead.stdout.strip()}"
+    assert not holder_alive(ghost)
+    # a process that died mid-run: the task is running, its holder's pid is gone
+    started = rt.store.start_next(
+        task.conversation_id,
+        ghost,
+        rt.dispatcher.clock(),
+        lambda _: 10,
+        rt.dispatcher._prepare,
+    )
+    assert started is not None
+    done = run_until_done(rt.dispatcher, rt.local_waker, task.id, timeout_s=20)
+    assert done.status == TaskStatus.SUCCEEDED and done.attempts == 2
+    assert [r.status for r in rt.store.runs_of(task.id)] == ["interrupted", "succeeded"]
+    rt.close()
+
+
+def test_a_live_holder_is_left_alone(tmp_path: Path) -> None:
+    assert holder_alive(f"{socket.gethostname()}:{os.getpid()}")
+    assert holder_alive("some-other-host:1")  # cannot tell: assume alive
+    assert not holder_alive(None)
