@@ -360,7 +360,9 @@ def closed_port() -> int:
 def test_an_unreachable_redis_fails_readyz_but_an_admitted_task_is_still_accepted(tmp_path):
     runtime = _runtime(tmp_path, callers=False, redis_url=f"redis://127.0.0.1:{closed_port()}/0")
     try:
-        with TestClient(create_app(runtime, run_embedded=False), raise_server_exceptions=False) as c:
+        with TestClient(
+            create_app(runtime, run_embedded=False), raise_server_exceptions=False
+        ) as c:
             body = assert_problem(c.get("/readyz"), 503, text="redis")
             assert body["checks"]["database"] == "ok" and body["checks"]["redis"] != "ok"
             # The task is committed before the wake-up hint is sent: the sweeper starts it later.
