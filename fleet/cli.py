@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 
 from fleet import __version__
+from fleet.cli_memory import memory_app
 from fleet.cli_tasks import Tasks, cancel_message, open_tasks, show_task, show_task_list
 from fleet.domain.values import TaskStatus
 from fleet.errors import FleetError, Unavailable
@@ -33,6 +34,7 @@ app = typer.Typer(
 )
 tasks_app = typer.Typer(help="Inspect and cancel tasks.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(memory_app, name="memory")
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)

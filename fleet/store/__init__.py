@@ -7,12 +7,16 @@ from fleet.domain.runs import Outcome, TraceRow
 from fleet.store import db
 from fleet.store.admission import AdmissionStore
 from fleet.store.leasing import Claim, Head, LeasingStore, Prepared, Started
+from fleet.store.memory import Block, BlockVersion, MemoryStore, NoteValue
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
 
 __all__ = [
+    "Block",
+    "BlockVersion",
     "CancelResult",
     "Claim",
     "Head",
+    "NoteValue",
     "Outcome",
     "Prepared",
     "Started",
@@ -22,7 +26,7 @@ __all__ = [
 ]
 
 
-class Store(AdmissionStore, LeasingStore, QueryStore):
+class Store(AdmissionStore, LeasingStore, QueryStore, MemoryStore):
     """Everything fleet reads or writes in its database."""
 
     @classmethod

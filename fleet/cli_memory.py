@@ -1,0 +1,148 @@
+"""``fleet memory``: people manage memory blocks directly (set replaces outright, bumps version)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fleet.domain.blocks import Edit
+from fleet.errors import NotFound
+from fleet.store import Store
+
+memory_app = typer.Typer(help="Manage memory blocks (durable named text).", no_args_is_help=True)
+_out = Console(highlight=False, soft_wrap=True)
+
+Namespace = Annotated[str, typer.Option("--namespace", "-n", help="The block's namespace.")]
+AsJson = Annotated[bool, typer.Option("--json")]
+
+
+def _store() -> Store:
+    from fleet.config import load_settings
+    from fleet.runtime import ensure_schema, open_store
+
+    store = open_store(load_settings())
+    ensure_schema(store)
+    return store
+
+
+@memory_app.command("set")
+def set_block(
+    block: Annotated[str, typer.Argument(help="Block name.")],
+    title: Annotated[str | None, typer.Option("--title", help="Shown to the agent.")] = None,
+    namespace: Namespace = "default",
+    as_json: AsJson = False,
+) -> None:
+    """Replace a block's value with stdin (creating it); bumps its version."""
+    value = sys.stdin.read()
+    store = _store()
+    try:
+        found = store.edit_block(
+            namespace,
+            block,
+            Edit("replace", value),
+            author="user",
+            now=datetime.now(UTC),
+            title=title,
+        )
+    finally:
+        store.dispose()
+    if as_json:
+        print(
+            json.dumps(
+                {"namespace": found.namespace, "block": found.name, "version": found.version}
+            )
+        )
+    else:
+        _out.print(f"{found.namespace}/{found.name} is at version {found.version}")
+
+
+@memory_app.command("ls")
+def list_blocks(
+    namespace: Annotated[str | None, typer.Option("--namespace", "-n")] = None,
+    as_json: AsJson = False,
+) -> None:
+    """List memory blocks."""
+    store = _store()
+    try:
+        found = store.list_blocks(namespace)
+    finally:
+        store.dispose()
+    if as_json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "namespace": b.namespace,
+                        "block": b.name,
+                        "title": b.title,
+                        "version": b.version,
+                        "bytes": len(b.value.encode()),
+                        "updatedAt": b.updated_at.isoformat(),
+                    }
+                    for b in found
+                ],
+                indent=2,
+            )
+        )
+        return
+    table = Table("namespace", "block", "title", "version", "bytes", "updated")
+    for b in found:
+        table.add_row(
+            b.namespace,
+            b.name,
+            b.title,
+            str(b.version),
+            str(len(b.value.encode())),
+            b.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
+        )
+    _out.print(table)
+
+
+@memory_app.command("get")
+def get_block(block: str, namespace: Namespace = "default") -> None:
+    """Print a block's current value."""
+    store = _store()
+    try:
+        found = store.get_block(namespace, block)
+    finally:
+        store.dispose()
+    if found is None:
+        raise NotFound(f"no memory block {block!r} in namespace {namespace!r}", field="block")
+    sys.stdout.write(found.value)
+
+
+@memory_app.command("history")
+def history(block: str, namespace: Namespace = "default", as_json: AsJson = False) -> None:
+    """Every version of a block: who wrote it and when."""
+    store = _store()
+    try:
+        versions = store.block_history(namespace, block)
+    finally:
+        store.dispose()
+    if as_json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "version": v.version,
+                        "author": v.author,
+                        "createdAt": v.created_at.isoformat(),
+                        "value": v.value,
+                    }
+                    for v in versions
+                ],
+                indent=2,
+            )
+        )
+        return
+    table = Table("version", "author", "written", "value")
+    for v in versions:
+        preview = v.value if len(v.value) <= 60 else v.value[:60] + "…"
+        table.add_row(str(v.version), v.author, v.created_at.strftime("%Y-%m-%d %H:%M:%S"), preview)
+    _out.print(table)

@@ -1,0 +1,237 @@
+"""Memory blocks (with version history) and per-conversation notes."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import ColumnElement, and_, delete, func, or_, select, update
+
+from fleet.domain import blocks
+from fleet.errors import Conflict, InputError, NotFound
+from fleet.store import schema as s
+from fleet.store.base import StoreBase
+
+b, v, n = s.memory_blocks, s.memory_block_versions, s.notes
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    namespace: str
+    name: str
+    title: str
+    description: str
+    value: str
+    version: int
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class BlockVersion:
+    version: int
+    value: str
+    author: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class NoteValue:
+    key: str
+    body: str
+    expires_at: datetime | None
+    updated_at: datetime
+
+
+def _block(row: object) -> Block:
+    m = row._mapping  # type: ignore[attr-defined]
+    return Block(
+        m["namespace"],
+        m["name"],
+        m["title"],
+        m["description"],
+        m["value"],
+        m["version"],
+        m["updated_at"],
+    )
+
+
+class MemoryStore(StoreBase):
+    def get_block(self, namespace: str, name: str) -> Block | None:
+        with self.read() as conn:
+            row = conn.execute(
+                select(b).where(b.c.namespace == namespace, b.c.name == name)
+            ).first()
+        return None if row is None else _block(row)
+
+    def list_blocks(self, namespace: str | None = None) -> list[Block]:
+        query = select(b).order_by(b.c.namespace, b.c.name)
+        if namespace is not None:
+            query = query.where(b.c.namespace == namespace)
+        with self.read() as conn:
+            return [_block(r) for r in conn.execute(query).all()]
+
+    def edit_block(
+        self,
+        namespace: str,
+        name: str,
+        edit: blocks.Edit,
+        *,
+        author: str,
+        now: datetime,
+        title: str | None = None,
+        description: str | None = None,
+    ) -> Block:
+        """Apply ``edit`` (creating the block at version 1), recording the new version.
+
+        The row is updated only if its version is still the one read, so two concurrent edits
+        cannot both win: the loser sees Conflict (with ``expected_version``) or retries the read.
+        """
+        blocks.check_block_name(name)
+        for _ in range(5):
+            with self.tx() as conn:
+                row = conn.execute(
+                    select(b).where(b.c.namespace == namespace, b.c.name == name)
+                ).first()
+                current = _block(row) if row is not None else None
+                value = blocks.apply(
+                    current.value if current else "", current.version if current else 0, edit
+                )
+                value = self.redactor.text(value)
+                if current is None:
+                    block_id = uuid.uuid4()
+                    conn.execute(
+                        b.insert().values(
+                            id=block_id,
+                            namespace=namespace,
+                            name=name,
+                            title=title or "",
+                            description=description or "",
+                            value=value,
+                            version=1,
+                            created_at=now,
+                            updated_at=now,
+                        )
+                    )
+                    version = 1
+                else:
+                    version = current.version + 1
+                    moved = conn.execute(
+                        update(b)
+                        .where(b.c.id == row.id, b.c.version == current.version)  # type: ignore[union-attr]
+                        .values(
+                            value=value,
+                            version=version,
+                            updated_at=now,
+                            title=current.title if title is None else title,
+                            description=current.description if description is None else description,
+                        )
+                    ).rowcount
+                    if moved != 1:
+                        if edit.expected_version is not None:
+                            raise Conflict("the block changed meanwhile; read it again")
+                        continue
+                    block_id = row.id  # type: ignore[union-attr]
+                conn.execute(
+                    v.insert().values(
+                        block_id=block_id,
+                        version=version,
+                        value=value,
+                        author=author,
+                        created_at=now,
+                    )
+                )
+            found = self.get_block(namespace, name)
+            assert found is not None
+            return found
+        raise Conflict("the block kept changing; try again")
+
+    def block_history(self, namespace: str, name: str) -> list[BlockVersion]:
+        with self.read() as conn:
+            rows = conn.execute(
+                select(v.c.version, v.c.value, v.c.author, v.c.created_at)
+                .join(b, b.c.id == v.c.block_id)
+                .where(b.c.namespace == namespace, b.c.name == name)
+                .order_by(v.c.version)
+            ).all()
+        if not rows:
+            raise NotFound(f"no memory block {name!r} in namespace {namespace!r}", field="block")
+        return [BlockVersion(r.version, r.value, r.author, r.created_at) for r in rows]
+
+    # -- notes ----------------------------------------------------------------------------------
+
+    def _live(self, now: datetime) -> ColumnElement[bool]:
+        return or_(n.c.expires_at.is_(None), n.c.expires_at > now)
+
+    def set_note(
+        self,
+        conversation_id: uuid.UUID,
+        key: str,
+        body: str,
+        now: datetime,
+        expires_at: datetime | None = None,
+    ) -> NoteValue:
+        blocks.check_note(key, body)
+        body = self.redactor.text(body)
+        with self.tx() as conn:
+            conn.execute(
+                delete(n).where(
+                    n.c.conversation_id == conversation_id,
+                    n.c.expires_at.is_not(None),
+                    n.c.expires_at <= now,
+                )
+            )
+            moved = conn.execute(
+                update(n)
+                .where(n.c.conversation_id == conversation_id, n.c.key == key)
+                .values(body=body, expires_at=expires_at, updated_at=now)
+            ).rowcount
+            if not moved:
+                live = conn.execute(
+                    select(func.count())
+                    .select_from(n)
+                    .where(n.c.conversation_id == conversation_id)
+                ).scalar_one()
+                if live >= blocks.MAX_NOTES:
+                    raise InputError(
+                        f"a conversation holds at most {blocks.MAX_NOTES} notes; remove one first",
+                        field="key",
+                    )
+                conn.execute(
+                    n.insert().values(
+                        id=uuid.uuid4(),
+                        conversation_id=conversation_id,
+                        key=key,
+                        body=body,
+                        expires_at=expires_at,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+        return NoteValue(key, body, expires_at, now)
+
+    def get_note(self, conversation_id: uuid.UUID, key: str, now: datetime) -> NoteValue | None:
+        with self.read() as conn:
+            row = conn.execute(
+                select(n).where(
+                    and_(n.c.conversation_id == conversation_id, n.c.key == key, self._live(now))
+                )
+            ).first()
+        return None if row is None else NoteValue(row.key, row.body, row.expires_at, row.updated_at)
+
+    def list_notes(self, conversation_id: uuid.UUID, now: datetime) -> list[NoteValue]:
+        with self.read() as conn:
+            rows = conn.execute(
+                select(n)
+                .where(n.c.conversation_id == conversation_id, self._live(now))
+                .order_by(n.c.key)
+                .limit(blocks.MAX_NOTES_LISTED)
+            ).all()
+        return [NoteValue(r.key, r.body, r.expires_at, r.updated_at) for r in rows]
+
+    def remove_note(self, conversation_id: uuid.UUID, key: str) -> bool:
+        with self.tx() as conn:
+            gone = conn.execute(
+                delete(n).where(n.c.conversation_id == conversation_id, n.c.key == key)
+            ).rowcount
+        return bool(gone)
