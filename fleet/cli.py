@@ -292,7 +292,7 @@ def worker(
             loglevel,
             "--without-gossip",
             "--without-mingle",
-            *(["-B"] if beat else []),
+            *(["-B", "--schedule", _beat_schedule()] if beat else []),
         ]
     )
 
@@ -328,7 +328,16 @@ def serve(
 @app.command("beat")
 def beat_cmd(loglevel: Annotated[str, typer.Option("--loglevel")] = "INFO") -> None:
     """Run Celery beat: schedules the sweeper (run exactly one per fleet)."""
-    _celery_argv(["beat", "--loglevel", loglevel])
+    _celery_argv(["beat", "--loglevel", loglevel, "--schedule", _beat_schedule()])
+
+
+def _beat_schedule() -> str:
+    """Beat's schedule file lives under FLEET_HOME, not in the working directory."""
+    from fleet.config import load_settings
+
+    home = load_settings().home
+    home.mkdir(parents=True, exist_ok=True)
+    return str(home / "beat-schedule")
 
 
 def _celery_argv(argv: list[str]) -> None:

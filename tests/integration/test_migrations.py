@@ -172,6 +172,9 @@ def test_wheel_ships_the_migrations(tmp_path: Path) -> None:
             "fleet._migrations in pyproject.toml"
         )
         assert any(n.startswith("fleet/_migrations/versions/0001") for n in names)
+        # Every package of the source tree is in the wheel (guards a hand-written package list).
+        for init in sorted((REPO / "fleet").rglob("__init__.py")):
+            assert init.relative_to(REPO).as_posix() in names, f"the wheel lacks {init}"
         site = tmp_path / "site"
         zf.extractall(site)
 
