@@ -383,6 +383,9 @@ def main(argv: list[str] | None = None) -> int:
         code = int(getattr(exc, "exit_code", EXIT_BAD_INPUT))
         if code == 0 or not hasattr(exc, "format_message"):
             return code
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `fleet` or `fleet tasks` alone: help
+            out.print(exc.format_message(), markup=False)
+            return code
         hint = f" (see `{ctx.command_path} --help`)" if ctx else ""
         err.print(f"fleet: {exc.format_message()}{hint}", markup=False)
         return code
