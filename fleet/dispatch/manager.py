@@ -71,6 +71,8 @@ class Dispatcher:
         self.clock = clock
         self.worker = worker or worker_name()
         self._models: dict[str, model_adapters.Model] = {}
+        #: The most history any agent may need (bounds the claim's history read).
+        self._history_cap = max((a.history.max_items for a in config.agents.values()), default=1)
         #: Set on warm shutdown: finish the current run, then stop looking for more.
         self.stopping = threading.Event()
 
@@ -125,21 +127,37 @@ class Dispatcher:
     def drain(self, conversation_id: uuid.UUID) -> int:
         """Run the conversation's due tasks in seq order while holding its lease; returns how many.
 
-        A wake-up that finds the lease taken knocks; the holder's release reports the knock and
-        the holder looks again, so a task admitted while the lease was held is never left behind.
+        The lease is held (and kept alive) across consecutive due tasks. A wake-up that finds it
+        taken knocks; the release reports the knock and the holder looks again, so a task
+        admitted while the lease was held is never left behind.
         """
         deadline = time.monotonic() + self.settings.drain_budget
         ran = 0
+        idle = 0
         with self.store.pinned():
             while True:
                 handle = self.lease.acquire(conversation_id)
                 if handle is None:
                     return ran  # the holder will see the knock when it releases
                 try:
-                    did, head = self._step(conversation_id, handle)
+                    with self.lease.kept_alive(handle):
+                        while True:
+                            did, head = self._step(conversation_id, handle)
+                            ran += did
+                            if (
+                                not did
+                                or handle.lost.is_set()
+                                or head is None
+                                or not head.claimable
+                                or head.not_before > self.clock()
+                                or time.monotonic() > deadline
+                                or self.stopping.is_set()
+                            ):
+                                break
                 finally:
                     knocked = self.lease.release(handle)
-                ran += did
+                if handle.lost.is_set():
+                    return ran  # another worker holds the conversation now
                 if head is not None and head.claimable:
                     if head.not_before > self.clock():
                         self.waker.wake(conversation_id, head.not_before)
@@ -147,17 +165,25 @@ class Dispatcher:
                     if time.monotonic() > deadline or self.stopping.is_set():
                         self.waker.wake(conversation_id)  # yield to other conversations / workers
                         return ran
+                    idle = 0 if did else idle + 1
+                    if idle <= 3:
+                        continue
+                if knocked:
+                    if self.stopping.is_set():
+                        self.waker.wake(conversation_id)
+                        return ran
                     continue
-                if head is None and knocked and not self.stopping.is_set():
-                    continue
-                if head is None and knocked:
-                    self.waker.wake(conversation_id)
                 return ran
 
     def _step(self, conversation_id: uuid.UUID, handle: LeaseHandle) -> tuple[bool, Head | None]:
         """Claim and run the head task; returns whether a task ran and the head after it."""
         result = self.store.start_next(
-            conversation_id, self.worker, self.clock(), self._history_items, self._prepare
+            conversation_id,
+            self.worker,
+            self.clock(),
+            history_items=self._history_items,
+            prepare=self._prepare,
+            history_cap=self._history_cap,
         )
         if not isinstance(result, Started):
             return False, result
@@ -197,23 +223,22 @@ class Dispatcher:
                 raise LeaseLost(f"lease on conversation {task.conversation_id} was lost")
             return self.store.checkpoint(task, run_id, done, self.clock())
 
-        with self.lease.kept_alive(handle):
-            try:
-                outcome = run_agent(
-                    self._model(agent),
-                    tools,
-                    prompt.messages(context),
-                    max_steps=agent.max_steps,
-                    ctx=ctx,
-                    boundary=boundary,
-                )
-            except LeaseLost:
-                raise
-            except Exception as exc:  # a bug must not wedge the conversation
-                log.exception("run of task %s crashed", task.id)
-                outcome = Outcome(
-                    TaskStatus.FAILED, None, f"internal error: {type(exc).__name__}: {exc}", {}
-                )
+        try:
+            outcome = run_agent(
+                self._model(agent),
+                tools,
+                prompt.messages(context),
+                max_steps=agent.max_steps,
+                ctx=ctx,
+                boundary=boundary,
+            )
+        except LeaseLost:
+            raise
+        except Exception as exc:  # a bug must not wedge the conversation
+            log.exception("run of task %s crashed", task.id)
+            outcome = Outcome(
+                TaskStatus.FAILED, None, f"internal error: {type(exc).__name__}: {exc}", {}
+            )
         if handle.lost.is_set():
             raise LeaseLost(f"lease on conversation {task.conversation_id} was lost mid-run")
         return self._settle(task, run_id, outcome)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime
 from typing import Any
@@ -11,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 
 from fleet.domain import admission as policy
 from fleet.domain.values import Admission, TaskStatus
-from fleet.store import rows
+from fleet.store import pg, rows
 from fleet.store import statements as q
 from fleet.store.base import StoreBase
 
@@ -19,6 +20,12 @@ from fleet.store.base import StoreBase
 class AdmissionStore(StoreBase):
     def admit(self, sub: policy.Submission, now: datetime) -> Admission:
         """Admit ``sub`` in one transaction; concurrent repeats of one key yield one task."""
+        if (
+            self.one_statement_path
+            and sub.policy.mode == "followup"
+            and sub.idempotency_key is None
+        ):
+            return self._admit_followup_pg(sub, now)
         for attempt in range(3):
             try:
                 with self.tx() as conn:
@@ -29,6 +36,24 @@ class AdmissionStore(StoreBase):
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
+
+    def _admit_followup_pg(self, sub: policy.Submission, now: datetime) -> Admission:
+        """The common case in one statement: upsert the conversation, take a seq, insert."""
+        params = {
+            "conv_id": uuid.uuid4(),
+            "task_id": uuid.uuid4(),
+            "deployment": sub.deployment,
+            "scope": sub.scope,
+            "key": sub.key,
+            "now": now,
+            "input": json.dumps([self.redactor.json(p.model_dump()) for p in sub.input]),
+            "input_bytes": sub.input_bytes,
+            "labels": json.dumps(self.redactor.json(sub.labels)),
+            "max_attempts": sub.max_attempts,
+        }
+        with self.single() as conn:
+            row = conn.execute(pg.ADMIT_FOLLOWUP, params).one()
+        return Admission(task=rows.task(row))
 
     def _admit(self, conn: Connection, sub: policy.Submission, now: datetime) -> Admission:
         if sub.idempotency_key is not None:

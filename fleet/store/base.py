@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from sqlalchemy import Connection, Engine
 
@@ -23,18 +23,23 @@ class StoreBase:
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._local = threading.local()
 
+    @property
+    def one_statement_path(self) -> bool:
+        """PostgreSQL runs each hot-path operation as one statement (see ``fleet.store.pg``)."""
+        return self.dialect == "postgresql"
+
     @contextmanager
     def pinned(self) -> Iterator[None]:
-        """Let the store calls of this block (one drain) share one connection.
+        """Let the single-statement calls of this block (one drain) share one connection.
 
-        Checking a connection out of the pool and resetting it costs more than most statements
-        on the hot path, so a worker takes one for its whole drain.
+        Checking a connection out of the pool and resetting it costs about as much as a
+        statement on the hot path, so a worker keeps one autocommit connection per drain.
         """
-        if getattr(self._local, "conn", None) is not None:
+        if self.dialect == "sqlite" or getattr(self._local, "conn", None) is not None:
             yield
             return
         with unavailable_on_outage():
-            conn = self.engine.connect()
+            conn = self._autocommit.connect()
         self._local.conn = conn
         try:
             yield
@@ -45,23 +50,30 @@ class StoreBase:
     @contextmanager
     def tx(self) -> Iterator[Connection]:
         """One transaction; commits on success, rolls back on error, maps outages to 503."""
-        conn: Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            with unavailable_on_outage(), conn.begin():
-                yield conn
-            return
         with unavailable_on_outage(), self.engine.begin() as conn:
             yield conn
 
     @contextmanager
-    def read(self) -> Iterator[Connection]:
-        """A connection for reads: no transaction on PostgreSQL, a short one on SQLite."""
-        if self.dialect == "sqlite" or getattr(self._local, "conn", None) is not None:
+    def single(self) -> Iterator[Connection]:
+        """A connection for statements that are their own transaction (autocommit).
+
+        On SQLite (no autocommit engine here) it is a short transaction.
+        """
+        if self.dialect == "sqlite":
             with self.tx() as conn:
                 yield conn
             return
+        pinned: Connection | None = getattr(self._local, "conn", None)
+        if pinned is not None:
+            with unavailable_on_outage():
+                yield pinned
+            return
         with unavailable_on_outage(), self._autocommit.connect() as conn:
             yield conn
+
+    def read(self) -> AbstractContextManager[Connection]:
+        """A connection for reads: no transaction on PostgreSQL, a short one on SQLite."""
+        return self.single()
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -6,6 +6,7 @@ recovery) the number or the status has moved on and the write matches no row: ``
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from fleet.domain.context import Record
 from fleet.domain.runs import Outcome, TraceRow
 from fleet.domain.values import ACTIVE, CLAIMABLE, Task, TaskStatus, render_parts
 from fleet.errors import LeaseLost
-from fleet.store import rows
+from fleet.store import pg, rows
 from fleet.store import schema as s
 from fleet.store import statements as q
 from fleet.store.base import StoreBase
@@ -80,15 +81,27 @@ class LeasingStore(StoreBase):
         conversation_id: uuid.UUID,
         worker: str,
         now: datetime,
+        *,
         history_items: Callable[[str], int],
         prepare: Callable[[Claim], Prepared],
+        history_cap: int = 100,
     ) -> Started | Head | None:
-        """Claim the conversation's head task and open its run, in one transaction.
+        """Claim the conversation's head task and open its run.
 
         Only the lowest unfinished seq may be claimed, only when due, and the partial unique index
         refuses a second active task even if two claims raced. Nothing claimable: the head (what
-        blocks) or None (nothing unfinished).
+        blocks) or None (nothing unfinished). ``history_cap`` bounds the history read for any
+        deployment (``history_items`` gives each deployment's own limit).
         """
+        if self.one_statement_path:
+            return self._start_next_pg(
+                conversation_id,
+                worker,
+                now,
+                history_items=history_items,
+                prepare=prepare,
+                history_cap=history_cap,
+            )
         with self.tx() as conn:
             row = conn.execute(
                 q.CLAIM, {"b_conv": conversation_id, "b_now": now, "b_worker": worker}
@@ -99,24 +112,61 @@ class LeasingStore(StoreBase):
             claim = self._claim_sources(conn, task, row._mapping["generation"], history_items)
             prepared = prepare(claim)
             run_id = uuid.uuid4()
-            conn.execute(
-                q.INSERT_RUN,
-                {
-                    "id": run_id,
-                    "task_id": task.id,
-                    "conversation_id": task.conversation_id,
-                    "attempt": task.attempts,
-                    "fence": task.fence,
-                    "status": "running",
-                    "model": prepared.model,
-                    # Built from stored messages and the stored input: redacted already.
-                    "context": prepared.context,
-                    "usage": {},
-                    "labels": task.labels,
-                    "started_at": now,
-                },
-            )
+            conn.execute(q.INSERT_RUN, self._run_row(task, run_id, prepared, now))
         return Started(task=task, run_id=run_id, context=prepared.context)
+
+    def _start_next_pg(
+        self,
+        conversation_id: uuid.UUID,
+        worker: str,
+        now: datetime,
+        *,
+        history_items: Callable[[str], int],
+        prepare: Callable[[Claim], Prepared],
+        history_cap: int,
+    ) -> Started | Head | None:
+        with self.single() as conn:
+            row = conn.execute(
+                pg.CLAIM,
+                {"conv": conversation_id, "now": now, "worker": worker, "history": history_cap + 1},
+            ).first()
+            if row is None:
+                return _head(conn.execute(q.HEAD, {"b_conv": conversation_id}).first())
+        task = rows.task(row)
+        if row.frozen is not None:
+            claim = Claim(task=task, frozen_context=row.frozen)
+        else:
+            limit = history_items(task.deployment)
+            found = row.history or []
+            claim = Claim(
+                task=task,
+                history=tuple(Record(i, role, content) for i, role, content in found[:limit]),
+                more_history=len(found) > limit,
+            )
+        prepared = prepare(claim)
+        run_id = uuid.uuid4()
+        with self.single() as conn:
+            conn.execute(q.INSERT_RUN, self._run_row(task, run_id, prepared, now))
+        return Started(task=task, run_id=run_id, context=prepared.context)
+
+    @staticmethod
+    def _run_row(
+        task: Task, run_id: uuid.UUID, prepared: Prepared, now: datetime
+    ) -> dict[str, Any]:
+        return {
+            "id": run_id,
+            "task_id": task.id,
+            "conversation_id": task.conversation_id,
+            "attempt": task.attempts,
+            "fence": task.fence,
+            "status": "running",
+            "model": prepared.model,
+            # Built from stored messages and the stored input: redacted already.
+            "context": prepared.context,
+            "usage": {},
+            "labels": task.labels,
+            "started_at": now,
+        }
 
     def _claim_sources(
         self, conn: Connection, task: Task, generation: int, history_items: Callable[[str], int]
@@ -157,6 +207,8 @@ class LeasingStore(StoreBase):
         """
         reply = None if outcome.reply is None else self.redactor.text(outcome.reply)
         error = self.redactor.text(outcome.error) if outcome.error else None
+        if self.one_statement_path:
+            return self._settle_pg(task, run_id, outcome, reply=reply, error=error, now=now)
         with self.tx() as conn:
             row = conn.execute(
                 q.SETTLE,
@@ -205,6 +257,71 @@ class LeasingStore(StoreBase):
                 )
             nxt = _head(conn.execute(q.HEAD, {"b_conv": task.conversation_id}).first())
         return final, nxt
+
+    def _settle_pg(
+        self,
+        task: Task,
+        run_id: uuid.UUID,
+        outcome: Outcome,
+        *,
+        reply: str | None,
+        error: str | None,
+        now: datetime,
+    ) -> tuple[TaskStatus, Head | None]:
+        said: list[dict[str, Any]] = [
+            {
+                "role": "user",
+                "content": render_parts(task.input),
+                "delivery": "accepted",
+                "ord": 0,
+                "only_if": None,
+            }
+        ]
+        if reply is not None and outcome.status == TaskStatus.SUCCEEDED:
+            said.append(
+                {
+                    "role": "assistant",
+                    "content": reply,
+                    "delivery": "sent",
+                    "ord": 1,
+                    "only_if": TaskStatus.SUCCEEDED.value,
+                }
+            )
+        params = {
+            "task": task.id,
+            "fence": task.fence,
+            "run": run_id,
+            "status": outcome.status.value,
+            "error": error,
+            "result": None if reply is None else json.dumps({"reply": reply}),
+            "usage": json.dumps(outcome.usage),
+            "now": now,
+            "traces": json.dumps([self._trace_row(tr) for tr in outcome.traces], default=str),
+            "messages": json.dumps(said),
+        }
+        with self.single() as conn:
+            row = conn.execute(pg.SETTLE, params).first()
+        if row is None:
+            raise LeaseLost(f"task {task.id} was taken over; its outcome is discarded")
+        nxt = (
+            None
+            if row.next_id is None
+            else Head(row.next_id, TaskStatus(row.next_status), row.next_not_before, row.next_fence)
+        )
+        return TaskStatus(row.status), nxt
+
+    def _trace_row(self, tr: TraceRow) -> dict[str, Any]:
+        return {
+            "step": tr.step,
+            "kind": tr.kind,
+            "name": tr.name,
+            "input": self.redactor.json(tr.input),
+            "output": self.redactor.json(tr.output),
+            "error": self.redactor.text(tr.error) if tr.error else None,
+            "usage": tr.usage,
+            "started_at": tr.started_at.isoformat(),
+            "duration_ms": tr.duration_ms,
+        }
 
     def recover(
         self, task_id: uuid.UUID, fence: int, reason: str, now: datetime
@@ -266,18 +383,11 @@ class LeasingStore(StoreBase):
             q.INSERT_TRACES,
             [
                 {
+                    **self._trace_row(tr),
                     "run_id": run_id,
                     "task_id": task.id,
-                    "step": tr.step,
-                    "kind": tr.kind,
-                    "name": tr.name,
-                    "input": self.redactor.json(tr.input),
-                    "output": self.redactor.json(tr.output),
-                    "error": self.redactor.text(tr.error) if tr.error else None,
-                    "usage": tr.usage,
                     "labels": task.labels,
                     "started_at": tr.started_at,
-                    "duration_ms": tr.duration_ms,
                 }
                 for tr in traces
             ],

@@ -56,7 +56,7 @@ def prepare(claim: Claim) -> Prepared:
 
 def start(store: Store, conv: uuid.UUID, now: datetime, worker: str = "w") -> Started | None:
     """Claim the head and open its run; None when nothing is claimable."""
-    result = store.start_next(conv, worker, now, items, prepare)
+    result = store.start_next(conv, worker, now, history_items=items, prepare=prepare)
     return result if isinstance(result, Started) else None
 
 
@@ -124,14 +124,18 @@ def test_collect_merges_while_queued_then_starts_a_new_task(store: Store) -> Non
 def test_claim_takes_only_the_due_head(store: Store) -> None:
     t1 = store.admit(sub("a", mode="collect", debounce=5), T0).task
     conv = t1.conversation_id
-    blocked = store.start_next(conv, "w", T0, items, prepare)  # not due yet: the head says when
+    blocked = store.start_next(
+        conv, "w", T0, history_items=items, prepare=prepare
+    )  # not due yet: the head says when
     assert isinstance(blocked, Head) and blocked.not_before == T0 + timedelta(seconds=5)
     started = start(store, conv, T0 + timedelta(seconds=5))
     assert started is not None and started.task.id == t1.id
     assert started.task.status == TaskStatus.RUNNING and started.task.fence == 1
     assert [r.status for r in store.runs_of(t1.id)] == ["running"]
     store.admit(sub("b"), T0)
-    busy = store.start_next(conv, "w", T0 + timedelta(seconds=6), items, prepare)
+    busy = store.start_next(
+        conv, "w", T0 + timedelta(seconds=6), history_items=items, prepare=prepare
+    )
     assert isinstance(busy, Head) and busy.task_id == t1.id and not busy.claimable
 
 
@@ -161,7 +165,7 @@ def test_settle_appends_history_the_next_claim_sees(store: Store) -> None:
         seen.append(claim)
         return prepare(claim)
 
-    started = store.start_next(t1.conversation_id, "w", T0, items, keep)
+    started = store.start_next(t1.conversation_id, "w", T0, history_items=items, prepare=keep)
     assert isinstance(started, Started) and started.task.seq == 2
     assert [(r.role, r.content) for r in seen[0].history] == [
         ("assistant", "answer one"),

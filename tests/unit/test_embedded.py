@@ -67,8 +67,8 @@ def test_a_task_left_running_by_a_dead_process_is_recovered(tmp_path: Path) -> N
         task.conversation_id,
         ghost,
         rt.dispatcher.clock(),
-        lambda _: 10,
-        rt.dispatcher._prepare,
+        history_items=lambda _: 10,
+        prepare=rt.dispatcher._prepare,
     )
     assert started is not None
     done = run_until_done(rt.dispatcher, rt.local_waker, task.id, timeout_s=20)

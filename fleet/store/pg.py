@@ -1,0 +1,120 @@
+"""PostgreSQL's hot path: each store operation of a task is one statement, one round trip.
+
+Data-modifying CTEs let PostgreSQL do a claim (with its history read), a settle (task, run,
+traces, messages and the next head) or a followup admission (conversation upsert and task
+insert) in a single statement, which is its own transaction. SQLite runs the portable,
+multi-statement versions of the same operations (``statements.py``): it has no round trips to
+save. Both are held to one contract by the store tests, which run on both databases.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import TextClause, text
+
+from fleet.domain.values import ACTIVE, CLAIMABLE, UNFINISHED, TaskStatus
+
+
+def _in(statuses: tuple[TaskStatus, ...]) -> str:
+    return "(" + ", ".join(f"'{s.value}'" for s in statuses) + ")"
+
+
+_TASK_COLUMNS = (
+    "id, conversation_id, seq, generation, deployment, scope, conversation_key, status, input, "
+    "submissions, input_bytes, not_before, idempotency_key, labels, attempts, max_attempts, "
+    "fence, cancel_requested, worker, created_at, leased_at, started_at, finished_at, error, "
+    "result"
+)
+
+#: Claim the head if claimable and due; with it, the frozen context of its latest run (a retry
+#: replays it) and the newest history (none for a conversation's first task).
+CLAIM: TextClause = text(
+    f"""
+WITH claimed AS (
+  UPDATE tasks SET status = 'running', fence = fence + 1, attempts = attempts + 1,
+         leased_at = :now, started_at = :now, worker = :worker
+  WHERE id = (SELECT id FROM tasks WHERE conversation_id = :conv
+              AND status IN {_in(UNFINISHED)} ORDER BY seq LIMIT 1)
+    AND status IN {_in(CLAIMABLE)} AND not_before <= :now
+  RETURNING {_TASK_COLUMNS}
+)
+SELECT claimed.*,
+  (SELECT r.context FROM runs r WHERE r.task_id = claimed.id AND claimed.attempts > 1
+   ORDER BY r.attempt DESC LIMIT 1) AS frozen,
+  (SELECT coalesce(json_agg(json_build_array(h.id, h.role, h.content) ORDER BY h.id DESC), '[]')
+   FROM (SELECT m.id, m.role, m.content FROM messages m
+         WHERE m.conversation_id = claimed.conversation_id AND m.generation = claimed.generation
+           AND claimed.seq > 1
+         ORDER BY m.id DESC LIMIT :history) h) AS history
+FROM claimed
+"""
+)
+
+#: Finish a fenced task and close its run, store its last steps and what was said, and read
+#: the conversation's next head, all at once. A cancel requested meanwhile wins.
+SETTLE: TextClause = text(
+    f"""
+WITH settled AS (
+  UPDATE tasks SET
+    status = CASE WHEN cancel_requested THEN 'cancelled' ELSE :status END,
+    error = CASE WHEN cancel_requested THEN 'cancelled by request' ELSE :error END,
+    result = CASE WHEN cancel_requested THEN NULL ELSE CAST(:result AS jsonb) END,
+    finished_at = :now, worker = NULL
+  WHERE id = :task AND fence = :fence AND status = 'running'
+  RETURNING id, conversation_id, seq, status, generation, labels
+), closed AS (
+  UPDATE runs SET status = s.status, usage = CAST(:usage AS jsonb), finished_at = :now,
+    error = CASE WHEN s.status = 'cancelled' THEN 'cancelled by request' ELSE :error END
+  FROM settled s WHERE runs.id = :run
+), traced AS (
+  INSERT INTO traces (run_id, task_id, step, kind, name, input, output, error, usage, labels,
+                      started_at, duration_ms)
+  SELECT :run, s.id, x.step, x.kind, x.name, x.input, x.output, x.error, x.usage, s.labels,
+         x.started_at, x.duration_ms
+  FROM settled s, jsonb_to_recordset(CAST(:traces AS jsonb)) AS x(
+    step int, kind text, name text, input jsonb, output jsonb, error text, usage jsonb,
+    started_at timestamptz, duration_ms float8)
+), said AS (
+  INSERT INTO messages (conversation_id, generation, task_id, run_id, role, content, delivery,
+                        created_at)
+  SELECT s.conversation_id, s.generation, s.id, :run, m.role, m.content, m.delivery, :now
+  FROM settled s, jsonb_to_recordset(CAST(:messages AS jsonb)) AS m(
+    role text, content text, delivery text, ord int, only_if text)
+  WHERE s.status <> 'cancelled' AND (m.only_if IS NULL OR m.only_if = s.status)
+  ORDER BY m.ord
+)
+SELECT s.status, n.id AS next_id, n.status AS next_status, n.not_before AS next_not_before,
+       n.fence AS next_fence
+FROM settled s
+LEFT JOIN LATERAL (
+  SELECT t.id, t.status, t.not_before, t.fence FROM tasks t
+  WHERE t.conversation_id = s.conversation_id AND t.seq > s.seq
+    AND t.status IN {_in(UNFINISHED)}
+  ORDER BY t.seq LIMIT 1
+) n ON true
+"""
+)
+
+#: followup admission without an idempotency key: upsert the conversation (taking the next seq
+#: under its row lock) and insert the task.
+ADMIT_FOLLOWUP: TextClause = text(
+    f"""
+WITH conv AS (
+  INSERT INTO conversations (id, deployment, scope, key, generation, last_seq, created_at,
+                             updated_at)
+  VALUES (:conv_id, :deployment, :scope, :key, 0, 1, :now, :now)
+  ON CONFLICT (deployment, scope, key)
+  DO UPDATE SET updated_at = EXCLUDED.updated_at, last_seq = conversations.last_seq + 1
+  RETURNING id, last_seq, generation
+)
+INSERT INTO tasks (id, conversation_id, seq, generation, deployment, scope, conversation_key,
+                   status, input, submissions, input_bytes, not_before, idempotency_key, labels,
+                   attempts, max_attempts, fence, cancel_requested, created_at)
+SELECT :task_id, conv.id, conv.last_seq, conv.generation, :deployment, :scope, :key,
+       'queued', CAST(:input AS jsonb), 1, :input_bytes, :now, NULL, CAST(:labels AS jsonb),
+       0, :max_attempts, 0, false, :now
+FROM conv
+RETURNING {_TASK_COLUMNS}
+"""
+)
+
+del ACTIVE
