@@ -110,7 +110,12 @@ class Dispatcher:
         )
         admission = self.store.admit(sub, self.clock())
         if not admission.duplicate:
-            self.waker.wake(admission.task.conversation_id, admission.task.not_before)
+            # An idle conversation has no holder to knock and no wake-up of its own on the way.
+            self.waker.wake(
+                admission.task.conversation_id,
+                admission.task.not_before,
+                force=admission.busy is False,
+            )
         metrics.admitted(admission)
         return admission
 

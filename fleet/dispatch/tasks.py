@@ -7,7 +7,7 @@ import threading
 import uuid
 from typing import Any
 
-from celery.signals import worker_process_shutdown, worker_shutting_down
+from celery.signals import worker_process_init, worker_process_shutdown, worker_shutting_down
 
 from fleet.dispatch.celery_app import app
 from fleet.runtime import Runtime, build
@@ -23,6 +23,15 @@ def runtime() -> Runtime:
         if "rt" not in _process:
             _process["rt"] = build()
         return _process["rt"]
+
+
+@worker_process_init.connect  # type: ignore[untyped-decorator]
+def _warm(**_: Any) -> None:
+    """Build the runtime when the pool process starts, so the first task is not the slow one."""
+    try:
+        runtime()
+    except Exception:  # the first task tries again and reports the reason
+        log.exception("could not prepare the worker runtime")
 
 
 @worker_shutting_down.connect  # type: ignore[untyped-decorator]

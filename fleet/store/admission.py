@@ -53,7 +53,7 @@ class AdmissionStore(StoreBase):
         }
         with self.single() as conn:
             row = conn.execute(pg.ADMIT_FOLLOWUP, params).one()
-        return Admission(task=rows.task(row))
+        return Admission(task=rows.task(row), busy=row.busy)
 
     def _admit(self, conn: Connection, sub: policy.Submission, now: datetime) -> Admission:
         if sub.idempotency_key is not None:

@@ -30,22 +30,29 @@ class StoreBase:
 
     @contextmanager
     def pinned(self) -> Iterator[None]:
-        """Let the single-statement calls of this block (one drain) share one connection.
+        """Let this thread's single-statement calls share one connection, kept between blocks.
 
         Checking a connection out of the pool and resetting it costs about as much as a
-        statement on the hot path, so a worker keeps one autocommit connection per drain.
+        statement on the hot path, so a worker thread keeps one autocommit connection. A
+        failure inside the block drops it (the next block connects afresh).
         """
-        if self.dialect == "sqlite" or getattr(self._local, "conn", None) is not None:
+        if self.dialect == "sqlite" or getattr(self._local, "active", False):
             yield
             return
-        with unavailable_on_outage():
-            conn = self._autocommit.connect()
-        self._local.conn = conn
+        conn: Connection | None = getattr(self._local, "conn", None)
+        if conn is None or conn.invalidated or conn.closed:
+            with unavailable_on_outage():
+                conn = self._autocommit.connect()
+            self._local.conn = conn
+        self._local.active = True
         try:
             yield
-        finally:
+        except BaseException:
             self._local.conn = None
             conn.close()
+            raise
+        finally:
+            self._local.active = False
 
     @contextmanager
     def tx(self) -> Iterator[Connection]:
@@ -64,7 +71,7 @@ class StoreBase:
                 yield conn
             return
         pinned: Connection | None = getattr(self._local, "conn", None)
-        if pinned is not None:
+        if pinned is not None and getattr(self._local, "active", False):
             with unavailable_on_outage():
                 yield pinned
             return
@@ -76,4 +83,8 @@ class StoreBase:
         return self.single()
 
     def dispose(self) -> None:
+        conn: Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            self._local.conn = None
+            conn.close()
         self.engine.dispose()

@@ -95,7 +95,8 @@ LEFT JOIN LATERAL (
 )
 
 #: followup admission without an idempotency key: upsert the conversation (taking the next seq
-#: under its row lock) and insert the task.
+#: under its row lock) and insert the task; ``busy`` says whether an earlier task of the
+#: conversation is unfinished (if not, its wake-up needs no de-duplication).
 ADMIT_FOLLOWUP: TextClause = text(
     f"""
 WITH conv AS (
@@ -113,7 +114,9 @@ SELECT :task_id, conv.id, conv.last_seq, conv.generation, :deployment, :scope, :
        'queued', CAST(:input AS jsonb), 1, :input_bytes, :now, NULL, CAST(:labels AS jsonb),
        0, :max_attempts, 0, false, :now
 FROM conv
-RETURNING {_TASK_COLUMNS}
+RETURNING {_TASK_COLUMNS},
+  EXISTS (SELECT 1 FROM tasks p WHERE p.conversation_id = tasks.conversation_id
+          AND p.seq < tasks.seq AND p.status IN {_in(UNFINISHED)}) AS busy
 """
 )
 
