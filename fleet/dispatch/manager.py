@@ -182,14 +182,18 @@ class Dispatcher:
 
     def _step(self, conversation_id: uuid.UUID, handle: LeaseHandle) -> tuple[bool, Head | None]:
         """Claim and run the head task; returns whether a task ran and the head after it."""
-        result = self.store.start_next(
-            conversation_id,
-            self.worker,
-            self.clock(),
-            history_items=self._history_items,
-            prepare=self._prepare,
-            history_cap=self._history_cap,
-        )
+        try:
+            result = self.store.start_next(
+                conversation_id,
+                self.worker,
+                self.clock(),
+                history_items=self._history_items,
+                prepare=self._prepare,
+                history_cap=self._history_cap,
+            )
+        except LeaseLost as exc:
+            log.warning("abandoning a claim on conversation %s: %s", conversation_id, exc.message)
+            return True, None
         if not isinstance(result, Started):
             return False, result
         try:

@@ -86,22 +86,29 @@ class LeasingStore(StoreBase):
         prepare: Callable[[Claim], Prepared],
         history_cap: int = 100,
     ) -> Started | Head | None:
-        """Claim the conversation's head task and open its run.
+        """Lease the conversation's head task, build its context (``prepare``), start its run.
 
-        Only the lowest unfinished seq may be claimed, only when due, and the partial unique index
+        The task is ``leased`` while its context is built, then ``running``. Only the lowest
+        unfinished seq may be claimed, only when due, and the partial unique index
         refuses a second active task even if two claims raced. Nothing claimable: the head (what
         blocks) or None (nothing unfinished). ``history_cap`` bounds the history read for any
         deployment (``history_items`` gives each deployment's own limit).
         """
         if self.one_statement_path:
-            return self._start_next_pg(
-                conversation_id,
-                worker,
-                now,
-                history_items=history_items,
-                prepare=prepare,
-                history_cap=history_cap,
-            )
+            claim = self._claim_pg(conversation_id, worker, now, history_items, history_cap)
+        else:
+            claim = self._claim_portable(conversation_id, worker, now, history_items)
+        if not isinstance(claim, Claim):
+            return claim
+        return self._start(claim.task, prepare(claim), now)
+
+    def _claim_portable(
+        self,
+        conversation_id: uuid.UUID,
+        worker: str,
+        now: datetime,
+        history_items: Callable[[str], int],
+    ) -> Claim | Head | None:
         with self.tx() as conn:
             row = conn.execute(
                 q.CLAIM, {"b_conv": conversation_id, "b_now": now, "b_worker": worker}
@@ -109,22 +116,16 @@ class LeasingStore(StoreBase):
             if row is None:
                 return _head(conn.execute(q.HEAD, {"b_conv": conversation_id}).first())
             task = rows.task(row)
-            claim = self._claim_sources(conn, task, row._mapping["generation"], history_items)
-            prepared = prepare(claim)
-            run_id = uuid.uuid4()
-            conn.execute(q.INSERT_RUN, self._run_row(task, run_id, prepared, now))
-        return Started(task=task, run_id=run_id, context=prepared.context)
+            return self._claim_sources(conn, task, row._mapping["generation"], history_items)
 
-    def _start_next_pg(
+    def _claim_pg(
         self,
         conversation_id: uuid.UUID,
         worker: str,
         now: datetime,
-        *,
         history_items: Callable[[str], int],
-        prepare: Callable[[Claim], Prepared],
         history_cap: int,
-    ) -> Started | Head | None:
+    ) -> Claim | Head | None:
         with self.single() as conn:
             row = conn.execute(
                 pg.CLAIM,
@@ -134,20 +135,46 @@ class LeasingStore(StoreBase):
                 return _head(conn.execute(q.HEAD, {"b_conv": conversation_id}).first())
         task = rows.task(row)
         if row.frozen is not None:
-            claim = Claim(task=task, frozen_context=row.frozen)
-        else:
-            limit = history_items(task.deployment)
-            found = row.history or []
-            claim = Claim(
-                task=task,
-                history=tuple(Record(i, role, content) for i, role, content in found[:limit]),
-                more_history=len(found) > limit,
-            )
-        prepared = prepare(claim)
+            return Claim(task=task, frozen_context=row.frozen)
+        limit = history_items(task.deployment)
+        found = row.history or []
+        return Claim(
+            task=task,
+            history=tuple(Record(i, role, content) for i, role, content in found[:limit]),
+            more_history=len(found) > limit,
+        )
+
+    def _start(self, task: Task, prepared: Prepared, now: datetime) -> Started:
+        """The leased task starts running and its run opens; LeaseLost if it was taken over."""
         run_id = uuid.uuid4()
-        with self.single() as conn:
-            conn.execute(q.INSERT_RUN, self._run_row(task, run_id, prepared, now))
-        return Started(task=task, run_id=run_id, context=prepared.context)
+        if self.one_statement_path:
+            params = {
+                "task": task.id,
+                "fence": task.fence,
+                "run": run_id,
+                "model": prepared.model,
+                # Built from stored messages and the stored input: redacted already.
+                "context": json.dumps(prepared.context),
+                "now": now,
+            }
+            with self.single() as conn:
+                opened = conn.execute(pg.START, params).first() is not None
+        else:
+            with self.tx() as conn:
+                opened = (
+                    conn.execute(
+                        q.START, {"b_task": task.id, "b_fence": task.fence, "b_now": now}
+                    ).rowcount
+                    == 1
+                )
+                if opened:
+                    conn.execute(q.INSERT_RUN, self._run_row(task, run_id, prepared, now))
+        if not opened:
+            raise LeaseLost(f"task {task.id} was taken over before its run started")
+        running = task.model_copy(
+            update={"status": TaskStatus.RUNNING, "started_at": task.started_at or now}
+        )
+        return Started(task=running, run_id=run_id, context=prepared.context)
 
     @staticmethod
     def _run_row(
@@ -161,7 +188,6 @@ class LeasingStore(StoreBase):
             "fence": task.fence,
             "status": "running",
             "model": prepared.model,
-            # Built from stored messages and the stored input: redacted already.
             "context": prepared.context,
             "usage": {},
             "labels": task.labels,

@@ -25,13 +25,13 @@ _TASK_COLUMNS = (
     "result"
 )
 
-#: Claim the head if claimable and due; with it, the frozen context of its latest run (a retry
-#: replays it) and the newest history (none for a conversation's first task).
+#: Lease the head if claimable and due (a new fencing number); with it, the frozen context of
+#: its latest run (a retry replays it) and the newest history (none for a first task).
 CLAIM: TextClause = text(
     f"""
 WITH claimed AS (
-  UPDATE tasks SET status = 'running', fence = fence + 1, attempts = attempts + 1,
-         leased_at = :now, started_at = :now, worker = :worker
+  UPDATE tasks SET status = 'leased', fence = fence + 1, attempts = attempts + 1,
+         leased_at = :now, worker = :worker
   WHERE id = (SELECT id FROM tasks WHERE conversation_id = :conv
               AND status IN {_in(UNFINISHED)} ORDER BY seq LIMIT 1)
     AND status IN {_in(CLAIMABLE)} AND not_before <= :now
@@ -46,6 +46,24 @@ SELECT claimed.*,
            AND claimed.seq > 1
          ORDER BY m.id DESC LIMIT :history) h) AS history
 FROM claimed
+"""
+)
+
+#: Start the leased task's run (fenced): the task becomes ``running`` and the run is opened with
+#: its frozen context. No row: another worker took the task over meanwhile.
+START: TextClause = text(
+    """
+WITH started AS (
+  UPDATE tasks SET status = 'running', started_at = coalesce(started_at, :now)
+  WHERE id = :task AND fence = :fence AND status = 'leased'
+  RETURNING id, conversation_id, attempts, fence, labels
+)
+INSERT INTO runs (id, task_id, conversation_id, attempt, fence, status, model, context, usage,
+                  labels, started_at)
+SELECT :run, s.id, s.conversation_id, s.attempts, s.fence, 'running', :model,
+       CAST(:context AS jsonb), '{}'::jsonb, s.labels, :now
+FROM started s
+RETURNING id
 """
 )
 

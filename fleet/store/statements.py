@@ -10,7 +10,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, case, literal_column, null, select, update
+from sqlalchemy import (
+    ColumnElement,
+    and_,
+    bindparam,
+    case,
+    func,
+    literal_column,
+    null,
+    select,
+    update,
+)
 
 from fleet.domain.values import ACTIVE, CLAIMABLE, UNFINISHED, TaskStatus
 from fleet.store import rows
@@ -38,22 +48,37 @@ _HEAD_ID = (
     .scalar_subquery()
 )
 
-#: Claim the conversation's lowest unfinished task if it is claimable and due; its run starts in
-#: the same transaction, so the task goes straight to ``running`` with a new fencing number.
+#: Lease the conversation's lowest unfinished task if it is claimable and due, with a new
+#: fencing number.
 CLAIM = (
     update(t)
     .where(
-        t.c.id == _HEAD_ID, status_in(t.c.status, CLAIMABLE), t.c.not_before <= bindparam("b_now")
+        t.c.id == _HEAD_ID,
+        status_in(t.c.status, CLAIMABLE),
+        t.c.not_before <= bindparam("b_now"),
     )
     .values(
-        status=TaskStatus.RUNNING.value,
+        status=TaskStatus.LEASED.value,
         fence=t.c.fence + 1,
         attempts=t.c.attempts + 1,
         leased_at=bindparam("b_now"),
-        started_at=bindparam("b_now"),
         worker=bindparam("b_worker"),
     )
     .returning(*rows.TASK_COLUMNS)
+)
+
+#: The leased task's run starts (fenced).
+START = (
+    update(t)
+    .where(
+        t.c.id == bindparam("b_task"),
+        t.c.fence == bindparam("b_fence"),
+        t.c.status == TaskStatus.LEASED.value,
+    )
+    .values(
+        status=TaskStatus.RUNNING.value,
+        started_at=func.coalesce(t.c.started_at, bindparam("b_now", type_=s.UTCDateTime())),
+    )
 )
 
 #: The lowest unfinished task of a conversation (what blocks or waits).

@@ -267,3 +267,24 @@ def test_database_clock_independent_timestamps_round_trip(store: Store) -> None:
     assert again.created_at == T0 and again.created_at.tzinfo is not None
     with store.read() as conn:
         assert conn.execute(text("SELECT count(*) FROM conversations")).scalar_one() == 1
+
+
+def test_a_task_is_leased_while_its_context_is_built_and_a_takeover_then_wins(
+    store: Store,
+) -> None:
+    t1 = store.admit(sub("a"), T0).task
+    seen: list[TaskStatus] = []
+
+    def slow_prepare(claim: Claim) -> Prepared:
+        seen.append(store.get_task(claim.task.id).status)
+        # meanwhile the lease expired and another worker recovered and re-claimed the task
+        assert store.recover(claim.task.id, claim.task.fence, "lease expired", T0) is not None
+        assert start(store, claim.task.conversation_id, T0, worker="w2") is not None
+        return prepare(claim)
+
+    with pytest.raises(LeaseLost):
+        store.start_next(t1.conversation_id, "w1", T0, history_items=items, prepare=slow_prepare)
+    assert seen == [TaskStatus.LEASED]
+    runs = store.runs_of(t1.id)
+    assert [(r.attempt, r.status) for r in runs] == [(2, "running")]
+    assert store.get_task(t1.id).status == TaskStatus.RUNNING
