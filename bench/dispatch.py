@@ -18,6 +18,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import redis
 from sqlalchemy import create_engine, event, select, text
@@ -207,6 +208,14 @@ def round_trips(url: str, tmp: Path, conversations: int) -> dict[str, float]:
     @event.listens_for(rt.store.engine, "before_cursor_execute")
     def _stmt(*_a: object) -> None:
         counts["pg"] += 1
+
+    first = rt.store.first  # the PostgreSQL hot path runs on the driver connection
+
+    def counted_first(*args: Any, **kwargs: Any) -> Any:
+        counts["pg"] += 1
+        return first(*args, **kwargs)
+
+    rt.store.first = counted_first  # type: ignore[method-assign]
 
     lease_client = rt.dispatcher.lease._redis  # type: ignore[attr-defined]
     execute = lease_client.execute_command

@@ -51,9 +51,9 @@ class AdmissionStore(StoreBase):
             "labels": json.dumps(self.redactor.json(sub.labels)),
             "max_attempts": sub.max_attempts,
         }
-        with self.single() as conn:
-            row = conn.execute(pg.ADMIT_FOLLOWUP, params).one()
-        return Admission(task=rows.task(row), busy=row.busy)
+        row = self.first(pg.ADMIT_FOLLOWUP, params)
+        assert row is not None  # an INSERT … SELECT from an upsert always returns its row
+        return Admission(task=rows.task(row), busy=row["busy"])
 
     def _admit(self, conn: Connection, sub: policy.Submission, now: datetime) -> Admission:
         if sub.idempotency_key is not None:

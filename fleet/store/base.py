@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 from sqlalchemy import Connection, Engine
 
@@ -77,6 +78,22 @@ class StoreBase:
             return
         with unavailable_on_outage(), self._autocommit.connect() as conn:
             yield conn
+
+    def first(self, sql: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Run one PostgreSQL statement on the driver connection; its first row as a dict.
+
+        For the hot path's single statements (``fleet.store.pg``): psycopg prepares them on the
+        server and the rows come back without SQLAlchemy's per-statement result machinery.
+        """
+        from psycopg.rows import dict_row
+
+        with self.single() as conn, unavailable_on_outage():
+            driver = conn.connection.driver_connection
+            assert driver is not None
+            with driver.cursor(row_factory=dict_row) as cur:
+                cur.execute(sql, params, prepare=True)
+                row: dict[str, Any] | None = cur.fetchone()
+                return row
 
     def read(self) -> AbstractContextManager[Connection]:
         """A connection for reads: no transaction on PostgreSQL, a short one on SQLite."""

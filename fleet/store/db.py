@@ -106,11 +106,16 @@ def describe(exc: BaseException) -> str:
 @contextmanager
 def unavailable_on_outage(what: str = "database") -> Iterator[None]:
     """Turn a lost or refused connection into ``Unavailable`` (HTTP 503, CLI exit 1)."""
+    import psycopg
+
     try:
         yield
     except (OperationalError, InterfaceError) as exc:
         if isinstance(exc, DBAPIError) and not _is_connection_error(exc):
             raise
+        raise Unavailable(f"{what} unavailable: {describe(exc)}") from None
+    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        # The hot path's statements run on the driver connection directly.
         raise Unavailable(f"{what} unavailable: {describe(exc)}") from None
 
 

@@ -126,18 +126,17 @@ class LeasingStore(StoreBase):
         history_items: Callable[[str], int],
         history_cap: int,
     ) -> Claim | Head | None:
-        with self.single() as conn:
-            row = conn.execute(
-                pg.CLAIM,
-                {"conv": conversation_id, "now": now, "worker": worker, "history": history_cap + 1},
-            ).first()
-            if row is None:
-                return _head(conn.execute(q.HEAD, {"b_conv": conversation_id}).first())
+        row = self.first(
+            pg.CLAIM,
+            {"conv": conversation_id, "now": now, "worker": worker, "history": history_cap + 1},
+        )
+        if row is None:
+            return self.head(conversation_id)
         task = rows.task(row)
-        if row.frozen is not None:
-            return Claim(task=task, frozen_context=row.frozen)
+        if row["frozen"] is not None:
+            return Claim(task=task, frozen_context=row["frozen"])
         limit = history_items(task.deployment)
-        found = row.history or []
+        found = row["history"] or []
         return Claim(
             task=task,
             history=tuple(Record(i, role, content) for i, role, content in found[:limit]),
@@ -157,8 +156,7 @@ class LeasingStore(StoreBase):
                 "context": json.dumps(prepared.context),
                 "now": now,
             }
-            with self.single() as conn:
-                opened = conn.execute(pg.START, params).first() is not None
+            opened = self.first(pg.START, params) is not None
         else:
             with self.tx() as conn:
                 opened = (
@@ -325,16 +323,20 @@ class LeasingStore(StoreBase):
             "traces": json.dumps([self._trace_row(tr) for tr in outcome.traces], default=str),
             "messages": json.dumps(said),
         }
-        with self.single() as conn:
-            row = conn.execute(pg.SETTLE, params).first()
+        row = self.first(pg.SETTLE, params)
         if row is None:
             raise LeaseLost(f"task {task.id} was taken over; its outcome is discarded")
         nxt = (
             None
-            if row.next_id is None
-            else Head(row.next_id, TaskStatus(row.next_status), row.next_not_before, row.next_fence)
+            if row["next_id"] is None
+            else Head(
+                row["next_id"],
+                TaskStatus(row["next_status"]),
+                row["next_not_before"],
+                row["next_fence"],
+            )
         )
-        return TaskStatus(row.status), nxt
+        return TaskStatus(row["status"]), nxt
 
     def _trace_row(self, tr: TraceRow) -> dict[str, Any]:
         return {

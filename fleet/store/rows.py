@@ -15,8 +15,13 @@ _PARTS = TypeAdapter(tuple[TextPart | DataPart, ...])
 TASK_COLUMNS = tuple(s.tasks.c)
 
 
+def _mapping(row: Any) -> Any:
+    """A SQLAlchemy row's mapping, or the mapping itself (rows from the driver)."""
+    return getattr(row, "_mapping", row)
+
+
 def task(row: Any) -> Task:
-    m = row._mapping
+    m = _mapping(row)
     return Task(
         id=m["id"],
         deployment=m["deployment"],
@@ -44,7 +49,7 @@ def task(row: Any) -> Task:
 
 
 def message(row: Any) -> Message:
-    m = row._mapping
+    m = _mapping(row)
     return Message(
         id=m["id"],
         conversation_id=m["conversation_id"],
@@ -58,7 +63,7 @@ def message(row: Any) -> Message:
 
 
 def run(row: Any) -> Run:
-    m = row._mapping
+    m = _mapping(row)
     return Run(
         id=m["id"],
         task_id=m["task_id"],
