@@ -1,22 +1,25 @@
 """Dispatch benchmark: fleet followup vs a raw Celery no-op, same broker and machine, one run.
 
-Two phases for each system:
-  throughput  all tasks queued first (workers stopped), then workers start: tasks/s from the
-              first start to the last finish;
+For each system, alternating so both see the same machine:
+  throughput  all tasks queued first (workers stopped), then the workers start: tasks/s from the
+              first start to the last finish; ``--rounds`` rounds, the median is reported;
   latency     workers running, tasks submitted at a steady rate below capacity:
               submit→start p50/p99.
-Plus database round trips per fleet task (statements + BEGIN + COMMIT), counted in-process on the
-same code path. Run: ``python -m bench.dispatch`` (PostgreSQL and Redis on 127.0.0.1).
+Plus the round trips per fleet task, counted on the fleet's own code path.
+Run: ``python -m bench.dispatch`` (PostgreSQL and Redis on 127.0.0.1; it makes and drops its own
+database and uses Redis database 14).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +27,7 @@ import redis
 from sqlalchemy import create_engine, event, select, text
 
 from fleet.config import Settings
-from fleet.runtime import build
+from fleet.runtime import Runtime, build
 from fleet.store import db, migrate
 from fleet.store import schema as s
 from tests.support.fleet import Fleet, Proc, wait_for
@@ -53,19 +56,36 @@ def write_config(root: Path) -> Path:
     return root
 
 
+def steady(n: int, rate: float, submit: Callable[[int], object]) -> None:
+    """Submit ``n`` tasks at ``rate`` per second."""
+    gap = 1.0 / rate
+    t_next = time.perf_counter()
+    for i in range(n):
+        t_next += gap
+        submit(i)
+        delay = t_next - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+
+
 # -- raw Celery --------------------------------------------------------------------------------
 
 
-def raw_celery(tmp: Path, n: int, rate: float, workers: int) -> dict[str, float]:
-    from bench.noop_app import app
+class Raw:
+    """Celery workers running ``bench.noop`` (same app settings as fleet's)."""
 
-    r = redis.Redis.from_url(REDIS)
-    r.flushdb()
-    env = {**os.environ, "FLEET_REDIS_URL": REDIS, "PYTHONPATH": str(Path.cwd())}
+    def __init__(self, tmp: Path, workers: int) -> None:
+        from bench.noop_app import app
 
-    def start_workers() -> list[Proc]:
-        procs = []
-        for i in range(workers):
+        self.app = app
+        self.tmp = tmp
+        self.workers = workers
+        self.r = redis.Redis.from_url(REDIS)
+        self.env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
+        self.procs: list[Proc] = []
+
+    def start(self) -> None:
+        for i in range(self.workers):
             argv = [
                 sys.executable,
                 "-m",
@@ -87,86 +107,118 @@ def raw_celery(tmp: Path, n: int, rate: float, workers: int) -> dict[str, float]
                 "--loglevel",
                 "INFO",
             ]
-            procs.append(Proc(f"noop{i}", argv, env, tmp / f"noop{i}.log"))
-        for p in procs:
-            p.wait_log(r"ready\.")
-        return procs
+            self.procs.append(Proc(f"noop{i}", argv, self.env, self.tmp / f"noop{i}.log"))
+        for p in self.procs:
+            p.wait_log(r"ready\.", timeout=60)
 
-    # throughput: queue everything, then start the workers
-    for _ in range(n):
-        app.send_task("bench.noop", args=[time.time()], queue="fleet")
-    procs = start_workers()
-    wait_for(lambda: r.llen("bench:noop:start") >= n, 300, interval=0.05, what="raw tasks")
-    starts = [float(x) for x in r.lrange("bench:noop:start", 0, -1)]
-    # the task's own start time is its finish time too (a no-op)
-    throughput = n / (max(starts) - min(starts))
-    r.delete("bench:noop:lat", "bench:noop:start")
-    # latency: steady submissions
-    gap = 1.0 / rate
-    t_next = time.perf_counter()
-    for _ in range(n):
-        t_next += gap
-        app.send_task("bench.noop", args=[time.time()], queue="fleet")
-        delay = t_next - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-    wait_for(lambda: r.llen("bench:noop:lat") >= n, 300, interval=0.05, what="raw latency tasks")
-    lat = [float(x) * 1000 for x in r.lrange("bench:noop:lat", 0, -1)]
-    for p in procs:
-        p.stop()
-    r.close()
-    return {"throughput": throughput, "p50": pct(lat, 50), "p99": pct(lat, 99)}
+    def stop(self) -> None:
+        for p in self.procs:
+            p.stop()
+        self.procs = []
+
+    def send(self, _: int = 0) -> None:
+        self.app.send_task("bench.noop", args=[time.time()], queue="fleet")
+
+    def throughput(self, n: int) -> float:
+        self.r.flushdb()
+        for i in range(n):
+            self.send(i)
+        self.start()
+        wait_for(lambda: self.r.llen("bench:noop:start") >= n, 300, interval=0.05, what="raw")
+        self.stop()
+        starts = [float(x) for x in self.r.lrange("bench:noop:start", 0, -1)]
+        return n / (max(starts) - min(starts))  # a no-op's start is also its finish
+
+    def latency(self, n: int, rate: float) -> list[float]:
+        self.r.flushdb()
+        self.start()
+        steady(n, rate, self.send)
+        wait_for(lambda: self.r.llen("bench:noop:lat") >= n, 300, interval=0.05, what="raw")
+        self.stop()
+        return [float(x) * 1000 for x in self.r.lrange("bench:noop:lat", 0, -1)]
 
 
 # -- fleet ---------------------------------------------------------------------------------------
 
 
-def fleet_bench(
-    tmp: Path, n: int, rate: float, workers: int, conversations: int
-) -> dict[str, float]:
-    name = f"fleet_bench_{os.getpid()}"
-    admin(f'DROP DATABASE IF EXISTS "{name}"')
-    admin(f'CREATE DATABASE "{name}"')
-    url = db.normalize_url(PG_ADMIN).set(database=name).render_as_string(hide_password=False)
-    engine = db.create(url)
-    migrate.upgrade(engine)
-    engine.dispose()
-    r = redis.Redis.from_url(REDIS)
-    r.flushdb()
-    config = write_config(tmp / "config")
-    settings = Settings(home=tmp / "home", database_url=url, redis_url=REDIS, config_dir=config)
-    rt = build(settings)
-    fleet = Fleet(tmp, database_url=url, redis_url=REDIS, config_dir=config, log_level="WARNING")
-    try:
-        # throughput: queue n tasks over the conversations, then start the workers
+class Fleetbench:
+    """fleet workers on a database of their own, followup deployment, instant echo model."""
+
+    def __init__(self, tmp: Path, workers: int, conversations: int) -> None:
+        self.name = f"fleet_bench_{os.getpid()}"
+        admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+        admin(f'CREATE DATABASE "{self.name}"')
+        self.url = (
+            db.normalize_url(PG_ADMIN).set(database=self.name).render_as_string(hide_password=False)
+        )
+        engine = db.create(self.url)
+        migrate.upgrade(engine)
+        engine.dispose()
+        self.tmp = tmp
+        self.config = write_config(tmp / "config")
+        self.workers = workers
+        self.conversations = conversations
+        self.r = redis.Redis.from_url(REDIS)
+        self.rt: Runtime = build(self.settings())
+        self.round = 0
+
+    def settings(self) -> Settings:
+        return Settings(
+            home=self.tmp / "home", database_url=self.url, redis_url=REDIS, config_dir=self.config
+        )
+
+    def fleet(self) -> Fleet:
+        return Fleet(
+            self.tmp,
+            database_url=self.url,
+            redis_url=REDIS,
+            config_dir=self.config,
+            log_level="WARNING",
+        )
+
+    def submit(self, i: int) -> None:
+        key = f"r{self.round}-c{i % self.conversations}"  # fresh conversations each round
+        self.rt.dispatcher.submit("bench", f"m{i}", key=key)
+
+    def done(self) -> int:
+        with self.rt.store.read() as conn:
+            return int(
+                conn.execute(
+                    text("SELECT count(*) FROM tasks WHERE finished_at IS NOT NULL")
+                ).scalar_one()
+            )
+
+    def reset(self) -> None:
+        self.round += 1
+        self.r.flushdb()
+        with self.rt.store.tx() as conn:
+            conn.execute(text("TRUNCATE conversations CASCADE"))
+
+    def throughput(self, n: int) -> float:
+        self.reset()
         for i in range(n):
-            rt.dispatcher.submit("bench", f"m{i}", key=f"c{i % conversations}")
-        for i in range(workers):
+            self.submit(i)
+        fleet = self.fleet()
+        for i in range(self.workers):
             fleet.worker(f"fleet{i}")
-        wait_for(lambda: finished(rt) >= n, 600, interval=0.1, what="fleet throughput tasks")
-        with rt.store.read() as conn:
+        wait_for(lambda: self.done() >= n, 600, interval=0.1, what="fleet tasks")
+        fleet.stop()
+        with self.rt.store.read() as conn:
             first, last = conn.execute(
                 select(text("min(started_at), max(finished_at)")).select_from(s.runs)
             ).one()
-        throughput = n / (last - first).total_seconds()
-        # latency: steady submissions, each a new task of one of the conversations
-        with rt.store.tx() as conn:
-            conn.execute(
-                text(
-                    "DELETE FROM traces; DELETE FROM messages; DELETE FROM runs; DELETE FROM tasks"
-                )
-            )
-        gap = 1.0 / rate
-        t_next = time.perf_counter()
-        for i in range(n):
-            t_next += gap
-            rt.dispatcher.submit("bench", f"l{i}", key=f"c{i % conversations}")
-            delay = t_next - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-        wait_for(lambda: finished(rt) >= n, 600, interval=0.1, what="fleet latency tasks")
-        with rt.store.read() as conn:
-            lat = [
+        return n / (last - first).total_seconds()
+
+    def latency(self, n: int, rate: float) -> list[float]:
+        self.reset()
+        fleet = self.fleet()
+        for i in range(self.workers):
+            fleet.worker(f"fleet{i}")
+        steady(n, rate, self.submit)
+        wait_for(lambda: self.done() >= n, 600, interval=0.1, what="fleet tasks")
+        fleet.stop()
+        with self.rt.store.read() as conn:
+            return [
                 (row.started_at - row.created_at).total_seconds() * 1000
                 for row in conn.execute(
                     select(s.tasks.c.created_at, s.runs.c.started_at).join(
@@ -174,81 +226,66 @@ def fleet_bench(
                     )
                 )
             ]
-    finally:
-        fleet.stop()
+
+    def round_trips(self) -> dict[str, float]:
+        """PostgreSQL statements and Redis round trips per task, admission and drain apart.
+
+        Counted on the fleet's own code path in this process: SQLAlchemy's cursor events plus
+        the hot path's driver statements (each its own transaction: no BEGIN/COMMIT round
+        trips), the lease client's Redis commands and the wake-up publishes.
+        """
+        self.reset()
+        rt = build(self.settings())
+        counts = {"pg": 0, "redis": 0}
+
+        @event.listens_for(rt.store.engine, "before_cursor_execute")
+        def _stmt(*_a: object) -> None:
+            counts["pg"] += 1
+
+        first = rt.store.first
+
+        def counted_first(*args: Any, **kwargs: Any) -> Any:
+            counts["pg"] += 1
+            return first(*args, **kwargs)
+
+        rt.store.first = counted_first  # type: ignore[method-assign]
+        client = rt.dispatcher.lease._redis  # type: ignore[attr-defined]
+        execute = client.execute_command
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            counts["redis"] += 1
+            return execute(*args, **kwargs)
+
+        client.execute_command = counted
+        app = rt.dispatcher.waker._app  # type: ignore[attr-defined]
+        send = app.send_task
+
+        def counted_send(*args: Any, **kwargs: Any) -> Any:
+            counts["redis"] += 1
+            return send(*args, **kwargs)
+
+        app.send_task = counted_send
+        k = 200
+        keys = [uuid.uuid4().hex for _ in range(k)]
+        convs = [rt.dispatcher.submit("bench", "x", key=key).task.conversation_id for key in keys]
+        admit = (counts["pg"] / k, counts["redis"] / k)
+        counts.update(pg=0, redis=0)
+        for conv in convs:
+            rt.dispatcher.drain(conv)
+        drain = (counts["pg"] / k, counts["redis"] / k)
+        app.send_task = send
         rt.close()
-        r.close()
-    trips = round_trips(url, tmp, conversations)
-    admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    return {"throughput": throughput, "p50": pct(lat, 50), "p99": pct(lat, 99), **trips}
+        return {
+            "admit_pg": admit[0],
+            "admit_redis": admit[1],
+            "drain_pg": drain[0],
+            "drain_redis": drain[1],
+        }
 
-
-def finished(rt) -> int:  # type: ignore[no-untyped-def]
-    with rt.store.read() as conn:
-        return int(
-            conn.execute(
-                text("SELECT count(*) FROM tasks WHERE finished_at IS NOT NULL")
-            ).scalar_one()
-        )
-
-
-def round_trips(url: str, tmp: Path, conversations: int) -> dict[str, float]:
-    """PostgreSQL statements and Redis round trips per task, admission and drain apart.
-
-    Counted on the fleet's own code path in this process: statements by SQLAlchemy's cursor
-    events (on PostgreSQL each hot-path statement is its own transaction: no BEGIN/COMMIT round
-    trips), Redis round trips by counting the lease client's commands and the wake-up publishes.
-    """
-    settings = Settings(
-        home=tmp / "home", database_url=url, redis_url=REDIS, config_dir=tmp / "config"
-    )
-    rt = build(settings)
-    counts = {"pg": 0, "redis": 0}
-
-    @event.listens_for(rt.store.engine, "before_cursor_execute")
-    def _stmt(*_a: object) -> None:
-        counts["pg"] += 1
-
-    first = rt.store.first  # the PostgreSQL hot path runs on the driver connection
-
-    def counted_first(*args: Any, **kwargs: Any) -> Any:
-        counts["pg"] += 1
-        return first(*args, **kwargs)
-
-    rt.store.first = counted_first  # type: ignore[method-assign]
-
-    lease_client = rt.dispatcher.lease._redis  # type: ignore[attr-defined]
-    execute = lease_client.execute_command
-
-    def counted(*args: object, **kwargs: object) -> object:
-        counts["redis"] += 1
-        return execute(*args, **kwargs)
-
-    lease_client.execute_command = counted
-    waker_app = rt.dispatcher.waker._app  # type: ignore[attr-defined]
-    send = waker_app.send_task
-
-    def counted_send(*args: object, **kwargs: object) -> object:
-        counts["redis"] += 1
-        return send(*args, **kwargs)
-
-    waker_app.send_task = counted_send
-    k = 200
-    keys = [f"rt-{uuid.uuid4().hex[:8]}" for _ in range(k)]
-    convs = [rt.dispatcher.submit("bench", "x", key=key).task.conversation_id for key in keys]
-    admit = (counts["pg"] / k, counts["redis"] / k)
-    counts.update(pg=0, redis=0)
-    for conv in convs:
-        rt.dispatcher.drain(conv)
-    drain = (counts["pg"] / k, counts["redis"] / k)
-    waker_app.send_task = send
-    rt.close()
-    return {
-        "rt_admit_pg": admit[0],
-        "rt_admit_redis": admit[1],
-        "rt_drain_pg": drain[0],
-        "rt_drain_redis": drain[1],
-    }
+    def close(self) -> None:
+        self.rt.close()
+        self.r.close()
+        admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
 
 def main() -> None:
@@ -256,36 +293,52 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=2000)
     ap.add_argument("--conversations", type=int, default=200)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3, help="throughput rounds per system")
     ap.add_argument("--rate", type=float, default=100.0, help="latency phase: submissions/s")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         (tmp / "raw").mkdir()
         (tmp / "fleet").mkdir()
-        raw = raw_celery(tmp / "raw", args.tasks, args.rate, args.workers)
-        fl = fleet_bench(tmp / "fleet", args.tasks, args.rate, args.workers, args.conversations)
+        raw = Raw(tmp / "raw", args.workers)
+        fl = Fleetbench(tmp / "fleet", args.workers, args.conversations)
+        try:
+            raw_tp: list[float] = []
+            fl_tp: list[float] = []
+            for _ in range(args.rounds):
+                raw_tp.append(raw.throughput(args.tasks))
+                fl_tp.append(fl.throughput(args.tasks))
+            raw_lat = raw.latency(args.tasks, args.rate)
+            fl_lat = fl.latency(args.tasks, args.rate)
+            trips = fl.round_trips()
+        finally:
+            raw.stop()
+            fl.close()
+    a, b = statistics.median(raw_tp), statistics.median(fl_tp)
     print(
         f"dispatch benchmark: {args.tasks} tasks, {args.workers} worker processes, "
-        f"{args.conversations} conversations, latency phase at {args.rate:g}/s"
+        f"{args.conversations} conversations, {args.rounds} throughput rounds each, "
+        f"latency phase at {args.rate:g}/s"
     )
-    print(f"{'':28}{'throughput/s':>14}{'submit→start p50':>18}{'p99':>10}")
+    print(f"{'':28}{'throughput/s (rounds)':>30}{'submit→start p50':>18}{'p99':>10}")
+    for label, tp, lat in (
+        ("(a) raw Celery no-op", raw_tp, raw_lat),
+        ("(b) fleet followup, echo", fl_tp, fl_lat),
+    ):
+        rounds = "/".join(f"{x:.0f}" for x in tp)
+        print(
+            f"{label:28}{statistics.median(tp):>8.0f} ({rounds}){'':>4}"
+            f"{pct(lat, 50):>13.2f} ms{pct(lat, 99):>7.2f} ms"
+        )
     print(
-        f"{'(a) raw Celery no-op':28}{raw['throughput']:>14.0f}"
-        f"{raw['p50']:>15.2f} ms{raw['p99']:>7.2f} ms"
+        f"ratio (b)/(a) throughput (medians): {b / a:.2f}   "
+        f"p50 difference: {pct(fl_lat, 50) - pct(raw_lat, 50):+.2f} ms"
     )
     print(
-        f"{'(b) fleet followup, echo':28}{fl['throughput']:>14.0f}"
-        f"{fl['p50']:>15.2f} ms{fl['p99']:>7.2f} ms"
-    )
-    print(
-        f"ratio (b)/(a) throughput: {fl['throughput'] / raw['throughput']:.2f}   "
-        f"p50 difference: {fl['p50'] - raw['p50']:+.2f} ms"
-    )
-    print(
-        f"round trips per task: admission {fl['rt_admit_pg']:.1f} PostgreSQL statements + "
-        f"{fl['rt_admit_redis']:.1f} Redis (the wake-up); worker "
-        f"{fl['rt_drain_pg']:.1f} PostgreSQL statements + {fl['rt_drain_redis']:.1f} Redis "
-        "(a drain of one task; fewer per task when a drain runs several)"
+        f"round trips per task: admission {trips['admit_pg']:.1f} PostgreSQL statements + "
+        f"{trips['admit_redis']:.1f} Redis (the wake-up); worker {trips['drain_pg']:.1f} "
+        f"PostgreSQL statements + {trips['drain_redis']:.1f} Redis (a drain of one task; "
+        "fewer per task when a drain runs several)"
     )
     print("goal: throughput ratio >= 0.60, p50 within raw + 3 ms")
 
