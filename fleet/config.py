@@ -349,6 +349,9 @@ class TriggerConfig(_Strict):
     #: Header whose value is the delivery id (idempotency key), e.g. ``X-GitHub-Delivery``.
     idempotency_header: str | None = None
     signature: SignatureConfig | None = None
+    #: Without a signature or webhook callers, accept anyone's deliveries (else only when the
+    #: server has no callers configured at all).
+    public: bool = False
 
     @field_validator("input")
     @classmethod

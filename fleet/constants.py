@@ -39,6 +39,13 @@ MAX_IDEMPOTENCY_KEY_CHARS = 200
 DEFAULT_DEBOUNCE_S = 2.0
 #: Collect mode: the longest debounce a deployment may configure (seconds).
 MAX_DEBOUNCE_S = 3600.0
+#: The largest integer a submitted JSON value may hold: what every JSON peer (A2A's protobuf
+#: Struct, JavaScript) carries exactly.
+MAX_SAFE_INTEGER = 2**53 - 1
+#: API and A2A request bodies larger than this are refused before they are parsed (413).
+MAX_REQUEST_BYTES = 1_048_576
+#: Webhook delivery bodies larger than this are refused (413).
+MAX_WEBHOOK_BYTES = 8 * 1_048_576
 #: How a stored value that was a secret reads after redaction.
 REDACTED = "[REDACTED]"
 #: Characters of a message kept as its preview in a run's context record.

@@ -38,6 +38,7 @@ from fleet.api.auth import Caller, KeyRing
 from fleet.api.deps import RuntimeDep
 from fleet.api.schemas import problem_responses
 from fleet.config import DeploymentConfig
+from fleet.errors import NotFound
 from fleet.runtime import Runtime
 
 router = APIRouter(tags=["a2a"])
@@ -71,6 +72,14 @@ def _dispatcher(request: Request) -> JsonRpcDispatcher:
         )
         request.app.state.a2a_dispatcher = found
     return found
+
+
+def _deployment(rt: Runtime, name: str) -> DeploymentConfig:
+    """The deployment behind ``/a2a/<name>``; 404 without listing the others."""
+    dep = rt.config.deployments.get(name)
+    if dep is None:
+        raise NotFound(f"no A2A agent at /a2a/{name}", field="deployment")
+    return dep
 
 
 def a2a_caller(ring: KeyRing, authorization: str | None, deployment: str) -> Caller:
@@ -126,7 +135,7 @@ def agent_card(dep: DeploymentConfig, rpc_url: str, *, secured: bool) -> AgentCa
     responses=problem_responses(404),
 )
 async def get_agent_card(request: Request, rt: RuntimeDep, deployment: DeploymentName) -> Response:
-    dep = rt.config.deployment(deployment)
+    dep = _deployment(rt, deployment)
     rpc_url = str(request.url_for("a2a_rpc", deployment=dep.name))
     ring: KeyRing = request.app.state.keyring
     return JSONResponse(agent_card_to_dict(agent_card(dep, rpc_url, secured=not ring.open)))
@@ -172,7 +181,9 @@ async def a2a_rpc(
     deployment: DeploymentName,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Response:
-    dep = rt.config.deployment(deployment)
-    request.state.a2a_caller = a2a_caller(request.app.state.keyring, authorization, dep.name)
+    # Authenticate first: an unknown caller learns nothing about which deployments exist.
+    caller = a2a_caller(request.app.state.keyring, authorization, deployment)
+    dep = _deployment(rt, deployment)
+    request.state.a2a_caller = caller
     request.state.a2a_deployment = dep.name
     return await _dispatcher(request).handle_requests(request)

@@ -65,6 +65,7 @@ from fleet.domain.values import TaskStatus as FleetStatus
 from fleet.errors import FleetError, InputError, NotFound
 from fleet.runtime import Runtime
 from fleet.store import TaskFilter
+from fleet.store.db import is_outage
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +83,6 @@ _UNARY = "streaming is not offered by this agent (see its card); use SendMessage
 @contextmanager
 def a2a_errors() -> Iterator[None]:
     """Translate fleet errors to A2A errors; an unexpected one is logged, never shown."""
-    from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import TimeoutError as RedisTimeoutError
-    from sqlalchemy.exc import InterfaceError, OperationalError
-
     try:
         yield
     except A2AError:
@@ -96,15 +93,9 @@ def a2a_errors() -> Iterator[None]:
         if exc.status >= 500:
             raise InternalError(f"{exc.message} (retry later)") from None
         raise InvalidParamsError(exc.message) from None
-    except (
-        OperationalError,
-        InterfaceError,
-        RedisConnectionError,
-        RedisTimeoutError,
-        ConnectionError,
-    ):
-        raise InternalError("a backing service is unavailable; retry later") from None
-    except Exception:
+    except Exception as exc:
+        if is_outage(exc):
+            raise InternalError("a backing service is unavailable; retry later") from None
         log.exception("A2A call failed")
         raise InternalError("an unexpected error occurred; it was logged") from None
 

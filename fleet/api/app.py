@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from fleet import __version__
 from fleet.api import problems
 from fleet.api.auth import KeyRing
+from fleet.api.limits import BodyLimit
 from fleet.runtime import Runtime, build
 
 
@@ -27,6 +28,14 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
         app.state.runtime = rt
         app.state.keyring = KeyRing.from_config(rt.config)
         loop = None
+        background = None
+        if rt.local_waker is None:
+            # Publish wake-ups off the request path: a request answers right after its commit.
+            from fleet.dispatch.waker import BackgroundWaker
+
+            original = rt.dispatcher.waker
+            background = BackgroundWaker(original)
+            rt.dispatcher.waker = background
         if rt.local_waker is not None and run_embedded:
             # Embedded (no Redis): this process also runs what it admits.
             from fleet.dispatch.embedded import EmbeddedLoop
@@ -38,6 +47,9 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
         finally:
             if loop is not None:
                 loop.stop()
+            if background is not None:
+                background.close()
+                rt.dispatcher.waker = original
             if owned:
                 rt.close()
 
@@ -48,6 +60,7 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
         lifespan=lifespan,
     )
     problems.install(app)
+    app.add_middleware(BodyLimit)
     from fleet.api import routes
 
     routes.include(app)

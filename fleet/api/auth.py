@@ -76,6 +76,12 @@ class KeyRing:
                     )
                 digest = hash_key(raw)
             deployments = None if "*" in c.deployments else frozenset(c.deployments)
+            if digest in found:
+                raise ConfigError(
+                    str(config.root / "callers" / f"{name}.toml"),
+                    "key_sha256" if c.key_sha256 else "key_env",
+                    f"the same key as caller {found[digest].name!r}; give each caller its own key",
+                )
             found[digest] = Caller(name=name, scope=c.scope, deployments=deployments)
         if not found:
             log.warning("no callers configured in config/callers: the API accepts anyone as 'api'")

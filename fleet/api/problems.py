@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fleet.errors import FleetError, Unavailable
-from fleet.store.db import describe
+from fleet.store.db import describe, is_outage
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,12 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
+        broken = next((e for e in errors if e.get("type") == "json_invalid"), None)
+        if broken is not None:  # not a JSON document at all: the body, not a field, is wrong
+            where = broken.get("ctx", {}).get("error", "invalid JSON")
+            return problem(
+                400, "Bad request", f"the body is not valid JSON ({where})", field="body"
+            )
         params = [
             {"name": _field(tuple(e["loc"])), "reason": str(e["msg"]).removeprefix("Value error, ")}
             for e in errors
@@ -78,18 +84,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         # A database or Redis outage that no layer mapped yet is still an outage, not a bug.
-        from redis.exceptions import ConnectionError as RedisConnectionError
-        from redis.exceptions import TimeoutError as RedisTimeoutError
-        from sqlalchemy.exc import InterfaceError, OperationalError
-
-        if isinstance(
-            exc,
-            OperationalError
-            | InterfaceError
-            | RedisConnectionError
-            | RedisTimeoutError
-            | ConnectionError,
-        ):
+        if is_outage(exc):
             return problem(
                 503,
                 "Service unavailable",

@@ -185,6 +185,8 @@ _PROBLEM_TEXT = {
     401: "No or unknown API key (send `Authorization: Bearer <key>`).",
     403: "The key may not do this (another source's scope, or a deployment it may not use).",
     404: "Not found (also: it belongs to another scope).",
+    409: "Conflicts with what exists (an idempotency key already used for another deployment).",
+    413: "The body is larger than the server accepts.",
     422: "Invalid input: `invalidParams` names each field and the reason.",
     503: "The database or Redis is unavailable; retry after `Retry-After` seconds.",
 }

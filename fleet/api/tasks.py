@@ -85,7 +85,7 @@ def _deployment(rt: Runtime, caller: Caller, name: str) -> str:
     operation_id="SubmitTask",
     status_code=202,
     response_model=SubmitTaskResponse,
-    responses=problem_responses(*_AUTH, 400, 422),
+    responses=problem_responses(*_AUTH, 400, 409, 413, 422),
     summary="Submit a task",
 )
 def submit_task(body: SubmitTaskRequest, rt: RuntimeDep, caller: CallerDep) -> JSONResponse:

@@ -6,7 +6,9 @@ Who may deliver, in this order:
    it); a secret env var that is not set on the server is a 503, so the sender retries later and
    nothing is accepted unsigned;
 2. otherwise, if callers with ``source = "webhook:<name>"`` are configured: a bearer key of one;
-3. otherwise the trigger is open (anyone who knows the URL).
+3. otherwise the trigger is open (anyone who knows the URL) if it says ``public = true`` or the
+   whole server is open (no callers configured at all); else every delivery is refused (401):
+   a server that checks keys does not take unsigned, unauthenticated deliveries by default.
 
 A refused delivery stores nothing. The task's conversation lives in scope ``webhook:<name>``.
 """
@@ -22,10 +24,11 @@ from fastapi import APIRouter, Header, Path, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from fleet.api.auth import Caller, KeyRing
+from fleet.api.auth import Caller, KeyRing, Unauthorized
 from fleet.api.deps import RuntimeDep
 from fleet.api.schemas import SubmitTaskResponse, problem_responses
 from fleet.config import FleetConfig, TriggerConfig
+from fleet.constants import MAX_WEBHOOK_BYTES
 from fleet.domain import webhooks
 from fleet.errors import FleetError, NotFound, Unavailable
 from fleet.views import admission_json
@@ -37,7 +40,7 @@ router = APIRouter(tags=["triggers"])
 #: Open triggers already warned about (once per process).
 _warned_open: set[str] = set()
 #: A delivery body larger than this is refused (413) before it is read whole (GitHub caps at 25 MB).
-MAX_BODY_BYTES = 8 * 1024 * 1024
+MAX_BODY_BYTES = MAX_WEBHOOK_BYTES
 
 
 class PayloadTooLarge(FleetError):
@@ -49,11 +52,8 @@ class PayloadTooLarge(FleetError):
 
 def find_trigger(config: FleetConfig, name: str) -> TriggerConfig:
     trigger = config.triggers.get(name)
-    if trigger is None:
-        known = ", ".join(sorted(config.triggers)) or "none"
-        raise NotFound(
-            f"no trigger named {name!r} in {config.root}/triggers (known: {known})", field="name"
-        )
+    if trigger is None:  # callers are not authenticated yet: name nothing else
+        raise NotFound(f"no trigger named {name!r}", field="name")
     return trigger
 
 
@@ -92,13 +92,17 @@ def authenticate(
                 trigger.signature.secret_env,
             )
             raise Unavailable(
-                f"trigger {trigger.name!r} cannot verify signatures: the server's environment "
-                f"variable {trigger.signature.secret_env} (its secret) is not set; the operator "
-                "must set it; retry the delivery later"
+                f"trigger {trigger.name!r} cannot verify signatures yet: its secret is not set "
+                "on the server; retry the delivery later"
             )
         webhooks.verify(trigger.signature, secret.encode(), body, headers, now=time.time())
         return
     if not any(c.scope == scope for c in config.callers.values()):
+        if not (trigger.public or ring.open):
+            raise Unauthorized(
+                f"trigger {trigger.name!r} accepts no deliveries: it has neither a signature nor "
+                "callers; the operator must configure one (or mark it public = true)"
+            )
         if trigger.name not in _warned_open:
             _warned_open.add(trigger.name)
             log.warning("trigger %r has no signature and no callers: anyone may deliver", scope)
@@ -120,7 +124,7 @@ def authenticate(
             "task (`duplicate: true`); nothing new was created.",
         },
         202: {"model": SubmitTaskResponse, "description": "The admitted task."},
-        **problem_responses(401, 403, 404, 422, 503),
+        **problem_responses(401, 403, 404, 409, 413, 422, 503),
         413: {"description": "The body is larger than the server accepts."},
     },
 )

@@ -107,6 +107,7 @@ class Dispatcher:
             policy=QueuePolicy(dep.conversations.queue_mode, dep.conversations.debounce),
             max_attempts=dep.max_attempts or self.settings.max_attempts,
             max_input_bytes=agent.max_input_bytes,
+            caller_scope=scope,
         )
         admission = self.store.admit(sub, self.clock())
         if not admission.duplicate:

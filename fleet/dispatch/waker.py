@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import heapq
+import logging
+import queue
 import threading
 import time
 import uuid
 from datetime import datetime
 from typing import Protocol
+
+log = logging.getLogger(__name__)
 
 
 class Waker(Protocol):
@@ -54,3 +58,40 @@ class LocalWaker:
         """Epoch seconds of the earliest pending wake-up."""
         with self._lock:
             return self._heap[0][0] if self._heap else None
+
+
+class BackgroundWaker:
+    """Sends another waker's wake-ups from a thread, so a request returns right after its commit.
+
+    For ``fleet serve``: publishing a Celery message costs about as much as the admission itself.
+    A hint still queued here when the process dies is covered by the sweeper, like any lost one.
+    """
+
+    def __init__(self, inner: Waker, *, max_pending: int = 10_000) -> None:
+        self._inner = inner
+        self._queue: queue.Queue[tuple[uuid.UUID, datetime | None, bool] | None] = queue.Queue(
+            max_pending
+        )
+        self._thread = threading.Thread(target=self._run, name="fleet-waker", daemon=True)
+        self._thread.start()
+
+    def wake(
+        self, conversation_id: uuid.UUID, at: datetime | None = None, *, force: bool = False
+    ) -> None:
+        try:
+            self._queue.put_nowait((conversation_id, at, force))
+        except queue.Full:  # a backlog of hints: send this one inline rather than drop it
+            self._inner.wake(conversation_id, at, force=force)
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Send what is queued, then stop."""
+        self._queue.put(None)
+        self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            conversation_id, at, force = item
+            try:
+                self._inner.wake(conversation_id, at, force=force)
+            except Exception:  # a hint; the sweeper re-sends what is lost
+                log.warning("wake-up for %s not sent", conversation_id, exc_info=True)

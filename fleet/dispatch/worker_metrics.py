@@ -29,12 +29,27 @@ def prepare_multiprocess() -> Path:
     if given:
         folder = Path(given)
         folder.mkdir(parents=True, exist_ok=True)
-        for old in folder.glob("*.db"):  # values of an earlier run would be summed in
-            old.unlink()
+        for old in folder.glob("*.db"):  # a dead process's values would be summed in
+            if not _alive(old):
+                old.unlink(missing_ok=True)
     else:
         folder = Path(tempfile.mkdtemp(prefix="fleet-metrics-"))
         os.environ[MULTIPROC_ENV] = str(folder)
     return folder
+
+
+def _alive(values: Path) -> bool:
+    """Is the process that wrote ``<kind>_<pid>.db`` still running? (A folder may be shared.)"""
+    pid = values.stem.rpartition("_")[2]
+    if not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def serve(port: int, host: str = "0.0.0.0") -> Path:

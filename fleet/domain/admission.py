@@ -93,3 +93,10 @@ class Submission:
     policy: QueuePolicy
     max_attempts: int
     max_input_bytes: int
+    #: Where the submission came from; idempotency keys live here (a singleton's conversation
+    #: scope is shared by every source, its callers' keys must not be).
+    caller_scope: str = ""
+
+    @property
+    def idempotency_scope(self) -> str:
+        return self.caller_scope or self.scope

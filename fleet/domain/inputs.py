@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from fleet.constants import MAX_IDEMPOTENCY_KEY_CHARS
+from fleet.constants import MAX_IDEMPOTENCY_KEY_CHARS, MAX_SAFE_INTEGER
 from fleet.domain.values import DataPart, Part, TextPart
 from fleet.errors import InputError
 
@@ -61,6 +61,11 @@ def unstorable(value: Any) -> str | None:
     """Why a JSON value cannot be stored: a NUL, invalid Unicode, NaN or infinity; or None."""
     if isinstance(value, float) and not math.isfinite(value):
         return f"holds the number {value}, which JSON cannot carry; send a finite number"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SAFE_INTEGER:
+        return (
+            f"holds an integer beyond ±{MAX_SAFE_INTEGER} (2**53 - 1), which JSON peers cannot "
+            "carry exactly; send it as a string"
+        )
     if isinstance(value, str):
         if "\x00" in value:
             return "contains a NUL character (U+0000), which cannot be stored; remove it"

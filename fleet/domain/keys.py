@@ -44,6 +44,8 @@ def split_scoped(value: str) -> tuple[str | None, str]:
         return None, value
     if head == "api":
         return "api", rest
+    if head == SINGLETON_SCOPE:
+        return SINGLETON_SCOPE, rest
     if head in ("webhook", "a2a"):
         name, sep2, key = rest.partition(":")
         if sep2 and name:

@@ -242,6 +242,11 @@ def parse_body(body: bytes) -> Any:
             "this trigger reads its fields from a JSON body",
             field="body",
         ) from None
+    except (ValueError, RecursionError):  # e.g. nesting too deep, an integer too long to read
+        raise InputError(
+            "the body is JSON this trigger cannot read (too deeply nested or a number too long)",
+            field="body",
+        ) from None
 
 
 def _input(document: Any, pointer: str) -> str | list[dict[str, Any]]:

@@ -58,7 +58,7 @@ class AdmissionStore(StoreBase):
     def _admit(self, conn: Connection, sub: policy.Submission, now: datetime) -> Admission:
         if sub.idempotency_key is not None:
             original = conn.execute(
-                q.IDEMPOTENT, {"b_scope": sub.scope, "b_key": sub.idempotency_key}
+                q.IDEMPOTENT, {"b_scope": sub.idempotency_scope, "b_key": sub.idempotency_key}
             ).first()
             if original is not None:
                 task = rows.task(original)
@@ -130,7 +130,7 @@ class AdmissionStore(StoreBase):
             conn.execute(
                 q.INSERT_IDEMPOTENCY_KEY,
                 {
-                    "scope": sub.scope,
+                    "scope": sub.idempotency_scope,
                     "key": sub.idempotency_key,
                     "task_id": task.id,
                     "created_at": now,

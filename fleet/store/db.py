@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 
 from fleet.errors import InputError, Unavailable
 
@@ -96,6 +97,26 @@ def _sqlite(url: URL, *, readonly: bool) -> Engine:
     return engine
 
 
+def is_outage(exc: BaseException) -> bool:
+    """Is this a backing service being down or saturated (503), rather than a bug (500)?"""
+    import psycopg
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+    from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+    return isinstance(
+        exc,
+        OperationalError
+        | InterfaceError
+        | PoolTimeoutError
+        | psycopg.OperationalError
+        | psycopg.InterfaceError
+        | RedisConnectionError
+        | RedisTimeoutError
+        | ConnectionError,
+    )
+
+
 def describe(exc: BaseException) -> str:
     """First line of a driver error, without the SQL or a trace."""
     orig = getattr(exc, "orig", None) or exc
@@ -117,6 +138,8 @@ def unavailable_on_outage(what: str = "database") -> Iterator[None]:
     except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
         # The hot path's statements run on the driver connection directly.
         raise Unavailable(f"{what} unavailable: {describe(exc)}") from None
+    except SQLAlchemyTimeoutError:
+        raise Unavailable(f"{what} busy: no connection free in the pool; retry") from None
 
 
 def _is_connection_error(exc: DBAPIError) -> bool:

@@ -288,3 +288,16 @@ def test_a_task_is_leased_while_its_context_is_built_and_a_takeover_then_wins(
     runs = store.runs_of(t1.id)
     assert [(r.attempt, r.status) for r in runs] == [(2, "running")]
     assert store.get_task(t1.id).status == TaskStatus.RUNNING
+
+
+def test_singleton_idempotency_keys_belong_to_the_callers_scope(store: Store) -> None:
+    def single(scope: str) -> Submission:
+        base = sub("x", key="singleton", scope="deployment", idem="42", deployment="solo")
+        return Submission(
+            **{**{f: getattr(base, f) for f in base.__dataclass_fields__}, "caller_scope": scope}
+        )
+
+    api = store.admit(single("api"), T0)
+    hook = store.admit(single("webhook:gh"), T0)
+    assert not hook.duplicate and hook.task.id != api.task.id
+    assert store.admit(single("api"), T0).task.id == api.task.id

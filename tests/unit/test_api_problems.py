@@ -20,7 +20,7 @@ from fleet.api.app import create_app
 from fleet.api.schemas import CancelTaskResponse, MessageList, SubmitTaskResponse, TaskView
 from fleet.config import Settings
 from fleet.runtime import Runtime, build
-from fleet.store import Store
+from fleet.store import Store, TaskFilter
 from tests.conftest import write_config
 
 KEYS = {"ops": "ops-key-0123456789", "narrow": "narrow-key-0123456789", "bot": "bot-key-0123456789"}
@@ -224,9 +224,10 @@ def test_bad_submissions_are_422_naming_the_field(client, body, field):
     assert_problem(r, 422, field)
 
 
-def test_a_body_that_is_not_json_is_422(client):
+def test_a_body_that_is_not_json_is_400_naming_the_body(client):
     r = client.post("/v1/tasks", content=b"{not json", headers={"content-type": "application/json"})
-    assert_problem(r, 422)
+    body = assert_problem(r, 400)
+    assert body["invalidParams"][0]["name"] == "body"
 
 
 @pytest.mark.parametrize(
@@ -429,5 +430,45 @@ def test_an_open_api_accepts_anyone_as_api(tmp_path):
                 "/v1/tasks", json={"deployment": "chat", "input": "x", "conversationKey": "k"}
             )
             assert r.status_code == 202 and r.json()["conversation"] == "api:k"
+    finally:
+        runtime.close()
+
+
+def test_a_body_past_the_limit_is_refused_before_it_is_read(client):
+    from fleet.constants import MAX_REQUEST_BYTES
+
+    big = {"deployment": "chat", "input": "x" * (MAX_REQUEST_BYTES + 10)}
+    r = client.post("/v1/tasks", json=big, headers={"Authorization": "Bearer wrong"})
+    assert r.status_code == 413  # before authentication: nothing was parsed
+    assert r.headers["content-type"] == "application/problem+json"
+
+    def chunks():
+        yield b'{"deployment": "chat", "input": "'
+        for _ in range(MAX_REQUEST_BYTES // 65536 + 2):
+            yield b"x" * 65536
+        yield b'"}'
+
+    streamed = client.post(
+        "/v1/tasks", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert streamed.status_code == 413
+
+
+@pytest.mark.parametrize(("public", "status"), [(False, 401), (True, 202)])
+def test_an_unsigned_trigger_without_callers_is_closed_unless_public(tmp_path, public, status):
+    runtime = _runtime(tmp_path, callers=True)
+    triggers = runtime.config.root / "triggers"
+    triggers.mkdir()
+    (triggers / "hook.toml").write_text(
+        f'deployment = "chat"\ninput = "/text"\npublic = {str(public).lower()}\n'
+    )
+    runtime.close()
+    runtime = build(Settings(home=tmp_path / "home", config_dir=runtime.config.root))
+    try:
+        with TestClient(create_app(runtime, run_embedded=False)) as c:
+            r = c.post("/v1/triggers/hook", json={"text": "hi"})
+            assert r.status_code == status, r.text
+            count = len(runtime.store.list_tasks(TaskFilter()))
+            assert count == (1 if public else 0)
     finally:
         runtime.close()
