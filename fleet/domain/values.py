@@ -16,9 +16,11 @@ class _Frozen(BaseModel):
 
 
 class TaskStatus(StrEnum):
-    """Lifecycle of a task: queued → leased → running → succeeded / failed / cancelled."""
+    """Lifecycle of a task: queued → running → succeeded / failed / cancelled."""
 
     QUEUED = "queued"
+    #: Claimed by a worker, run not open yet. fleet's claim opens the run in the same statement,
+    #: so stores never show it; the one-active-task index covers it with ``running``.
     LEASED = "leased"
     RUNNING = "running"
     #: A run whose worker was lost; it waits to be retried (it keeps its frozen snapshot).

@@ -86,29 +86,23 @@ class LeasingStore(StoreBase):
         prepare: Callable[[Claim], Prepared],
         history_cap: int = 100,
     ) -> Started | Head | None:
-        """Lease the conversation's head task, build its context (``prepare``), start its run.
+        """Claim the conversation's head task and open its run with the context ``prepare`` builds.
 
-        The task is ``leased`` while its context is built, then ``running``. Only the lowest
-        unfinished seq may be claimed, only when due, and the partial unique index
-        refuses a second active task even if two claims raced. Nothing claimable: the head (what
-        blocks) or None (nothing unfinished). ``history_cap`` bounds the history read for any
-        deployment (``history_items`` gives each deployment's own limit).
+        Only the lowest unfinished seq may be claimed, only when due; the claim takes a new
+        fencing number and opens the run at once (the task goes from queued to running), and
+        the partial unique index refuses a second active task even if two claims raced. Nothing
+        claimable: the head (what blocks) or None (nothing unfinished). ``history_cap`` bounds
+        the history read for any deployment (``history_items`` gives each one's own limit).
         """
         if self.one_statement_path:
-            claim = self._claim_pg(conversation_id, worker, now, history_items, history_cap)
-        else:
-            claim = self._claim_portable(conversation_id, worker, now, history_items)
-        if not isinstance(claim, Claim):
-            return claim
-        return self._start(claim.task, prepare(claim), now)
-
-    def _claim_portable(
-        self,
-        conversation_id: uuid.UUID,
-        worker: str,
-        now: datetime,
-        history_items: Callable[[str], int],
-    ) -> Claim | Head | None:
+            return self._start_next_pg(
+                conversation_id,
+                worker,
+                now,
+                history_items=history_items,
+                prepare=prepare,
+                history_cap=history_cap,
+            )
         with self.tx() as conn:
             row = conn.execute(
                 q.CLAIM, {"b_conv": conversation_id, "b_now": now, "b_worker": worker}
@@ -116,63 +110,67 @@ class LeasingStore(StoreBase):
             if row is None:
                 return _head(conn.execute(q.HEAD, {"b_conv": conversation_id}).first())
             task = rows.task(row)
-            return self._claim_sources(conn, task, row._mapping["generation"], history_items)
+            claim = self._claim_sources(conn, task, row._mapping["generation"], history_items)
+            prepared = prepare(claim)
+            run_id = uuid.uuid4()
+            conn.execute(q.INSERT_RUN, self._run_row(task, run_id, prepared, now))
+        return Started(task=task, run_id=run_id, context=prepared.context)
 
-    def _claim_pg(
+    def _start_next_pg(
         self,
         conversation_id: uuid.UUID,
         worker: str,
         now: datetime,
+        *,
         history_items: Callable[[str], int],
+        prepare: Callable[[Claim], Prepared],
         history_cap: int,
-    ) -> Claim | Head | None:
-        row = self.first(
-            pg.CLAIM,
-            {"conv": conversation_id, "now": now, "worker": worker, "history": history_cap + 1},
-        )
-        if row is None:
-            return self.head(conversation_id)
-        task = rows.task(row)
-        if row["frozen"] is not None:
-            return Claim(task=task, frozen_context=row["frozen"])
-        limit = history_items(task.deployment)
-        found = row["history"] or []
-        return Claim(
-            task=task,
-            history=tuple(Record(i, role, content) for i, role, content in found[:limit]),
-            more_history=len(found) > limit,
-        )
+    ) -> Started | Head | None:
+        """Read the head with its history, build the context, then claim and open in one write.
 
-    def _start(self, task: Task, prepared: Prepared, now: datetime) -> Started:
-        """The leased task starts running and its run opens; LeaseLost if it was taken over."""
-        run_id = uuid.uuid4()
-        if self.one_statement_path:
+        The write is conditioned on what was read (the task is still the lowest unfinished one,
+        claimable and due, with the same fencing number and the same submissions), so a cancel
+        or a collect merge in between makes it match nothing, and the head is read again.
+        """
+        for _ in range(5):
+            row = self.first(
+                pg.HEAD_WITH_CONTEXT,
+                {"conv": conversation_id, "history": history_cap + 1},
+            )
+            if row is None:
+                return None
+            head = Head(row["id"], TaskStatus(row["status"]), row["not_before"], row["fence"])
+            if not head.claimable or head.not_before > now:
+                return head
+            task = rows.task(row)
+            if row["frozen"] is not None:
+                claim = Claim(task=task, frozen_context=row["frozen"])
+            else:
+                limit = history_items(task.deployment)
+                found = row["history"] or []
+                claim = Claim(
+                    task=task,
+                    history=tuple(Record(i, role, content) for i, role, content in found[:limit]),
+                    more_history=len(found) > limit,
+                )
+            prepared = prepare(claim)
+            run_id = uuid.uuid4()
             params = {
+                "conv": conversation_id,
                 "task": task.id,
                 "fence": task.fence,
+                "submissions": task.submissions,
+                "now": now,
+                "worker": worker,
                 "run": run_id,
                 "model": prepared.model,
                 # Built from stored messages and the stored input: redacted already.
                 "context": json.dumps(prepared.context),
-                "now": now,
             }
-            opened = self.first(pg.START, params) is not None
-        else:
-            with self.tx() as conn:
-                opened = (
-                    conn.execute(
-                        q.START, {"b_task": task.id, "b_fence": task.fence, "b_now": now}
-                    ).rowcount
-                    == 1
-                )
-                if opened:
-                    conn.execute(q.INSERT_RUN, self._run_row(task, run_id, prepared, now))
-        if not opened:
-            raise LeaseLost(f"task {task.id} was taken over before its run started")
-        running = task.model_copy(
-            update={"status": TaskStatus.RUNNING, "started_at": task.started_at or now}
-        )
-        return Started(task=running, run_id=run_id, context=prepared.context)
+            claimed = self.first(pg.CLAIM_AND_START, params)
+            if claimed is not None:
+                return Started(task=rows.task(claimed), run_id=run_id, context=prepared.context)
+        return self.head(conversation_id)
 
     @staticmethod
     def _run_row(

@@ -25,42 +25,41 @@ _TASK_COLUMNS = (
     "result"
 )
 
-#: Lease the head if claimable and due (a new fencing number); with it, the frozen context of
-#: its latest run (a retry replays it) and the newest history (none for a first task).
-CLAIM = f"""
-WITH claimed AS (
-  UPDATE tasks SET status = 'leased', fence = fence + 1, attempts = attempts + 1,
-         leased_at = %(now)s, worker = %(worker)s
-  WHERE id = (SELECT id FROM tasks WHERE conversation_id = %(conv)s
-              AND status IN {_in(UNFINISHED)} ORDER BY seq LIMIT 1)
-    AND status IN {_in(CLAIMABLE)} AND not_before <= %(now)s
-  RETURNING {_TASK_COLUMNS}
-)
-SELECT claimed.*,
-  (SELECT r.context FROM runs r WHERE r.task_id = claimed.id AND claimed.attempts > 1
+#: The conversation's lowest unfinished task, with the frozen context of its latest run (a retry
+#: replays it) and the newest history (none for a conversation's first task). Read-only.
+HEAD_WITH_CONTEXT = f"""
+SELECT h.*,
+  (SELECT r.context FROM runs r WHERE r.task_id = h.id AND h.attempts > 0
    ORDER BY r.attempt DESC LIMIT 1) AS frozen,
-  (SELECT coalesce(json_agg(json_build_array(h.id, h.role, h.content) ORDER BY h.id DESC), '[]')
+  (SELECT coalesce(json_agg(json_build_array(x.id, x.role, x.content) ORDER BY x.id DESC), '[]')
    FROM (SELECT m.id, m.role, m.content FROM messages m
-         WHERE m.conversation_id = claimed.conversation_id AND m.generation = claimed.generation
-           AND claimed.seq > 1
-         ORDER BY m.id DESC LIMIT %(history)s) h) AS history
-FROM claimed
+         WHERE m.conversation_id = h.conversation_id AND m.generation = h.generation
+           AND h.seq > 1
+         ORDER BY m.id DESC LIMIT %(history)s) x) AS history
+FROM (SELECT {_TASK_COLUMNS} FROM tasks
+      WHERE conversation_id = %(conv)s AND status IN {_in(UNFINISHED)}
+      ORDER BY seq LIMIT 1) h
 """
 
-#: Start the leased task's run (fenced): the task becomes ``running`` and the run is opened with
-#: its frozen context. No row: another worker took the task over meanwhile.
-START = """
-WITH started AS (
-  UPDATE tasks SET status = 'running', started_at = coalesce(started_at, %(now)s)
-  WHERE id = %(task)s AND fence = %(fence)s AND status = 'leased'
-  RETURNING id, conversation_id, attempts, fence, labels
+#: Claim the task read above and open its run, if it is still what was read: the lowest
+#: unfinished task of its conversation, claimable, due, same fencing number, same submissions.
+CLAIM_AND_START = f"""
+WITH claimed AS (
+  UPDATE tasks SET status = 'running', fence = fence + 1, attempts = attempts + 1,
+         leased_at = %(now)s, started_at = coalesce(started_at, %(now)s), worker = %(worker)s
+  WHERE id = %(task)s AND fence = %(fence)s AND submissions = %(submissions)s
+    AND status IN {_in(CLAIMABLE)} AND not_before <= %(now)s
+    AND id = (SELECT id FROM tasks WHERE conversation_id = %(conv)s
+              AND status IN {_in(UNFINISHED)} ORDER BY seq LIMIT 1)
+  RETURNING {_TASK_COLUMNS}
+), opened AS (
+  INSERT INTO runs (id, task_id, conversation_id, attempt, fence, status, model, context, usage,
+                    labels, started_at)
+  SELECT %(run)s, c.id, c.conversation_id, c.attempts, c.fence, 'running', %(model)s,
+         CAST(%(context)s AS jsonb), '{{}}'::jsonb, c.labels, %(now)s
+  FROM claimed c
 )
-INSERT INTO runs (id, task_id, conversation_id, attempt, fence, status, model, context, usage,
-                  labels, started_at)
-SELECT %(run)s, s.id, s.conversation_id, s.attempts, s.fence, 'running', %(model)s,
-       CAST(%(context)s AS jsonb), '{}'::jsonb, s.labels, %(now)s
-FROM started s
-RETURNING id
+SELECT * FROM claimed
 """
 
 #: Finish a fenced task and close its run, store its last steps and what was said, and read

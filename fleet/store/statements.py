@@ -48,8 +48,8 @@ _HEAD_ID = (
     .scalar_subquery()
 )
 
-#: Lease the conversation's lowest unfinished task if it is claimable and due, with a new
-#: fencing number.
+#: Claim the conversation's lowest unfinished task if it is claimable and due: a new fencing
+#: number, and its run opens in the same transaction (so the task goes straight to running).
 CLAIM = (
     update(t)
     .where(
@@ -58,27 +58,14 @@ CLAIM = (
         t.c.not_before <= bindparam("b_now"),
     )
     .values(
-        status=TaskStatus.LEASED.value,
+        status=TaskStatus.RUNNING.value,
         fence=t.c.fence + 1,
         attempts=t.c.attempts + 1,
         leased_at=bindparam("b_now"),
+        started_at=func.coalesce(t.c.started_at, bindparam("b_now", type_=s.UTCDateTime())),
         worker=bindparam("b_worker"),
     )
     .returning(*rows.TASK_COLUMNS)
-)
-
-#: The leased task's run starts (fenced).
-START = (
-    update(t)
-    .where(
-        t.c.id == bindparam("b_task"),
-        t.c.fence == bindparam("b_fence"),
-        t.c.status == TaskStatus.LEASED.value,
-    )
-    .values(
-        status=TaskStatus.RUNNING.value,
-        started_at=func.coalesce(t.c.started_at, bindparam("b_now", type_=s.UTCDateTime())),
-    )
 )
 
 #: The lowest unfinished task of a conversation (what blocks or waits).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -10,6 +11,7 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import IntegrityError
 
 from fleet.domain.admission import QueuePolicy, Submission
+from fleet.domain.redaction import Redactor
 from fleet.domain.runs import Outcome, TraceRow
 from fleet.domain.values import TaskStatus, TextPart
 from fleet.errors import Conflict, LeaseLost, NotFound
@@ -269,25 +271,50 @@ def test_database_clock_independent_timestamps_round_trip(store: Store) -> None:
         assert conn.execute(text("SELECT count(*) FROM conversations")).scalar_one() == 1
 
 
-def test_a_task_is_leased_while_its_context_is_built_and_a_takeover_then_wins(
-    store: Store,
-) -> None:
-    t1 = store.admit(sub("a"), T0).task
-    seen: list[TaskStatus] = []
+@pytest.fixture
+def pg_store(pg_url: str) -> Iterator[Store]:
+    """PostgreSQL only: it reads the head before claiming it (SQLite claims in one transaction,
+    so it has no window to race)."""
+    s = Store.open(pg_url, Redactor(()))
+    yield s
+    s.dispose()
 
-    def slow_prepare(claim: Claim) -> Prepared:
-        seen.append(store.get_task(claim.task.id).status)
-        # meanwhile the lease expired and another worker recovered and re-claimed the task
-        assert store.recover(claim.task.id, claim.task.fence, "lease expired", T0) is not None
-        assert start(store, claim.task.conversation_id, T0, worker="w2") is not None
+
+def test_a_merge_between_reading_and_claiming_the_head_is_not_lost(pg_store: Store) -> None:
+    """PostgreSQL reads the head, builds the context, then claims it only if nothing changed."""
+    store = pg_store
+    t1 = store.admit(sub("a", mode="collect", debounce=0), T0).task
+    contexts: list[list[str]] = []
+
+    def racing_prepare(claim: Claim) -> Prepared:
+        contexts.append([p.text for p in claim.task.input])  # type: ignore[union-attr]
+        if len(contexts) == 1:  # a submission merges in between the read and the claim
+            assert store.admit(sub("b", mode="collect", debounce=0), T0).merged
         return prepare(claim)
 
-    with pytest.raises(LeaseLost):
-        store.start_next(t1.conversation_id, "w1", T0, history_items=items, prepare=slow_prepare)
-    assert seen == [TaskStatus.LEASED]
-    runs = store.runs_of(t1.id)
-    assert [(r.attempt, r.status) for r in runs] == [(2, "running")]
-    assert store.get_task(t1.id).status == TaskStatus.RUNNING
+    started = store.start_next(
+        t1.conversation_id, "w", T0, history_items=items, prepare=racing_prepare
+    )
+    assert isinstance(started, Started) and started.task.id == t1.id
+    assert contexts == [["a"], ["a", "b"]]  # the stale read was not claimed; the merged one was
+    assert started.task.submissions == 2 and started.task.fence == 1
+    assert [r.attempt for r in store.runs_of(t1.id)] == [1]
+
+
+def test_a_cancel_between_reading_and_claiming_the_head_wins(pg_store: Store) -> None:
+    store = pg_store
+    t1 = store.admit(sub("a"), T0).task
+
+    def cancelling_prepare(claim: Claim) -> Prepared:
+        assert store.cancel(claim.task.id, T0).effect == "cancelled"
+        return prepare(claim)
+
+    result = store.start_next(
+        t1.conversation_id, "w", T0, history_items=items, prepare=cancelling_prepare
+    )
+    assert result is None
+    assert store.get_task(t1.id).status == TaskStatus.CANCELLED
+    assert store.runs_of(t1.id) == []
 
 
 def test_singleton_idempotency_keys_belong_to_the_callers_scope(store: Store) -> None:
