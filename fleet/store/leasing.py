@@ -167,9 +167,17 @@ class LeasingStore(StoreBase):
                 # Built from stored messages and the stored input: redacted already.
                 "context": json.dumps(prepared.context),
             }
-            claimed = self.first(pg.CLAIM_AND_START, params)
-            if claimed is not None:
-                return Started(task=rows.task(claimed), run_id=run_id, context=prepared.context)
+            if self.first(pg.CLAIM_AND_START, params) is not None:
+                running = task.model_copy(
+                    update={
+                        "status": TaskStatus.RUNNING,
+                        "fence": task.fence + 1,
+                        "attempts": task.attempts + 1,
+                        "leased_at": now,
+                        "started_at": task.started_at or now,
+                    }
+                )
+                return Started(task=running, run_id=run_id, context=prepared.context)
         return self.head(conversation_id)
 
     @staticmethod

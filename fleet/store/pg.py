@@ -42,24 +42,27 @@ FROM (SELECT {_TASK_COLUMNS} FROM tasks
 """
 
 #: Claim the task read above and open its run, if it is still what was read: the lowest
-#: unfinished task of its conversation, claimable, due, same fencing number, same submissions.
+#: unfinished task of its conversation, claimable, same fencing number, same submissions (a
+#: collect merge, the only thing that moves ``not_before``, raises them). No ``not_before``
+#: test here: with it, generic plans of this prepared statement scan the due-tasks index.
 CLAIM_AND_START = f"""
 WITH claimed AS (
   UPDATE tasks SET status = 'running', fence = fence + 1, attempts = attempts + 1,
          leased_at = %(now)s, started_at = coalesce(started_at, %(now)s), worker = %(worker)s
   WHERE id = %(task)s AND fence = %(fence)s AND submissions = %(submissions)s
-    AND status IN {_in(CLAIMABLE)} AND not_before <= %(now)s
+    AND status IN {_in(CLAIMABLE)}
     AND id = (SELECT id FROM tasks WHERE conversation_id = %(conv)s
               AND status IN {_in(UNFINISHED)} ORDER BY seq LIMIT 1)
-  RETURNING {_TASK_COLUMNS}
+  RETURNING id, conversation_id, attempts, fence, labels
 ), opened AS (
   INSERT INTO runs (id, task_id, conversation_id, attempt, fence, status, model, context, usage,
                     labels, started_at)
   SELECT %(run)s, c.id, c.conversation_id, c.attempts, c.fence, 'running', %(model)s,
          CAST(%(context)s AS jsonb), '{{}}'::jsonb, c.labels, %(now)s
   FROM claimed c
+  RETURNING id
 )
-SELECT * FROM claimed
+SELECT id FROM opened
 """
 
 #: Finish a fenced task and close its run, store its last steps and what was said, and read
