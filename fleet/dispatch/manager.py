@@ -147,8 +147,9 @@ class Dispatcher:
                     return ran  # the holder will see the knock when it releases
                 try:
                     with self.lease.kept_alive(handle):
+                        head = None
                         while True:
-                            did, head = self._step(conversation_id, handle)
+                            did, head = self._step(conversation_id, handle, head)
                             ran += did
                             if (
                                 not did
@@ -181,8 +182,14 @@ class Dispatcher:
                     continue
                 return ran
 
-    def _step(self, conversation_id: uuid.UUID, handle: LeaseHandle) -> tuple[bool, Head | None]:
-        """Claim and run the head task; returns whether a task ran and the head after it."""
+    def _step(
+        self, conversation_id: uuid.UUID, handle: LeaseHandle, preread: Head | None = None
+    ) -> tuple[bool, Head | None]:
+        """Claim and run the head task; returns whether a task ran and the head after it.
+
+        ``preread`` is the head the previous settle returned (with what its context is built
+        from, on PostgreSQL), so the claim needs no read of its own.
+        """
         try:
             result = self.store.start_next(
                 conversation_id,
@@ -191,6 +198,7 @@ class Dispatcher:
                 history_items=self._history_items,
                 prepare=self._prepare,
                 history_cap=self._history_cap,
+                preread=preread,
             )
         except LeaseLost as exc:
             log.warning("abandoning a claim on conversation %s: %s", conversation_id, exc.message)
@@ -254,7 +262,9 @@ class Dispatcher:
         return self._settle(task, run_id, outcome)
 
     def _settle(self, task: Task, run_id: uuid.UUID, outcome: Outcome) -> Head | None:
-        final, head = self.store.settle(task, run_id, outcome, self.clock())
+        final, head = self.store.settle(
+            task, run_id, outcome, self.clock(), history_cap=self._history_cap
+        )
         metrics.finished(task, final, self.clock())
         return head
 

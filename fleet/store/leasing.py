@@ -65,6 +65,8 @@ class Head:
     status: TaskStatus
     not_before: datetime
     fence: int
+    #: PostgreSQL's settle reads the next head with its history: the next claim starts from it.
+    context_row: dict[str, Any] | None = None
 
     @property
     def claimable(self) -> bool:
@@ -85,6 +87,7 @@ class LeasingStore(StoreBase):
         history_items: Callable[[str], int],
         prepare: Callable[[Claim], Prepared],
         history_cap: int = 100,
+        preread: Head | None = None,
     ) -> Started | Head | None:
         """Claim the conversation's head task and open its run with the context ``prepare`` builds.
 
@@ -102,6 +105,7 @@ class LeasingStore(StoreBase):
                 history_items=history_items,
                 prepare=prepare,
                 history_cap=history_cap,
+                preread=preread,
             )
         with self.tx() as conn:
             row = conn.execute(
@@ -125,6 +129,7 @@ class LeasingStore(StoreBase):
         history_items: Callable[[str], int],
         prepare: Callable[[Claim], Prepared],
         history_cap: int,
+        preread: Head | None,
     ) -> Started | Head | None:
         """Read the head with its history, build the context, then claim and open in one write.
 
@@ -132,17 +137,19 @@ class LeasingStore(StoreBase):
         claimable and due, with the same fencing number and the same submissions), so a cancel
         or a collect merge in between makes it match nothing, and the head is read again.
         """
+        row = preread.context_row if preread is not None else None
         for _ in range(5):
-            row = self.first(
-                pg.HEAD_WITH_CONTEXT,
-                {"conv": conversation_id, "history": history_cap + 1},
-            )
+            if row is None:
+                row = self.first(
+                    pg.HEAD_WITH_CONTEXT,
+                    {"conv": conversation_id, "history": history_cap + 1},
+                )
             if row is None:
                 return None
-            head = Head(row["id"], TaskStatus(row["status"]), row["not_before"], row["fence"])
+            task = rows.task(row)  # also types a pre-read row's JSON values
+            head = Head(task.id, task.status, task.not_before, task.fence)
             if not head.claimable or head.not_before > now:
                 return head
-            task = rows.task(row)
             if row["frozen"] is not None:
                 claim = Claim(task=task, frozen_context=row["frozen"])
             else:
@@ -167,6 +174,7 @@ class LeasingStore(StoreBase):
                 # Built from stored messages and the stored input: redacted already.
                 "context": json.dumps(prepared.context),
             }
+            row = None  # a failed claim reads the head again
             if self.first(pg.CLAIM_AND_START, params) is not None:
                 running = task.model_copy(
                     update={
@@ -227,7 +235,13 @@ class LeasingStore(StoreBase):
         return bool(cancel)
 
     def settle(
-        self, task: Task, run_id: uuid.UUID, outcome: Outcome, now: datetime
+        self,
+        task: Task,
+        run_id: uuid.UUID,
+        outcome: Outcome,
+        now: datetime,
+        *,
+        history_cap: int = 100,
     ) -> tuple[TaskStatus, Head | None]:
         """Close the run and finish the task in one fenced transaction.
 
@@ -238,7 +252,9 @@ class LeasingStore(StoreBase):
         reply = None if outcome.reply is None else self.redactor.text(outcome.reply)
         error = self.redactor.text(outcome.error) if outcome.error else None
         if self.one_statement_path:
-            return self._settle_pg(task, run_id, outcome, reply=reply, error=error, now=now)
+            return self._settle_pg(
+                task, run_id, outcome, reply=reply, error=error, now=now, history_cap=history_cap
+            )
         with self.tx() as conn:
             row = conn.execute(
                 q.SETTLE,
@@ -297,6 +313,7 @@ class LeasingStore(StoreBase):
         reply: str | None,
         error: str | None,
         now: datetime,
+        history_cap: int,
     ) -> tuple[TaskStatus, Head | None]:
         said: list[dict[str, Any]] = [
             {
@@ -328,20 +345,25 @@ class LeasingStore(StoreBase):
             "now": now,
             "traces": json.dumps([self._trace_row(tr) for tr in outcome.traces], default=str),
             "messages": json.dumps(said),
+            "history": history_cap + 1,
         }
         row = self.first(pg.SETTLE, params)
         if row is None:
             raise LeaseLost(f"task {task.id} was taken over; its outcome is discarded")
-        nxt = (
-            None
-            if row["next_id"] is None
-            else Head(
-                row["next_id"],
-                TaskStatus(row["next_status"]),
-                row["next_not_before"],
-                row["next_fence"],
+        nxt: Head | None = None
+        if row["next_row"] is not None:
+            ahead = {
+                **row["next_row"],
+                "frozen": row["next_frozen"],
+                "history": row["next_history"],
+            }
+            nxt = Head(
+                uuid.UUID(ahead["id"]),
+                TaskStatus(ahead["status"]),
+                datetime.fromisoformat(ahead["not_before"]),
+                ahead["fence"],
+                context_row=ahead,
             )
-        )
         return TaskStatus(row["status"]), nxt
 
     def _trace_row(self, tr: TraceRow) -> dict[str, Any]:

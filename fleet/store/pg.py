@@ -66,7 +66,9 @@ SELECT id FROM opened
 """
 
 #: Finish a fenced task and close its run, store its last steps and what was said, and read
-#: the conversation's next head, all at once. A cancel requested meanwhile wins.
+#: the conversation's next head with what its context is built from (the exchange just stored
+#: included), all at once; the next claim then needs no read of its own. A cancel requested
+#: meanwhile wins.
 SETTLE = f"""
 WITH settled AS (
   UPDATE tasks SET
@@ -96,12 +98,25 @@ WITH settled AS (
     role text, content text, delivery text, ord int, only_if text)
   WHERE s.status <> 'cancelled' AND (m.only_if IS NULL OR m.only_if = s.status)
   ORDER BY m.ord
+  RETURNING id, role, content, generation
 )
-SELECT s.status, n.id AS next_id, n.status AS next_status, n.not_before AS next_not_before,
-       n.fence AS next_fence
+SELECT s.status, to_jsonb(n) AS next_row,
+  CASE WHEN n.id IS NOT NULL AND n.attempts > 0 THEN
+    (SELECT r.context FROM runs r WHERE r.task_id = n.id ORDER BY r.attempt DESC LIMIT 1)
+  END AS next_frozen,
+  CASE WHEN n.id IS NOT NULL THEN (
+    SELECT coalesce(json_agg(json_build_array(x.id, x.role, x.content) ORDER BY x.id DESC), '[]')
+    FROM (
+      SELECT d.id, d.role, d.content FROM said d WHERE d.generation = n.generation
+      UNION ALL
+      (SELECT m.id, m.role, m.content FROM messages m
+       WHERE m.conversation_id = s.conversation_id AND m.generation = n.generation
+       ORDER BY m.id DESC LIMIT %(history)s)
+    ) x
+  ) END AS next_history
 FROM settled s
 LEFT JOIN LATERAL (
-  SELECT t.id, t.status, t.not_before, t.fence FROM tasks t
+  SELECT t.* FROM tasks t
   WHERE t.conversation_id = s.conversation_id AND t.seq > s.seq
     AND t.status IN {_in(UNFINISHED)}
   ORDER BY t.seq LIMIT 1

@@ -328,3 +328,38 @@ def test_singleton_idempotency_keys_belong_to_the_callers_scope(store: Store) ->
     hook = store.admit(single("webhook:gh"), T0)
     assert not hook.duplicate and hook.task.id != api.task.id
     assert store.admit(single("api"), T0).task.id == api.task.id
+
+
+def test_the_next_claim_can_start_from_the_head_the_settle_returned(store: Store) -> None:
+    t1 = store.admit(sub("first"), T0).task
+    t2 = store.admit(sub("second"), T0).task
+    started = start(store, t1.conversation_id, T0)
+    assert started is not None
+    _, head = store.settle(started.task, started.run_id, ok("answer one"), T0)
+    assert head is not None and head.task_id == t2.id and head.claimable
+    seen: list[Claim] = []
+
+    def keep(claim: Claim) -> Prepared:
+        seen.append(claim)
+        return prepare(claim)
+
+    nxt = store.start_next(
+        t1.conversation_id, "w", T0, history_items=items, prepare=keep, preread=head
+    )
+    assert isinstance(nxt, Started) and nxt.task.id == t2.id and nxt.task.fence == 1
+    # the exchange the settle just stored is in the history the claim built its context from
+    assert [(r.role, r.content) for r in seen[0].history] == [
+        ("assistant", "answer one"),
+        ("user", "first"),
+    ]
+    # a head read before a change is not claimed as it was: the claim reads again
+    t3 = store.admit(sub("third", mode="followup"), T0).task
+    _, head = store.settle(nxt.task, nxt.run_id, ok("answer two"), T0)
+    assert head is not None and head.task_id == t3.id
+    store.cancel(t3.id, T0)
+    assert (
+        store.start_next(
+            t1.conversation_id, "w", T0, history_items=items, prepare=keep, preread=head
+        )
+        is None
+    )
