@@ -1,8 +1,10 @@
 """Dispatch benchmark: fleet followup vs a raw Celery no-op, same broker and machine, one run.
 
 For each system, alternating so both see the same machine:
-  throughput  all tasks queued first (workers stopped), then the workers start: tasks/s from the
-              first start to the last finish; ``--rounds`` rounds, the median is reported;
+  throughput  all tasks queued first, their messages on a holding queue; the workers start and,
+              once all are ready, the holding queue is renamed onto theirs (one Redis command):
+              tasks/s from the first start to the last finish, so neither side's start-up is in
+              the figure; ``--rounds`` rounds, the median is reported;
   latency     workers running, tasks submitted at a steady rate below capacity:
               submit→start p50/p99.
 Plus the round trips per fleet task, counted on the fleet's own code path.
@@ -27,13 +29,18 @@ import redis
 from sqlalchemy import create_engine, event, select, text
 
 from fleet.config import Settings
-from fleet.runtime import Runtime, build
+from fleet.constants import WAKE_QUEUE
+from fleet.dispatch.celery_app import CeleryWaker, app_for
+from fleet.dispatch.leases.redis import RedisLease
+from fleet.runtime import Runtime, build, redis_client
 from fleet.store import db, migrate
 from fleet.store import schema as s
 from tests.support.fleet import Fleet, Proc, wait_for
 
 PG_ADMIN = os.environ.get("FLEET_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 REDIS = os.environ.get("FLEET_BENCH_REDIS", "redis://127.0.0.1:6379/14")
+#: Where the throughput phase parks messages until every worker is ready.
+HOLD = "bench-hold"
 
 
 def admin(sql: str) -> None:
@@ -116,14 +123,15 @@ class Raw:
             p.stop()
         self.procs = []
 
-    def send(self, _: int = 0) -> None:
-        self.app.send_task("bench.noop", args=[time.time()], queue="fleet")
+    def send(self, _: int = 0, queue: str = WAKE_QUEUE) -> None:
+        self.app.send_task("bench.noop", args=[time.time()], queue=queue)
 
     def throughput(self, n: int) -> float:
         self.r.flushdb()
         for i in range(n):
-            self.send(i)
+            self.send(i, HOLD)
         self.start()
+        self.r.rename(HOLD, WAKE_QUEUE)
         wait_for(lambda: self.r.llen("bench:noop:start") >= n, 300, interval=0.05, what="raw")
         self.stop()
         starts = [float(x) for x in self.r.lrange("bench:noop:start", 0, -1)]
@@ -160,6 +168,12 @@ class Fleetbench:
         self.conversations = conversations
         self.r = redis.Redis.from_url(REDIS)
         self.rt: Runtime = build(self.settings())
+        settings = self.settings()
+        lease = RedisLease(redis_client(settings), settings.lease_ttl)
+        #: Admits like ``rt`` but parks its wake-ups on the holding queue.
+        self.holding: Runtime = build(
+            settings, lease=lease, waker=CeleryWaker(app_for(REDIS), lease, queue=HOLD)
+        )
         self.round = 0
 
     def settings(self) -> Settings:
@@ -176,9 +190,16 @@ class Fleetbench:
             log_level="WARNING",
         )
 
-    def submit(self, i: int) -> None:
+    def submit(self, i: int, rt: Runtime | None = None) -> None:
         key = f"r{self.round}-c{i % self.conversations}"  # fresh conversations each round
-        self.rt.dispatcher.submit("bench", f"m{i}", key=key)
+        (rt or self.rt).dispatcher.submit("bench", f"m{i}", key=key)
+
+    def start(self) -> Fleet:
+        fleet = self.fleet()
+        procs = [fleet.worker(f"fleet{i}", ready=False) for i in range(self.workers)]
+        for p in procs:
+            p.wait_log(r"ready\.")
+        return fleet
 
     def done(self) -> int:
         with self.rt.store.read() as conn:
@@ -197,10 +218,9 @@ class Fleetbench:
     def throughput(self, n: int) -> float:
         self.reset()
         for i in range(n):
-            self.submit(i)
-        fleet = self.fleet()
-        for i in range(self.workers):
-            fleet.worker(f"fleet{i}")
+            self.submit(i, self.holding)
+        fleet = self.start()
+        self.r.rename(HOLD, WAKE_QUEUE)
         wait_for(lambda: self.done() >= n, 600, interval=0.1, what="fleet tasks")
         fleet.stop()
         with self.rt.store.read() as conn:
@@ -211,9 +231,7 @@ class Fleetbench:
 
     def latency(self, n: int, rate: float) -> list[float]:
         self.reset()
-        fleet = self.fleet()
-        for i in range(self.workers):
-            fleet.worker(f"fleet{i}")
+        fleet = self.start()
         steady(n, rate, self.submit)
         wait_for(lambda: self.done() >= n, 600, interval=0.1, what="fleet tasks")
         fleet.stop()
@@ -284,6 +302,7 @@ class Fleetbench:
 
     def close(self) -> None:
         self.rt.close()
+        self.holding.close()
         self.r.close()
         admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 

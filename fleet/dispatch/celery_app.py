@@ -85,15 +85,18 @@ class CeleryWaker:
     holder was knocked instead, or an earlier wake-up has not been picked up yet.
     """
 
-    def __init__(self, celery: Celery, lease: RedisLease | None = None) -> None:
+    def __init__(
+        self, celery: Celery, lease: RedisLease | None = None, *, queue: str = WAKE_QUEUE
+    ) -> None:
         self._app = celery
         self._lease = lease
+        self._queue = queue
 
     def wake(
         self, conversation_id: uuid.UUID, at: datetime | None = None, *, force: bool = False
     ) -> None:
         """Publish a hint; a broker outage is logged, not raised (the sweeper re-sends it)."""
-        options: dict[str, Any] = {"queue": WAKE_QUEUE}
+        options: dict[str, Any] = {"queue": self._queue}
         try:
             if at is not None and at > datetime.now(UTC):
                 options["eta"] = at

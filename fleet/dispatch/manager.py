@@ -111,12 +111,9 @@ class Dispatcher:
         )
         admission = self.store.admit(sub, self.clock())
         if not admission.duplicate:
-            # An idle conversation has no holder to knock and no wake-up of its own on the way.
-            self.waker.wake(
-                admission.task.conversation_id,
-                admission.task.not_before,
-                force=admission.busy is False,
-            )
+            # De-duplicated also for an idle conversation: the mark this wake-up leaves keeps a
+            # burst of submissions (before the first is picked up) from sending one drain each.
+            self.waker.wake(admission.task.conversation_id, admission.task.not_before)
         metrics.admitted(admission)
         return admission
 

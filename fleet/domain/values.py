@@ -107,8 +107,6 @@ class Admission(_Frozen):
     merged: bool = False
     #: The idempotency key was seen before: this is the original task; nothing was created.
     duplicate: bool = False
-    #: Whether an earlier task of the conversation was unfinished at admission (None: unknown).
-    busy: bool | None = None
 
     @property
     def merged_into(self) -> UUID | None:

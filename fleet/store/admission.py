@@ -53,7 +53,7 @@ class AdmissionStore(StoreBase):
         }
         row = self.first(pg.ADMIT_FOLLOWUP, params)
         assert row is not None  # an INSERT … SELECT from an upsert always returns its row
-        return Admission(task=rows.task(row), busy=row["busy"])
+        return Admission(task=rows.task(row))
 
     def _admit(self, conn: Connection, sub: policy.Submission, now: datetime) -> Admission:
         if sub.idempotency_key is not None:

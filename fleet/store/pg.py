@@ -45,6 +45,12 @@ FROM (SELECT {_TASK_COLUMNS} FROM tasks
 #: unfinished task of its conversation, claimable, same fencing number, same submissions (a
 #: collect merge, the only thing that moves ``not_before``, raises them). No ``not_before``
 #: test here: with it, generic plans of this prepared statement scan the due-tasks index.
+#:
+#: Its commit is asynchronous (no WAL flush of its own): the settle's synchronous commit flushes
+#: the claim's WAL with its own, and a claim lost to a database crash before that is a run whose
+#: outcome its settle cannot write (the fence is back where it was): the task runs again, as
+#: after a worker crash. Admissions and settles, which hold what users gave and got, stay
+#: synchronous.
 CLAIM_AND_START = f"""
 WITH claimed AS (
   UPDATE tasks SET status = 'running', fence = fence + 1, attempts = attempts + 1,
@@ -62,7 +68,7 @@ WITH claimed AS (
   FROM claimed c
   RETURNING id
 )
-SELECT id FROM opened
+SELECT o.id FROM opened o, (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
 """
 
 #: Finish a fenced task and close its run, store its last steps and what was said, and read
@@ -124,8 +130,7 @@ LEFT JOIN LATERAL (
 """
 
 #: followup admission without an idempotency key: upsert the conversation (taking the next seq
-#: under its row lock) and insert the task; ``busy`` says whether an earlier task of the
-#: conversation is unfinished (if not, its wake-up needs no de-duplication).
+#: under its row lock) and insert the task.
 ADMIT_FOLLOWUP = f"""
 WITH conv AS (
   INSERT INTO conversations (id, deployment, scope, key, generation, last_seq, created_at,
@@ -142,9 +147,7 @@ SELECT %(task_id)s, conv.id, conv.last_seq, conv.generation, %(deployment)s, %(s
        %(key)s, 'queued', CAST(%(input)s AS jsonb), 1, %(input_bytes)s, %(now)s, NULL,
        CAST(%(labels)s AS jsonb), 0, %(max_attempts)s, 0, false, %(now)s
 FROM conv
-RETURNING {_TASK_COLUMNS},
-  EXISTS (SELECT 1 FROM tasks p WHERE p.conversation_id = tasks.conversation_id
-          AND p.seq < tasks.seq AND p.status IN {_in(UNFINISHED)}) AS busy
+RETURNING {_TASK_COLUMNS}
 """
 
 del ACTIVE
