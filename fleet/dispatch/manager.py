@@ -31,7 +31,7 @@ from fleet.domain.labels import merge_labels
 from fleet.domain.runs import Outcome, TraceRow
 from fleet.domain.values import CLAIMABLE, Admission, Task, TaskStatus
 from fleet.errors import InputError, LeaseLost, NotFound
-from fleet.store import CancelResult, Claim, Head, Prepared, Started, Store
+from fleet.store import CancelResult, Chain, Claim, Head, Prepared, Started, Store
 
 log = logging.getLogger(__name__)
 
@@ -144,10 +144,14 @@ class Dispatcher:
                     return ran  # the holder will see the knock when it releases
                 try:
                     with self.lease.kept_alive(handle):
-                        head = None
+                        head: Head | None = None
+                        nxt: Head | Started | None = None
                         while True:
-                            did, head = self._step(conversation_id, handle, head)
+                            did, nxt = self._step(conversation_id, handle, nxt, deadline)
                             ran += did
+                            if isinstance(nxt, Started):
+                                continue  # the settle claimed it (the drain could go on): run it
+                            head = nxt
                             if (
                                 not did
                                 or handle.lost.is_set()
@@ -180,30 +184,40 @@ class Dispatcher:
                 return ran
 
     def _step(
-        self, conversation_id: uuid.UUID, handle: LeaseHandle, preread: Head | None = None
-    ) -> tuple[bool, Head | None]:
-        """Claim and run the head task; returns whether a task ran and the head after it.
+        self,
+        conversation_id: uuid.UUID,
+        handle: LeaseHandle,
+        preread: Head | Started | None = None,
+        deadline: float | None = None,
+    ) -> tuple[bool, Head | Started | None]:
+        """Claim and run the head task; returns whether a task ran and what comes after it.
 
-        ``preread`` is the head the previous settle returned (with what its context is built
-        from, on PostgreSQL), so the claim needs no read of its own.
+        ``preread`` is what the previous settle returned: the next head with what its context is
+        built from (on PostgreSQL), so the claim needs no read of its own, or the next task
+        already claimed by that settle. Until ``deadline`` a settle may claim the next task.
         """
-        try:
-            result = self.store.start_next(
-                conversation_id,
-                self.worker,
-                self.clock(),
-                history_items=self._history_items,
-                prepare=self._prepare,
-                history_cap=self._history_cap,
-                preread=preread,
-            )
-        except LeaseLost as exc:
-            log.warning("abandoning a claim on conversation %s: %s", conversation_id, exc.message)
-            return True, None
+        if isinstance(preread, Started):
+            result: Started | Head | None = preread
+        else:
+            try:
+                result = self.store.start_next(
+                    conversation_id,
+                    self.worker,
+                    self.clock(),
+                    history_items=self._history_items,
+                    prepare=self._prepare,
+                    history_cap=self._history_cap,
+                    preread=preread,
+                )
+            except LeaseLost as exc:
+                log.warning(
+                    "abandoning a claim on conversation %s: %s", conversation_id, exc.message
+                )
+                return True, None
         if not isinstance(result, Started):
             return False, result
         try:
-            return True, self._run(result, handle)
+            return True, self._run(result, handle, deadline)
         except LeaseLost as exc:
             log.warning("abandoning task %s: %s", result.task.id, exc.message)
             return True, None
@@ -218,13 +232,15 @@ class Dispatcher:
         )
         return Prepared(context, self._model(agent).name)
 
-    def _run(self, started: Started, handle: LeaseHandle) -> Head | None:
+    def _run(
+        self, started: Started, handle: LeaseHandle, deadline: float | None = None
+    ) -> Head | Started | None:
         task, run_id, context = started.task, started.run_id, started.context
         metrics.started(task, self.clock())
         agent = self._agent(task.deployment)
         if agent is None:
             missing = f"deployment {task.deployment!r} is no longer configured"
-            return self._settle(task, run_id, Outcome(TaskStatus.FAILED, None, missing, {}))
+            return self._settle(started, Outcome(TaskStatus.FAILED, None, missing, {}))
         tools: dict[str, Tool] = {name: BUILTIN_TOOLS[name] for name in agent.tools}
         ctx = ToolContext(
             task_id=str(task.id),
@@ -256,14 +272,35 @@ class Dispatcher:
             )
         if handle.lost.is_set():
             raise LeaseLost(f"lease on conversation {task.conversation_id} was lost mid-run")
-        return self._settle(task, run_id, outcome)
+        return self._settle(started, outcome, handle, deadline)
 
-    def _settle(self, task: Task, run_id: uuid.UUID, outcome: Outcome) -> Head | None:
-        final, head = self.store.settle(
-            task, run_id, outcome, self.clock(), history_cap=self._history_cap
+    def _settle(
+        self,
+        started: Started,
+        outcome: Outcome,
+        handle: LeaseHandle | None = None,
+        deadline: float | None = None,
+    ) -> Head | Started | None:
+        chain = None
+        if (
+            handle is not None
+            and deadline is not None
+            and not handle.lost.is_set()
+            and time.monotonic() <= deadline
+            and not self.stopping.is_set()
+        ):
+            chain = Chain.of(started, self.worker, self._history_items, self._prepare)
+        final, nxt = self.store.settle(
+            started.task,
+            started.run_id,
+            outcome,
+            self.clock(),
+            history_cap=self._history_cap,
+            reserved=started.reserved,
+            chain=chain,
         )
-        metrics.finished(task, final, self.clock())
-        return head
+        metrics.finished(started.task, final, self.clock())
+        return nxt
 
     def _agent(self, deployment: str) -> AgentConfig | None:
         dep = self.config.deployments.get(deployment)

@@ -6,7 +6,8 @@ from fleet.domain.redaction import Redactor
 from fleet.domain.runs import Outcome, TraceRow
 from fleet.store import db
 from fleet.store.admission import AdmissionStore
-from fleet.store.leasing import Claim, Head, LeasingStore, Prepared, Started
+from fleet.store.claims import Chain, Claim, Head, Prepared, Started
+from fleet.store.leasing import LeasingStore
 from fleet.store.memory import Block, BlockVersion, MemoryStore, NoteValue
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
 
@@ -14,6 +15,7 @@ __all__ = [
     "Block",
     "BlockVersion",
     "CancelResult",
+    "Chain",
     "Claim",
     "Head",
     "NoteValue",

@@ -6,10 +6,8 @@ recovery) the number or the status has moved on and the write matches no row: ``
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -19,65 +17,20 @@ from fleet.domain.context import Record
 from fleet.domain.runs import Outcome, TraceRow
 from fleet.domain.values import ACTIVE, CLAIMABLE, Task, TaskStatus, render_parts
 from fleet.errors import LeaseLost
-from fleet.store import pg, rows
+from fleet.store import rows
 from fleet.store import schema as s
 from fleet.store import statements as q
-from fleet.store.base import StoreBase
+from fleet.store.claims import Chain, Claim, Head, Prepared, Started
+from fleet.store.hotpath import PgHotPath
 
 t = s.tasks
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """A task this worker now holds, with what its context is built from."""
-
-    task: Task
-    #: Newest-first history records (first attempt, or a retry whose first run never started).
-    history: tuple[Record, ...] = ()
-    #: More history exists beyond ``history`` (the item limit stopped the query).
-    more_history: bool = False
-    #: A retry reuses the frozen context of the task's earlier run.
-    frozen_context: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Prepared:
-    """What the caller decided for a claimed task: its frozen context and the model it uses."""
-
-    context: dict[str, Any]
-    model: str
-
-
-@dataclass(frozen=True, slots=True)
-class Started:
-    """A task this worker now runs (status ``running``) and the run opened for it."""
-
-    task: Task
-    run_id: uuid.UUID
-    context: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Head:
-    """A conversation's lowest unfinished task: what blocks it or what it waits for."""
-
-    task_id: uuid.UUID
-    status: TaskStatus
-    not_before: datetime
-    fence: int
-    #: PostgreSQL's settle reads the next head with its history: the next claim starts from it.
-    context_row: dict[str, Any] | None = None
-
-    @property
-    def claimable(self) -> bool:
-        return self.status in CLAIMABLE
 
 
 def _head(row: Any) -> Head | None:
     return None if row is None else Head(row.id, TaskStatus(row.status), row.not_before, row.fence)
 
 
-class LeasingStore(StoreBase):
+class LeasingStore(PgHotPath):
     def start_next(
         self,
         conversation_id: uuid.UUID,
@@ -119,74 +72,6 @@ class LeasingStore(StoreBase):
             run_id = uuid.uuid4()
             conn.execute(q.INSERT_RUN, self._run_row(task, run_id, prepared, now))
         return Started(task=task, run_id=run_id, context=prepared.context)
-
-    def _start_next_pg(
-        self,
-        conversation_id: uuid.UUID,
-        worker: str,
-        now: datetime,
-        *,
-        history_items: Callable[[str], int],
-        prepare: Callable[[Claim], Prepared],
-        history_cap: int,
-        preread: Head | None,
-    ) -> Started | Head | None:
-        """Read the head with its history, build the context, then claim and open in one write.
-
-        The write is conditioned on what was read (the task is still the lowest unfinished one,
-        claimable and due, with the same fencing number and the same submissions), so a cancel
-        or a collect merge in between makes it match nothing, and the head is read again.
-        """
-        row = preread.context_row if preread is not None else None
-        for _ in range(5):
-            if row is None:
-                row = self.first(
-                    pg.HEAD_WITH_CONTEXT,
-                    {"conv": conversation_id, "history": history_cap + 1},
-                )
-            if row is None:
-                return None
-            task = rows.task(row)  # also types a pre-read row's JSON values
-            head = Head(task.id, task.status, task.not_before, task.fence)
-            if not head.claimable or head.not_before > now:
-                return head
-            if row["frozen"] is not None:
-                claim = Claim(task=task, frozen_context=row["frozen"])
-            else:
-                limit = history_items(task.deployment)
-                found = row["history"] or []
-                claim = Claim(
-                    task=task,
-                    history=tuple(Record(i, role, content) for i, role, content in found[:limit]),
-                    more_history=len(found) > limit,
-                )
-            prepared = prepare(claim)
-            run_id = uuid.uuid4()
-            params = {
-                "conv": conversation_id,
-                "task": task.id,
-                "fence": task.fence,
-                "submissions": task.submissions,
-                "now": now,
-                "worker": worker,
-                "run": run_id,
-                "model": prepared.model,
-                # Built from stored messages and the stored input: redacted already.
-                "context": json.dumps(prepared.context),
-            }
-            row = None  # a failed claim reads the head again
-            if self.first(pg.CLAIM_AND_START, params) is not None:
-                running = task.model_copy(
-                    update={
-                        "status": TaskStatus.RUNNING,
-                        "fence": task.fence + 1,
-                        "attempts": task.attempts + 1,
-                        "leased_at": now,
-                        "started_at": task.started_at or now,
-                    }
-                )
-                return Started(task=running, run_id=run_id, context=prepared.context)
-        return self.head(conversation_id)
 
     @staticmethod
     def _run_row(
@@ -242,18 +127,32 @@ class LeasingStore(StoreBase):
         now: datetime,
         *,
         history_cap: int = 100,
-    ) -> tuple[TaskStatus, Head | None]:
+        reserved: tuple[int, int] | None = None,
+        chain: Chain | None = None,
+    ) -> tuple[TaskStatus, Head | Started | None]:
         """Close the run and finish the task in one fenced transaction.
 
         A cancel requested while the run worked wins over its outcome. A succeeded run appends the
         input and the reply to the conversation; a failed one appends the input only. Returns the
         final status and the conversation's next head (read before the lease is released).
+
+        ``reserved`` are the message ids the task's claim took (``Started.reserved``). With
+        ``chain``, PostgreSQL also claims the next task in the same statement when it can: then
+        the next is that task's ``Started`` instead of a head.
         """
         reply = None if outcome.reply is None else self.redactor.text(outcome.reply)
         error = self.redactor.text(outcome.error) if outcome.error else None
         if self.one_statement_path:
             return self._settle_pg(
-                task, run_id, outcome, reply=reply, error=error, now=now, history_cap=history_cap
+                task,
+                run_id,
+                outcome,
+                reply=reply,
+                error=error,
+                now=now,
+                history_cap=history_cap,
+                reserved=reserved,
+                chain=chain,
             )
         with self.tx() as conn:
             row = conn.execute(
@@ -303,81 +202,6 @@ class LeasingStore(StoreBase):
                 )
             nxt = _head(conn.execute(q.HEAD, {"b_conv": task.conversation_id}).first())
         return final, nxt
-
-    def _settle_pg(
-        self,
-        task: Task,
-        run_id: uuid.UUID,
-        outcome: Outcome,
-        *,
-        reply: str | None,
-        error: str | None,
-        now: datetime,
-        history_cap: int,
-    ) -> tuple[TaskStatus, Head | None]:
-        said: list[dict[str, Any]] = [
-            {
-                "role": "user",
-                "content": render_parts(task.input),
-                "delivery": "accepted",
-                "ord": 0,
-                "only_if": None,
-            }
-        ]
-        if reply is not None and outcome.status == TaskStatus.SUCCEEDED:
-            said.append(
-                {
-                    "role": "assistant",
-                    "content": reply,
-                    "delivery": "sent",
-                    "ord": 1,
-                    "only_if": TaskStatus.SUCCEEDED.value,
-                }
-            )
-        params = {
-            "task": task.id,
-            "fence": task.fence,
-            "run": run_id,
-            "status": outcome.status.value,
-            "error": error,
-            "result": None if reply is None else json.dumps({"reply": reply}),
-            "usage": json.dumps(outcome.usage),
-            "now": now,
-            "traces": json.dumps([self._trace_row(tr) for tr in outcome.traces], default=str),
-            "messages": json.dumps(said),
-            "history": history_cap + 1,
-        }
-        row = self.first(pg.SETTLE, params)
-        if row is None:
-            raise LeaseLost(f"task {task.id} was taken over; its outcome is discarded")
-        nxt: Head | None = None
-        if row["next_row"] is not None:
-            ahead = {
-                **row["next_row"],
-                "frozen": row["next_frozen"],
-                "history": row["next_history"],
-            }
-            nxt = Head(
-                uuid.UUID(ahead["id"]),
-                TaskStatus(ahead["status"]),
-                datetime.fromisoformat(ahead["not_before"]),
-                ahead["fence"],
-                context_row=ahead,
-            )
-        return TaskStatus(row["status"]), nxt
-
-    def _trace_row(self, tr: TraceRow) -> dict[str, Any]:
-        return {
-            "step": tr.step,
-            "kind": tr.kind,
-            "name": tr.name,
-            "input": self.redactor.json(tr.input),
-            "output": self.redactor.json(tr.output),
-            "error": self.redactor.text(tr.error) if tr.error else None,
-            "usage": tr.usage,
-            "started_at": tr.started_at.isoformat(),
-            "duration_ms": tr.duration_ms,
-        }
 
     def recover(
         self, task_id: uuid.UUID, fence: int, reason: str, now: datetime

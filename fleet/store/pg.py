@@ -41,6 +41,20 @@ FROM (SELECT {_TASK_COLUMNS} FROM tasks
       ORDER BY seq LIMIT 1) h
 """
 
+#: Ids for the two messages (user input, reply) the claimed run's settle will store: taken at
+#: the claim, so the worker knows them before it settles and can build the next task's history
+#: itself. Later claims in the conversation take larger ones, so id order stays seq order.
+_RESERVE = "nextval('messages_id_seq') AS m1, nextval('messages_id_seq') AS m2"
+
+#: The conversation's first unfinished task after ``seq``, as one JSON row.
+_AFTER = (
+    """(SELECT to_jsonb(a) FROM tasks a
+   WHERE a.conversation_id = {conv} AND a.seq > {seq} AND a.status IN """
+    + _in(UNFINISHED)
+    + """
+   ORDER BY a.seq LIMIT 1)"""
+)
+
 #: Claim the task read above and open its run, if it is still what was read: the lowest
 #: unfinished task of its conversation, claimable, same fencing number, same submissions (a
 #: collect merge, the only thing that moves ``not_before``, raises them). No ``not_before``
@@ -59,7 +73,7 @@ WITH claimed AS (
     AND status IN {_in(CLAIMABLE)}
     AND id = (SELECT id FROM tasks WHERE conversation_id = %(conv)s
               AND status IN {_in(UNFINISHED)} ORDER BY seq LIMIT 1)
-  RETURNING id, conversation_id, attempts, fence, labels
+  RETURNING id, conversation_id, seq, attempts, fence, labels
 ), opened AS (
   INSERT INTO runs (id, task_id, conversation_id, attempt, fence, status, model, context, usage,
                     labels, started_at)
@@ -68,14 +82,13 @@ WITH claimed AS (
   FROM claimed c
   RETURNING id
 )
-SELECT o.id FROM opened o, (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
+SELECT o.id, {_RESERVE}, {_AFTER.format(conv="c.conversation_id", seq="c.seq")} AS after_row
+FROM opened o, claimed c, (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
 """
 
-#: Finish a fenced task and close its run, store its last steps and what was said, and read
-#: the conversation's next head with what its context is built from (the exchange just stored
-#: included), all at once; the next claim then needs no read of its own. A cancel requested
-#: meanwhile wins.
-SETTLE = f"""
+#: Finish a fenced task and close its run, store its last steps and what was said (with the ids
+#: its claim reserved). A cancel requested meanwhile wins.
+_SETTLE_CTES = """
 WITH settled AS (
   UPDATE tasks SET
     status = CASE WHEN cancel_requested THEN 'cancelled' ELSE %(status)s END,
@@ -97,20 +110,25 @@ WITH settled AS (
     step int, kind text, name text, input jsonb, output jsonb, error text, usage jsonb,
     started_at timestamptz, duration_ms float8)
 ), said AS (
-  INSERT INTO messages (conversation_id, generation, task_id, run_id, role, content, delivery,
-                        created_at)
-  SELECT s.conversation_id, s.generation, s.id, %(run)s, m.role, m.content, m.delivery, %(now)s
+  INSERT INTO messages (id, conversation_id, generation, task_id, run_id, role, content,
+                        delivery, created_at)
+  SELECT coalesce(m.id, nextval('messages_id_seq')), s.conversation_id, s.generation, s.id,
+         %(run)s, m.role, m.content, m.delivery, %(now)s
   FROM settled s, jsonb_to_recordset(CAST(%(messages)s AS jsonb)) AS m(
-    role text, content text, delivery text, ord int, only_if text)
+    id bigint, role text, content text, delivery text, ord int, only_if text)
   WHERE s.status <> 'cancelled' AND (m.only_if IS NULL OR m.only_if = s.status)
   ORDER BY m.ord
   RETURNING id, role, content, generation
-)
-SELECT s.status, to_jsonb(n) AS next_row,
-  CASE WHEN n.id IS NOT NULL AND n.attempts > 0 THEN
+)"""
+
+#: The next head with what its context is built from (the exchange just stored included), so
+#: the next claim needs no read of its own; ``{skip}`` leaves the history out.
+_NEXT_HEAD = f"""
+  to_jsonb(n) AS next_row,
+  CASE WHEN n.id IS NOT NULL AND n.attempts > 0 AND NOT ({{skip}}) THEN
     (SELECT r.context FROM runs r WHERE r.task_id = n.id ORDER BY r.attempt DESC LIMIT 1)
   END AS next_frozen,
-  CASE WHEN n.id IS NOT NULL THEN (
+  CASE WHEN n.id IS NOT NULL AND NOT ({{skip}}) THEN (
     SELECT coalesce(json_agg(json_build_array(x.id, x.role, x.content) ORDER BY x.id DESC), '[]')
     FROM (
       SELECT d.id, d.role, d.content FROM said d WHERE d.generation = n.generation
@@ -128,6 +146,49 @@ LEFT JOIN LATERAL (
   ORDER BY t.seq LIMIT 1
 ) n ON true
 """
+
+#: Settle, then read the next head.
+SETTLE = _SETTLE_CTES + "\nSELECT s.status," + _NEXT_HEAD.format(skip="false")
+
+#: Settle, and claim the next task with the context the worker built for it from what it knew:
+#: its row as read at the previous claim, and the history that claim read plus the exchange
+#: this settle stores under the reserved ids. The claim holds only if all of that is still true:
+#: the task settled with the status the worker expected (a cancel that won means a different
+#: history), the next task has the fencing number and submissions read, is claimable, and no
+#: other unfinished task lies between the two (none lies below the settled one: its own claim
+#: found it the lowest unfinished, and tasks never become unfinished again). Else the next head
+#: is read as by ``SETTLE``. The claim's run and the row of the task after it come back, so a
+#: drain can go on chaining.
+SETTLE_AND_CLAIM = (
+    _SETTLE_CTES
+    + f""", chained AS (
+  UPDATE tasks SET status = 'running', fence = tasks.fence + 1, attempts = tasks.attempts + 1,
+         leased_at = %(now)s, started_at = coalesce(tasks.started_at, %(now)s),
+         worker = %(worker)s
+  FROM settled s
+  WHERE tasks.id = %(next_task)s AND tasks.conversation_id = s.conversation_id
+    AND tasks.generation = s.generation
+    AND s.status = %(status)s AND tasks.fence = %(next_fence)s
+    AND tasks.submissions = %(next_submissions)s AND tasks.status IN {_in(CLAIMABLE)}
+    AND NOT EXISTS (SELECT 1 FROM tasks p WHERE p.conversation_id = %(conv)s
+                    AND p.seq > %(seq)s AND p.seq < %(next_seq)s
+                    AND p.status IN {_in(UNFINISHED)})
+  RETURNING tasks.id, tasks.conversation_id, tasks.seq, tasks.attempts, tasks.fence,
+            tasks.labels
+), chained_run AS (
+  INSERT INTO runs (id, task_id, conversation_id, attempt, fence, status, model, context, usage,
+                    labels, started_at)
+  SELECT %(next_run)s, c.id, c.conversation_id, c.attempts, c.fence, 'running', %(model)s,
+         CAST(%(context)s AS jsonb), '{{}}'::jsonb, c.labels, %(now)s
+  FROM chained c
+  RETURNING id
+)
+SELECT s.status, (SELECT id FROM chained_run) AS chained_run, {_RESERVE},
+  CASE WHEN EXISTS (SELECT 1 FROM chained_run) THEN
+    {_AFTER.format(conv="s.conversation_id", seq="n.seq")}
+  END AS chained_after,"""
+    + _NEXT_HEAD.format(skip="EXISTS (SELECT 1 FROM chained_run)")
+)
 
 #: followup admission without an idempotency key: upsert the conversation (taking the next seq
 #: under its row lock) and insert the task.

@@ -63,6 +63,7 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 _ACTIVE = "status IN ('leased', 'running')"
 _CLAIMABLE = "status IN ('queued', 'interrupted')"
+_UNFINISHED = "status IN ('queued', 'interrupted', 'leased', 'running')"
 TASK_STATUSES = ("queued", "leased", "running", "interrupted", "succeeded", "failed", "cancelled")
 
 
@@ -117,6 +118,15 @@ class Task(Base):
             sqlite_where=text(_CLAIMABLE),
         ),
         Index("ix_tasks_listing", "deployment", "scope", "created_at"),
+        # A conversation's head (lowest unfinished seq) in one index probe, however many
+        # finished tasks the conversation has (a singleton's grow without end).
+        Index(
+            "ix_tasks_unfinished",
+            "conversation_id",
+            "seq",
+            postgresql_where=text(_UNFINISHED),
+            sqlite_where=text(_UNFINISHED),
+        ),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
