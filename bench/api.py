@@ -125,17 +125,21 @@ def load_wrk(url: str, clients: int, seconds: float, tmp: Path) -> dict[str, flo
 
 async def _load_httpx(url: str, clients: int, seconds: float) -> dict[str, float]:
     latencies: list[float] = []
-    failed = 0
+    failed = errors = 0
     deadline = time.perf_counter() + seconds
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     headers = {"Authorization": f"Bearer {KEY}"}
     async with httpx.AsyncClient(base_url=url, limits=limits, headers=headers, timeout=30) as http:
 
         async def client() -> None:
-            nonlocal failed
+            nonlocal failed, errors
             while time.perf_counter() < deadline:
                 started = time.perf_counter()
-                r = await http.post("/v1/tasks", json=BODY)
+                try:
+                    r = await http.post("/v1/tasks", json=BODY)
+                except httpx.TransportError:  # a dropped connection: counted, not fatal
+                    errors += 1
+                    continue
                 latencies.append((time.perf_counter() - started) * 1000)
                 failed += r.status_code >= 300
 
@@ -149,7 +153,7 @@ async def _load_httpx(url: str, clients: int, seconds: float) -> dict[str, float
         "p99": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
         "requests": len(ordered),
         "failed": failed,
-        "socket_errors": 0,
+        "socket_errors": errors,
     }
 
 
