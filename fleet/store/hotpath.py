@@ -166,7 +166,8 @@ class PgHotPath(StoreBase):
             "history": history_cap + 1,
         }
         follow = None
-        if chain is not None and reserved is not None:
+        if chain is not None and reserved is not None and outcome.status != TaskStatus.CANCELLED:
+            # (a cancelled run stores nothing: the history the chain assumes would be wrong)
             follow = self._follow(task, chain, said, now, history_cap)
         if follow is None:
             row = self.first(pg.SETTLE, params)

@@ -113,7 +113,8 @@ class LeasingStore(PgHotPath):
     ) -> bool:
         """Store finished steps at a step boundary; returns whether a cancel was requested."""
         with self.tx() as conn:
-            cancel = conn.execute(q.CHECKPOINT, {"b_task": task.id, "b_fence": task.fence}).scalar()
+            fenced = {"b_task": task.id, "b_fence": task.fence, "b_run": run_id}
+            cancel = conn.execute(q.CHECKPOINT, fenced).scalar()
             if cancel is None:
                 raise LeaseLost(f"task {task.id} was taken over (fence {task.fence} is stale)")
             self._insert_traces(conn, task, run_id, traces)
@@ -160,6 +161,7 @@ class LeasingStore(PgHotPath):
                 {
                     "b_task": task.id,
                     "b_fence": task.fence,
+                    "b_run": run_id,
                     "b_status": outcome.status.value,
                     "b_error": error,
                     "b_result": None if reply is None else {"reply": reply},

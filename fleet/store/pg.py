@@ -60,11 +60,13 @@ _AFTER = (
 #: collect merge, the only thing that moves ``not_before``, raises them). No ``not_before``
 #: test here: with it, generic plans of this prepared statement scan the due-tasks index.
 #:
-#: Its commit is asynchronous (no WAL flush of its own): the settle's synchronous commit flushes
-#: the claim's WAL with its own, and a claim lost to a database crash before that is a run whose
-#: outcome its settle cannot write (the fence is back where it was): the task runs again, as
-#: after a worker crash. Admissions and settles, which hold what users gave and got, stay
-#: synchronous.
+#: Its commit is asynchronous (no WAL flush of its own): the next synchronous commit (a
+#: checkpoint's or the settle's) flushes the claim's WAL with its own. A claim lost to a database
+#: crash before that leaves the task as it was, so a later claim may hand out the same fencing
+#: number again; that is why every fenced write also names its run, which the lost claim's
+#: worker has and nobody else does (its row was lost with the claim): that worker can no longer
+#: write, and the task runs again, as after a worker crash. Admissions and settles, which hold
+#: what users gave and got, stay synchronous.
 CLAIM_AND_START = f"""
 WITH claimed AS (
   UPDATE tasks SET status = 'running', fence = fence + 1, attempts = attempts + 1,
@@ -96,6 +98,8 @@ WITH settled AS (
     result = CASE WHEN cancel_requested THEN NULL ELSE CAST(%(result)s AS jsonb) END,
     finished_at = %(now)s, worker = NULL
   WHERE id = %(task)s AND fence = %(fence)s AND status = 'running'
+    AND EXISTS (SELECT 1 FROM runs r WHERE r.id = %(run)s AND r.task_id = tasks.id
+                AND r.status = 'running')
   RETURNING id, conversation_id, seq, status, generation, labels
 ), closed AS (
   UPDATE runs SET status = s.status, usage = CAST(%(usage)s AS jsonb), finished_at = %(now)s,
@@ -168,7 +172,7 @@ SETTLE_AND_CLAIM = (
   FROM settled s
   WHERE tasks.id = %(next_task)s AND tasks.conversation_id = s.conversation_id
     AND tasks.generation = s.generation
-    AND s.status = %(status)s AND tasks.fence = %(next_fence)s
+    AND s.status = %(status)s AND s.status <> 'cancelled' AND tasks.fence = %(next_fence)s
     AND tasks.submissions = %(next_submissions)s AND tasks.status IN {_in(CLAIMABLE)}
     AND NOT EXISTS (SELECT 1 FROM tasks p WHERE p.conversation_id = %(conv)s
                     AND p.seq > %(seq)s AND p.seq < %(next_seq)s

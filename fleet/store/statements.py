@@ -15,6 +15,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    exists,
     func,
     literal_column,
     null,
@@ -92,10 +93,17 @@ FROZEN = (
     .limit(1)
 )
 
+#: A write of a run: the task still has the claim's fencing number and that run is still open
+#: (the run id makes a fencing number handed out twice harmless: see ``pg.CLAIM_AND_START``).
 _FENCED = and_(
     t.c.id == bindparam("b_task"),
     t.c.fence == bindparam("b_fence"),
     t.c.status == TaskStatus.RUNNING.value,
+    exists().where(
+        r.c.id == bindparam("b_run"),
+        r.c.task_id == t.c.id,
+        r.c.status == TaskStatus.RUNNING.value,
+    ),
 )
 
 #: Step boundary: is the run still ours, and was a cancel requested?

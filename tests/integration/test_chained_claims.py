@@ -17,6 +17,7 @@ from fleet.store import Chain, Claim, Head, Prepared, Started, Store
 from tests.integration.test_store import T0, ok, sub
 
 LIMIT = 3  # history items per prompt: smaller than the history, so truncation is exercised
+CAP = 4  # history rows a claim reads (CAP + 1): smaller than the history too
 
 
 @pytest.fixture
@@ -72,7 +73,7 @@ def runs(store: Store, task_id: uuid.UUID) -> int:
 
 
 def first_claim(store: Store, conv: uuid.UUID, seen: Seen) -> Started:
-    result = store.start_next(conv, "w", T0, history_items=items, prepare=seen)
+    result = store.start_next(conv, "w", T0, history_items=items, prepare=seen, history_cap=CAP)
     assert isinstance(result, Started)
     return result
 
@@ -80,7 +81,13 @@ def first_claim(store: Store, conv: uuid.UUID, seen: Seen) -> Started:
 def settle(store: Store, started: Started, outcome: Outcome, seen: Seen) -> Head | Started | None:
     chain = Chain.of(started, "w", items, seen)  # None when nothing came after it at its claim
     _, nxt = store.settle(
-        started.task, started.run_id, outcome, T0, reserved=started.reserved, chain=chain
+        started.task,
+        started.run_id,
+        outcome,
+        T0,
+        reserved=started.reserved,
+        chain=chain,
+        history_cap=CAP,
     )
     return nxt
 
@@ -173,3 +180,20 @@ def test_a_next_task_cancelled_or_merged_meanwhile_is_not_claimed_as_it_was_read
         u1.conversation_id, "w", T0, history_items=items, prepare=seen, preread=nxt
     )
     assert isinstance(again, Started) and [p.text for p in again.task.input] == ["b", "c"]
+
+
+def test_a_run_ended_by_its_cancel_stores_nothing_and_claims_nothing(pg_store: Store) -> None:
+    t1 = pg_store.admit(sub("first"), T0).task
+    t2 = pg_store.admit(sub("second"), T0).task
+    seen = Seen()
+    started = first_claim(pg_store, t1.conversation_id, seen)
+    assert pg_store.cancel(t1.id, T0).effect == "requested"
+    # the runner saw the request at a step boundary and stopped
+    nxt = settle(pg_store, started, Outcome(TaskStatus.CANCELLED, None, "cancelled", {}), seen)
+    assert isinstance(nxt, Head) and nxt.task_id == t2.id
+    assert status(pg_store, t1.id)[0] == "cancelled" and stored(pg_store, t1.conversation_id) == ()
+    assert status(pg_store, t2.id) == ("queued", 0)
+    again = pg_store.start_next(
+        t1.conversation_id, "w", T0, history_items=items, prepare=seen, preread=nxt
+    )
+    assert isinstance(again, Started) and seen.claims[-1].history == ()

@@ -363,3 +363,30 @@ def test_the_next_claim_can_start_from_the_head_the_settle_returned(store: Store
         )
         is None
     )
+
+
+def test_a_fencing_number_handed_out_twice_still_fences_the_first_holder_out(
+    store: Store,
+) -> None:
+    """A claim lost in a database crash (its commit was asynchronous) leaves the task as it was,
+    so the next claim gets the same fencing number; the lost claim's run is gone with it."""
+    task = store.admit(sub("x"), T0).task
+    lost = start(store, task.conversation_id, T0)
+    assert lost is not None
+    with store.tx() as conn:  # what the crash leaves: no run, the task queued at fence 0
+        conn.execute(s.runs.delete().where(s.runs.c.id == lost.run_id))
+        conn.execute(
+            s.tasks.update()
+            .where(s.tasks.c.id == task.id)
+            .values(status="queued", fence=0, attempts=0, leased_at=None, started_at=None)
+        )
+    again = start(store, task.conversation_id, T0, worker="w2")
+    assert again is not None and again.task.fence == lost.task.fence
+    with pytest.raises(LeaseLost):
+        store.checkpoint(lost.task, lost.run_id, [], T0)
+    with pytest.raises(LeaseLost):
+        store.settle(lost.task, lost.run_id, ok("stale"), T0)
+    assert not store.checkpoint(again.task, again.run_id, [], T0)
+    final, _ = store.settle(again.task, again.run_id, ok("fresh"), T0)
+    assert final == TaskStatus.SUCCEEDED
+    assert store.get_task(task.id).result == {"reply": "fresh"}
