@@ -274,6 +274,21 @@ def test_cancel_and_failure_close_the_run_and_the_conversation_moves_on(
     assert done[2].reply == "echo: after [history: 1]"
 
 
+def test_a_run_stopped_by_its_cancel_leaves_no_trace_in_the_next_prompt(
+    rt: Runtime, fleet: Fleet
+) -> None:
+    # Short enough for the drain to go on to the next task in the same settle statement.
+    fleet.worker("a")
+    first = rt.dispatcher.submit("tooly", '/tool wait {"seconds": 1}', key="c").task
+    second = rt.dispatcher.submit("tooly", "second", key="c").task
+    wait_for(lambda: status(rt, first.id) == TaskStatus.RUNNING, 20, what="the first task to run")
+    assert rt.dispatcher.cancel(first.id).effect == "requested"
+    done = wait_for(lambda: all_done(rt, 2), 30, what="both tasks")
+    assert [t.status for t in done] == [TaskStatus.CANCELLED, TaskStatus.SUCCEEDED]
+    assert [t.id for t in done] == [first.id, second.id]
+    assert done[1].reply == "echo: second [history: 0]"
+
+
 def test_warm_shutdown_finishes_the_current_run(rt: Runtime, fleet: Fleet) -> None:
     a = fleet.worker("a")
     task = rt.dispatcher.submit("sleepy", "finish me", key="w").task
