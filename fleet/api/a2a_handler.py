@@ -290,29 +290,29 @@ class FleetRequestHandler(RequestHandler):
             size = params.page_size or LIST_PAGE
             if not 1 <= size <= LIST_MAX:
                 raise InputError(f"pageSize must be 1 to {LIST_MAX}, got {size}")
-            found = await run_in_threadpool(
-                self.rt.store.list_tasks,
-                TaskFilter(
-                    deployment=deployment,
-                    scope=keys.SINGLETON_SCOPE
-                    if self.rt.config.deployments[deployment].kind == "singleton"
-                    else caller.scope,
-                    conversation_key=params.context_id or None,
-                    limit=1000,
-                ),
-            )
-            tasks = list(reversed(found))  # newest first
+            wanted = None
             if params.status:
-                wanted = TaskState.Name(params.status).removeprefix("TASK_STATE_").lower()
-                tasks = [t for t in tasks if rules.state(t.status) == wanted]
+                name = TaskState.Name(params.status).removeprefix("TASK_STATE_").lower()
+                wanted = frozenset(st for st, a2a in rules.STATES.items() if a2a == name)
+            after = None
             if params.HasField("status_timestamp_after"):
                 after = params.status_timestamp_after.ToDatetime(tzinfo=UTC)
-                tasks = [
-                    t for t in tasks if (t.finished_at or t.started_at or t.created_at) > after
-                ]
+            flt = TaskFilter(
+                deployment=deployment,
+                scope=keys.SINGLETON_SCOPE
+                if self.rt.config.deployments[deployment].kind == "singleton"
+                else caller.scope,
+                conversation_key=params.context_id or None,
+                statuses=wanted,
+                changed_after=after,
+                limit=size,
+            )
+            found = await run_in_threadpool(self.rt.store.list_tasks, flt)
+            total = await run_in_threadpool(self.rt.store.count_tasks, flt)
+            tasks = list(reversed(found))  # newest first
             history = params.history_length if params.HasField("history_length") else None
-            page = [to_a2a(t, history_length=history) for t in tasks[:size]]
-            return ListTasksResponse(tasks=page, page_size=size, total_size=len(tasks))
+            page = [to_a2a(t, history_length=history) for t in tasks]
+            return ListTasksResponse(tasks=page, page_size=size, total_size=total)
 
     # -- not offered ------------------------------------------------------------------------
 

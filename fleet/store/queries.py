@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Select, func, select, update
 
 from fleet.domain.values import ACTIVE, CLAIMABLE, UNFINISHED, Message, Run, Task, TaskStatus
 from fleet.errors import NotFound
@@ -27,6 +27,10 @@ class TaskFilter:
     limit: int = 100
     #: Only these deployments (e.g. the ones an API caller may use); None means any.
     deployments: frozenset[str] | None = None
+    #: Only tasks in one of these statuses; None means any.
+    statuses: frozenset[TaskStatus] | None = None
+    #: Only tasks whose status last changed (finished, else started, else created) after this.
+    changed_after: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +64,21 @@ class QueryStore(StoreBase):
         return rows.task(row)
 
     def list_tasks(self, flt: TaskFilter) -> list[Task]:
-        query = select(*rows.TASK_COLUMNS)
+        """The newest ``flt.limit`` matching tasks, oldest first."""
+        query = self._filtered(select(*rows.TASK_COLUMNS), flt)
+        query = query.order_by(t.c.created_at.desc(), t.c.seq.desc()).limit(flt.limit)
+        with self.read() as conn:
+            found = conn.execute(query).all()
+        return [rows.task(r) for r in reversed(found)]
+
+    def count_tasks(self, flt: TaskFilter) -> int:
+        """How many tasks match (``flt.limit`` aside)."""
+        with self.read() as conn:
+            return int(conn.execute(self._filtered(select(func.count()), flt)).scalar_one())
+
+    @staticmethod
+    def _filtered(query: Select[Any], flt: TaskFilter) -> Select[Any]:
+        query = query.select_from(t)
         if flt.deployment is not None:
             query = query.where(t.c.deployment == flt.deployment)
         if flt.scope is not None:
@@ -71,10 +89,12 @@ class QueryStore(StoreBase):
             query = query.where(t.c.status == flt.status)
         if flt.deployments is not None:
             query = query.where(t.c.deployment.in_(sorted(flt.deployments)))
-        query = query.order_by(t.c.created_at.desc(), t.c.seq.desc()).limit(flt.limit)
-        with self.read() as conn:
-            found = conn.execute(query).all()
-        return [rows.task(r) for r in reversed(found)]
+        if flt.statuses is not None:
+            query = query.where(t.c.status.in_(sorted(flt.statuses)))
+        if flt.changed_after is not None:
+            changed = func.coalesce(t.c.finished_at, t.c.started_at, t.c.created_at)
+            query = query.where(changed > flt.changed_after)
+        return query
 
     def backlog(self) -> list[Backlog]:
         """Unfinished tasks per deployment and status, with the earliest ``not_before`` of each."""

@@ -144,6 +144,15 @@ def test_cancel_and_list(base: str, store: Store) -> None:
 
             listed = await alice.client.list_tasks(ListTasksRequest(context_id=running.context_id))
             assert [t.id for t in listed.tasks] == [queued.id, running.id]  # newest first
+            # filtered and counted in the store: a page of one, the total beside it
+            page = await alice.client.list_tasks(
+                ListTasksRequest(status=TaskState.TASK_STATE_CANCELED, page_size=1)
+            )
+            assert [t.id for t in page.tasks] == [queued.id] and page.total_size == 2
+            done = await alice.client.list_tasks(
+                ListTasksRequest(status=TaskState.TASK_STATE_COMPLETED)
+            )
+            assert not done.tasks and done.total_size == 0
 
         async with A2A(base, "sleepy", key=BOB, version="1.0") as bob:
             assert not (await bob.client.list_tasks(ListTasksRequest())).tasks

@@ -390,3 +390,16 @@ def test_a_fencing_number_handed_out_twice_still_fences_the_first_holder_out(
     final, _ = store.settle(again.task, again.run_id, ok("fresh"), T0)
     assert final == TaskStatus.SUCCEEDED
     assert store.get_task(task.id).result == {"reply": "fresh"}
+
+
+def test_task_listing_filters_and_counts_in_the_store(store: Store) -> None:
+    at = [T0 + timedelta(seconds=i) for i in range(5)]
+    tasks = [store.admit(sub(f"m{i}", key=f"k{i}"), at[i]).task for i in range(5)]
+    store.cancel(tasks[0].id, T0 + timedelta(minutes=1))  # the oldest, changed last
+    store.cancel(tasks[3].id, T0 + timedelta(seconds=3))
+    cancelled = TaskFilter(statuses=frozenset({TaskStatus.CANCELLED}), limit=1)
+    assert [t.id for t in store.list_tasks(cancelled)] == [tasks[3].id]  # newest first
+    assert store.count_tasks(cancelled) == 2
+    late = TaskFilter(changed_after=T0 + timedelta(seconds=30))
+    assert [t.id for t in store.list_tasks(late)] == [tasks[0].id]
+    assert store.count_tasks(TaskFilter(statuses=frozenset({TaskStatus.QUEUED}))) == 3
