@@ -228,9 +228,14 @@ class FleetRequestHandler(RequestHandler):
         with a2a_errors():
             caller, deployment = _who(context)
             msg = params.message
-            request_meta = MessageToDict(params.metadata) if params.HasField("metadata") else None
-            message_meta = MessageToDict(msg.metadata) if msg.HasField("metadata") else None
-            parts = rules.input_parts(MessageToDict(msg).get("parts", []))
+            try:
+                request_meta = (
+                    MessageToDict(params.metadata) if params.HasField("metadata") else None
+                )
+                message_meta = MessageToDict(msg.metadata) if msg.HasField("metadata") else None
+                parts = rules.input_parts(MessageToDict(msg).get("parts", []))
+            except ValueError as exc:  # NaN or Infinity somewhere: JSON cannot carry them
+                raise InputError(f"the message cannot be read as JSON: {exc}") from None
             labels = rules.labels(request_meta, message_meta)
             wait = rules.wait_seconds(
                 params.configuration.return_immediately, request_meta, message_meta
@@ -292,17 +297,26 @@ class FleetRequestHandler(RequestHandler):
                 raise InputError(f"pageSize must be 1 to {LIST_MAX}, got {size}")
             wanted = None
             if params.status:
+                if params.status not in TaskState.values():
+                    raise InputError(
+                        f"status {params.status} is not a task state; use one of "
+                        + ", ".join(TaskState.keys()[1:])
+                    )
                 name = TaskState.Name(params.status).removeprefix("TASK_STATE_").lower()
                 wanted = frozenset(st for st, a2a in rules.STATES.items() if a2a == name)
             after = None
             if params.HasField("status_timestamp_after"):
                 after = params.status_timestamp_after.ToDatetime(tzinfo=UTC)
+            kind = self.rt.config.deployments[deployment].kind
+            scope = keys.SINGLETON_SCOPE if kind == "singleton" else caller.scope
+            key = None
+            if params.context_id:  # checked and unscoped as a SendMessage contextId is
+                ref = keys.resolve(kind, caller.scope, params.context_id)
+                scope, key = ref.scope, ref.key
             flt = TaskFilter(
                 deployment=deployment,
-                scope=keys.SINGLETON_SCOPE
-                if self.rt.config.deployments[deployment].kind == "singleton"
-                else caller.scope,
-                conversation_key=params.context_id or None,
+                scope=scope,
+                conversation_key=key,
                 statuses=wanted,
                 changed_after=after,
                 limit=size,

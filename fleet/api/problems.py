@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -18,6 +19,16 @@ log = logging.getLogger(__name__)
 PROBLEM = "application/problem+json"
 #: Seconds a client should wait before retrying after a 503.
 RETRY_AFTER_S = 5
+
+
+class ProblemResponse(JSONResponse):
+    """A problem body as ASCII JSON: what it quotes back (a field name, a key) may hold text
+    that UTF-8 cannot encode, such as a lone surrogate escaped in the request."""
+
+    media_type = PROBLEM
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False).encode("ascii")
 
 
 def problem(
@@ -38,7 +49,7 @@ def problem(
     if field is not None:
         body["invalidParams"] = [{"name": field, "reason": detail}]
     body.update(extra)
-    return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
+    return ProblemResponse(body, status_code=status, headers=headers)
 
 
 def _field(loc: tuple[Any, ...]) -> str:

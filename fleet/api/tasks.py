@@ -72,12 +72,17 @@ def _visible(rt: Runtime, caller: Caller, task_id: uuid.UUID) -> Task:
 
 
 def _deployment(rt: Runtime, caller: Caller, name: str) -> str:
-    """A deployment the caller may use (403) and that exists (422, naming the known ones)."""
+    """A deployment the caller may use (403) and that exists (422, naming the caller's ones).
+
+    The message names no server path and no deployment the caller may not use.
+    """
     caller.check_deployment(name)
-    try:
-        return rt.config.deployment(name).name
-    except NotFound as exc:
-        raise InputError(exc.message, field="deployment") from None
+    if name not in rt.config.deployments:
+        yours = ", ".join(d for d in sorted(rt.config.deployments) if _may_use(caller, d))
+        raise InputError(
+            f"no deployment named {name!r}; yours: {yours or 'none'}", field="deployment"
+        )
+    return name
 
 
 @router.post(

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 from uuid import UUID
 
+from fleet.constants import MAX_LABELS
 from fleet.domain.values import TaskStatus
 from fleet.errors import Conflict
 
@@ -28,6 +29,7 @@ class NewestTask:
     id: UUID
     status: TaskStatus
     input_bytes: int
+    label_keys: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +53,14 @@ def decide(
     input_bytes: int,
     max_input_bytes: int,
     now: datetime,
+    *,
+    label_keys: frozenset[str] = frozenset(),
 ) -> Create | Merge:
     """followup always queues; collect merges into the newest task while it is still ``queued``.
 
     collect debounces the first task of a burst too, so the burst's later messages find it still
-    queued. A merge that would make the input larger than ``max_input_bytes`` starts a new task.
+    queued. A merge that would make the input larger than ``max_input_bytes``, or give the task
+    more than ``MAX_LABELS`` labels (``label_keys`` are the submission's), starts a new task.
     """
     if policy.mode == "followup":
         return Create(not_before=now)
@@ -64,6 +69,7 @@ def decide(
         newest is not None
         and newest.status == TaskStatus.QUEUED
         and newest.input_bytes + input_bytes <= max_input_bytes
+        and len(newest.label_keys | label_keys) <= MAX_LABELS
     ):
         return Merge(task_id=newest.id, not_before=not_before)
     return Create(not_before=not_before)
@@ -72,8 +78,10 @@ def decide(
 def check_duplicate(original_deployment: str, deployment: str, key: str) -> None:
     """A repeated idempotency key must name the same deployment as the original submission."""
     if original_deployment != deployment:
+        # Not naming the other deployment: the key's scope may be shared by callers that
+        # cannot use it.
         raise Conflict(
-            f"idempotency key {key!r} was already used for deployment {original_deployment!r}; "
+            f"idempotency key {key!r} was already used for a submission to another deployment; "
             f"use a new key for {deployment!r}",
             field="idempotencyKey",
         )

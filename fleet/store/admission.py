@@ -84,11 +84,23 @@ class AdmissionStore(StoreBase):
         if not followup:
             newest = conn.execute(q.NEWEST, {"b_conv": conv_id}).first()
             head = (
-                policy.NewestTask(newest.id, TaskStatus(newest.status), newest.input_bytes)
+                policy.NewestTask(
+                    newest.id,
+                    TaskStatus(newest.status),
+                    newest.input_bytes,
+                    frozenset(newest.labels or {}),
+                )
                 if newest is not None
                 else None
             )
-            decision = policy.decide(sub.policy, head, sub.input_bytes, sub.max_input_bytes, now)
+            decision = policy.decide(
+                sub.policy,
+                head,
+                sub.input_bytes,
+                sub.max_input_bytes,
+                now,
+                label_keys=frozenset(sub.labels),
+            )
             not_before = decision.not_before
             if isinstance(decision, policy.Merge) and newest is not None:
                 row = conn.execute(
@@ -98,7 +110,7 @@ class AdmissionStore(StoreBase):
                         "b_input": [*newest.input, *parts],
                         "b_bytes": sub.input_bytes,
                         "b_not_before": decision.not_before,
-                        "b_labels": {**(newest.labels or {}), **sub.labels},
+                        "b_labels": self.redactor.json({**(newest.labels or {}), **sub.labels}),
                     },
                 ).first()
                 merged = row is not None

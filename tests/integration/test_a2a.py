@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -179,7 +180,10 @@ def test_http_level_refusals_and_json_rpc_errors(base: str) -> None:
     assert httpx.get(f"{base}/a2a/nope/.well-known/agent-card.json").status_code == 404
 
     def rpc(body: object, **headers: str) -> dict[str, object]:
-        r = httpx.post(url, json=body, headers={**auth, **headers})
+        # json.dumps, not httpx's encoder: it writes Infinity, which some clients send
+        content = json.dumps(body)
+        kind = {"Content-Type": "application/json"}
+        r = httpx.post(url, content=content, headers={**auth, **kind, **headers})
         assert r.status_code == 200, r.text
         out: dict[str, object] = r.json()
         return out
@@ -204,6 +208,23 @@ def test_http_level_refusals_and_json_rpc_errors(base: str) -> None:
     labels = {**send, "params": {**send["params"], "metadata": {"fleet.labels": {"k": 1}}}}  # type: ignore[dict-item]
     err = rpc(labels)["error"]
     assert "must be strings" in err["message"], err  # type: ignore[index]
+    # JSON that Python reads but protobuf cannot carry: invalid params, not an internal error
+    endless = {**send, "params": {**send["params"], "metadata": {"fleet.wait": float("inf")}}}  # type: ignore[dict-item]
+    err = rpc(endless)["error"]
+    assert err["code"] == -32602, err  # type: ignore[index]
+    v1 = {"A2A-Version": "1.0"}
+    for params, says in (
+        ({"status": 99}, "not a task state"),
+        ({"contextId": "a\u0000b"}, "control characters"),
+        ({"contextId": "a2a:bob:x"}, "belongs to scope"),
+    ):
+        err = rpc({"jsonrpc": "2.0", "id": 9, "method": "ListTasks", "params": params}, **v1)
+        assert err["error"]["code"] == -32602 and says in err["error"]["message"], err  # type: ignore[index]
+    mine = rpc(
+        {"jsonrpc": "2.0", "id": 10, "method": "ListTasks", "params": {"contextId": "a2a:alice:x"}},
+        **v1,
+    )
+    assert "error" not in mine, mine  # a contextId with the caller's own scope is fine
 
 
 def test_agent_card_describes_both_versions(base: str) -> None:

@@ -206,6 +206,10 @@ def test_bad_input_is_a_422_problem_naming_the_field(api: Api) -> None:
     assert body["invalidParams"][0]["name"].startswith("labels")
     r = api.http.get("/v1/tasks/not-a-task")
     assert assert_problem(r, 422)["invalidParams"][0]["name"] == "id"
+    # a key JSON escapes as a lone surrogate (no UTF-8 form) is quoted back, not a 500
+    raw = b'{"deployment": "chat", "input": "ok", "labels": {"\\ud800": "v"}}'
+    r = api.http.post("/v1/tasks", content=raw, headers={"Content-Type": "application/json"})
+    assert assert_problem(r, 422)["invalidParams"][0]["name"] == "labels.\ud800"
 
 
 # -- the CLI through the server -----------------------------------------------------------------

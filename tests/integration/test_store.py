@@ -103,7 +103,7 @@ def test_idempotency_returns_the_original_and_creates_nothing(store: Store) -> N
 
 def test_idempotency_key_reused_for_another_deployment_conflicts(store: Store) -> None:
     store.admit(sub(idem="req-1"), T0)
-    with pytest.raises(Conflict, match="already used for deployment 'chat'"):
+    with pytest.raises(Conflict, match="already used for a submission to another deployment"):
         store.admit(sub(idem="req-1", deployment="other"), T0)
 
 
@@ -403,3 +403,23 @@ def test_task_listing_filters_and_counts_in_the_store(store: Store) -> None:
     late = TaskFilter(changed_after=T0 + timedelta(seconds=30))
     assert [t.id for t in store.list_tasks(late)] == [tasks[0].id]
     assert store.count_tasks(TaskFilter(statuses=frozenset({TaskStatus.QUEUED}))) == 3
+
+
+def test_a_collect_merge_redacts_and_bounds_the_labels_it_adds(store: Store) -> None:
+    secret = "sk-test-secret-value-1234567890"  # the store fixture's redactor knows it
+
+    def labelled(text_: str, labels: dict[str, str]) -> Submission:
+        base = sub(text_, key="lab", mode="collect")
+        return Submission(
+            **{**{f: getattr(base, f) for f in base.__dataclass_fields__}, "labels": labels}
+        )
+
+    first = store.admit(labelled("a", {"a": "1"}), T0)
+    merged = store.admit(labelled("b", {"token": secret}), T0)
+    assert merged.merged and merged.task.id == first.task.id
+    assert secret not in str(store.get_task(first.task.id).labels)
+    # 31 more keys would make 33 labels: a new task takes them instead
+    many = {f"k{i}": "v" for i in range(31)}
+    apart = store.admit(labelled("c", many), T0)
+    assert not apart.merged and apart.task.id != first.task.id
+    assert len(store.get_task(first.task.id).labels) == 2
