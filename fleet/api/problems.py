@@ -89,6 +89,8 @@ def install(app: FastAPI) -> None:
             exc.status_code,
             str(exc.detail),
             str(exc.detail),
+            # FastAPI's 400s are bodies it could not parse (bad encoding, too deep, …)
+            field="body" if exc.status_code == 400 else None,
             headers=dict(exc.headers) if exc.headers else None,
         )
 

@@ -219,6 +219,7 @@ def list_conversation_messages(
         str,
         Path(
             alias="conversationKey",
+            min_length=1,
             description="The conversation key (bare or scoped, e.g. `api:ticket-4711`).",
         ),
     ],

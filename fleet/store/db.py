@@ -52,6 +52,8 @@ def create(url: str, *, readonly: bool = False, pool_size: int = 5) -> Engine:
         max_overflow=pool_size,
         pool_pre_ping=False,
         pool_recycle=1800,
+        # Errors are logged; what a statement was given (keys, inputs) stays out of the log.
+        hide_parameters=True,
         connect_args=connect_args,
     )
 
@@ -75,7 +77,9 @@ def _sqlite(url: URL, *, readonly: bool) -> Engine:
             url = url.set(database=f"file:{Path(path).resolve()}?mode=ro", query={"uri": "true"})
         else:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+    engine = create_engine(
+        url, hide_parameters=True, connect_args={"timeout": 30, "check_same_thread": False}
+    )
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:

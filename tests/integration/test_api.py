@@ -210,6 +210,14 @@ def test_bad_input_is_a_422_problem_naming_the_field(api: Api) -> None:
     raw = b'{"deployment": "chat", "input": "ok", "labels": {"\\ud800": "v"}}'
     r = api.http.post("/v1/tasks", content=raw, headers={"Content-Type": "application/json"})
     assert assert_problem(r, 422)["invalidParams"][0]["name"] == "labels.\ud800"
+    # an empty conversation key is refused, not taken for a new conversation's
+    r = api.http.get("/v1/conversations//messages", params={"deployment": "chat"})
+    assert r.status_code in (404, 422) and "api:" not in r.text, r.text
+    # a body that is not UTF-8 is a 400 naming the body
+    r = api.http.post(
+        "/v1/tasks", content=b'{"input": "\xff"}', headers={"Content-Type": "application/json"}
+    )
+    assert assert_problem(r, 400)["invalidParams"][0]["name"] == "body"
 
 
 # -- the CLI through the server -----------------------------------------------------------------
