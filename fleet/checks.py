@@ -27,6 +27,10 @@ def run_checks() -> list[CheckResult]:
     results.append(CheckResult("settings", "ok", f"mode: {mode}"))
     try:
         config = load_config(settings.config_dir)
+        if config.callers:  # the keys as `fleet serve` will read them (set, and one per caller)
+            from fleet.api.auth import KeyRing
+
+            KeyRing.from_config(config)
         results.append(
             CheckResult(
                 "config",
@@ -62,8 +66,8 @@ def _database(settings: object) -> CheckResult:
     try:
         shown = db.normalize_url(url).render_as_string(hide_password=True)
         path = db.sqlite_path(url)
-    except FleetError as exc:
-        return CheckResult("database", "fail", exc.message)
+    except FleetError as exc:  # a malformed FLEET_DATABASE_URL: a settings error
+        return CheckResult("settings", "fail", exc.message)
     if path is not None and not path.exists():
         return CheckResult(
             "database",
@@ -99,13 +103,15 @@ def _database(settings: object) -> CheckResult:
 
 def _redis(settings: object) -> CheckResult:
     from fleet.config import Settings
+    from fleet.domain.redaction import url_without_password
     from fleet.runtime import redis_client
 
     assert isinstance(settings, Settings)
+    shown = url_without_password(settings.redis_url or "")
     try:
         client = redis_client(settings)
         client.ping()
         client.close()
     except Exception as exc:
-        return CheckResult("redis", "fail", f"{settings.redis_url}: unreachable: {exc}")
-    return CheckResult("redis", "ok", f"{settings.redis_url}: reachable")
+        return CheckResult("redis", "fail", f"{shown}: unreachable: {exc}")
+    return CheckResult("redis", "ok", f"{shown}: reachable")

@@ -253,7 +253,8 @@ def check(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
             out.print(f"{mark}  {r.name}: {r.detail}", markup=False)
     failed = [r for r in results if r.state == "fail"]
     if failed:
-        raise typer.Exit(EXIT_BAD_INPUT if failed[0].name == "config" else EXIT_FAILED)
+        bad_input = failed[0].name in ("settings", "config")
+        raise typer.Exit(EXIT_BAD_INPUT if bad_input else EXIT_FAILED)
 
 
 @app.command()
@@ -311,9 +312,14 @@ def serve(
         from fleet.dispatch import worker_metrics
 
         worker_metrics.prepare_multiprocess()
+    from fleet.api.auth import KeyRing
     from fleet.runtime import build
 
-    build().close()  # fail fast on bad config or an unmigrated database
+    rt = build()  # fail fast on bad config, caller keys or an unmigrated database
+    try:
+        KeyRing.from_config(rt.config)
+    finally:
+        rt.close()
     uvicorn.run(
         "fleet.api.app:create_app",
         factory=True,
@@ -346,9 +352,14 @@ def _celery_argv(argv: list[str]) -> None:
     settings = load_settings()
     if settings.embedded:
         fail("this command needs FLEET_REDIS_URL (embedded mode runs tasks inside `fleet run`)")
+    from fleet.api.auth import KeyRing
     from fleet.runtime import build
 
-    build().close()  # fail fast on bad config or an unmigrated database
+    rt = build()  # fail fast on bad config, caller keys or an unmigrated database
+    try:
+        KeyRing.from_config(rt.config)
+    finally:
+        rt.close()
     from fleet.dispatch.celery_app import app as celery_app
 
     celery_app.start(argv)

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fleet.domain.blocks import Edit
-from fleet.errors import NotFound
+from fleet.errors import InputError, NotFound
 from fleet.store import Store
 
 memory_app = typer.Typer(help="Manage memory blocks (durable named text).", no_args_is_help=True)
@@ -39,7 +39,13 @@ def set_block(
     as_json: AsJson = False,
 ) -> None:
     """Replace a block's value with stdin (creating it); bumps its version."""
-    value = sys.stdin.read()
+    try:
+        value = sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"stdin is not UTF-8 text (byte {exc.start}); give the block's value as UTF-8",
+            field="stdin",
+        ) from None
     store = _store()
     try:
         found = store.edit_block(

@@ -99,6 +99,8 @@ class LocalTasks:
         from fleet.store import TaskFilter
         from fleet.views import task_json
 
+        if deployment is not None:
+            self.rt.config.deployment(deployment)  # an unknown one is refused, as by the server
         scope, key = split_scoped(conversation) if conversation is not None else (None, None)
         found = self.rt.store.list_tasks(
             TaskFilter(

@@ -14,8 +14,9 @@ from urllib.parse import quote
 
 import httpx
 
+from fleet.domain.redaction import url_without_password
 from fleet.domain.values import TaskStatus
-from fleet.errors import FleetError, Unavailable
+from fleet.errors import FleetError, InputError, Unavailable
 
 #: Longest long-poll one GetTask call asks for (the server caps ``wait`` at 60 s).
 MAX_WAIT_S = 60.0
@@ -58,6 +59,18 @@ class FleetClient:
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url = base_url.rstrip("/")
+        #: The URL as messages show it (a password in it masked).
+        self.shown_url = url_without_password(self.base_url)
+        try:
+            parsed = httpx.URL(self.base_url)
+        except httpx.InvalidURL:
+            parsed = None
+        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+            raise InputError(
+                f"server URL {self.shown_url!r} is not an http(s) URL; "
+                "use e.g. --server http://127.0.0.1:8080",
+                field="server",
+            )
         self._http = httpx.Client(
             base_url=self.base_url, headers=headers, timeout=TIMEOUT_S, transport=transport
         )
@@ -81,7 +94,8 @@ class FleetClient:
             response = self._http.request(method, path, timeout=timeout, **kw)
         except httpx.HTTPError as exc:
             why = str(exc) or type(exc).__name__
-            raise Unavailable(f"cannot reach {self.base_url}: {why}") from None
+            why = why.replace(self.base_url, self.shown_url)
+            raise Unavailable(f"cannot reach {self.shown_url}: {why}") from None
         if response.status_code >= 500:
             raise Unavailable(_problem(response)[0])
         if response.status_code >= 400:
@@ -90,7 +104,7 @@ class FleetClient:
         try:
             return response.json()
         except ValueError:
-            raise Unavailable(f"{self.base_url}{path} did not answer with JSON") from None
+            raise Unavailable(f"{self.shown_url}{path} did not answer with JSON") from None
 
     def submit(
         self,

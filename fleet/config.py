@@ -18,6 +18,8 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    StrictBool,
+    StrictInt,
     ValidationError,
     field_validator,
     model_validator,
@@ -32,6 +34,10 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 
+#: Longest duration any setting takes (a bigger one overflows timers, and is surely a typo).
+MAX_DURATION_S = 30 * 24 * 3600.0
+
+
 def parse_duration(value: Any) -> float:
     """Seconds from ``2s``, ``500ms``, ``1.5m``, ``1h`` or a bare number of seconds."""
     if isinstance(value, bool):
@@ -44,6 +50,8 @@ def parse_duration(value: Any) -> float:
         raise ValueError(f"expected a duration like '2s' or '500ms', got {value!r}")
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"a duration must be a finite, non-negative time, got {value!r}")
+    if seconds > MAX_DURATION_S:
+        raise ValueError(f"a duration must be at most 30 days, got {value!r}")
     return seconds
 
 
@@ -125,13 +133,19 @@ def load_settings(**overrides: Any) -> Settings:
 def _reason(err: Any) -> str:
     msg = str(err["msg"])
     msg = msg.removeprefix("Value error, ")
-    if "input" in err and err.get("type") not in ("missing",):
-        return f"{msg} (got {err['input']!r})"
+    # An unknown key's value is not shown: it may be a secret put in the wrong place.
+    if "input" in err and err.get("type") not in ("missing", "extra_forbidden"):
+        shown = repr(err["input"])
+        if shown not in msg:
+            return f"{msg} (got {shown})"
     return msg
 
 
 # --------------------------------------------------------------------------------------------
 # config/ files
+
+
+_TYPE_TAG = re.compile(r"(int|float|str|bool|list|tuple|dict)(\[.*\])?|[a-z-]+\[.*\]")
 
 
 class _Strict(BaseModel):
@@ -145,11 +159,11 @@ class ModelConfig(_Strict):
     #: Provider's model name (``gpt-4o-mini``); ignored by echo.
     name: str | None = None
     #: echo only: simulated latency in ms, fixed (``20``) or a random range (``[0, 50]``).
-    delay_ms: int | tuple[int, int] = 0
+    delay_ms: StrictInt | tuple[StrictInt, StrictInt] = 0
     #: openai only: overrides ``FLEET_OPENAI_BASE_URL``.
     base_url: str | None = None
     timeout: Duration = 60.0
-    max_retries: int = Field(default=3, ge=0, le=10)
+    max_retries: StrictInt = Field(default=3, ge=0, le=10)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
 
     @field_validator("delay_ms")
@@ -177,8 +191,8 @@ def _limit(name: str) -> Any:
 class HistoryConfig(_Strict):
     """How much of a conversation's past a run's context may hold."""
 
-    max_items: int = _limit("max_history_items")
-    max_bytes: int = _limit("max_history_bytes")
+    max_items: StrictInt = _limit("max_history_items")
+    max_bytes: StrictInt = _limit("max_history_bytes")
 
 
 class AgentConfig(_Strict):
@@ -188,8 +202,8 @@ class AgentConfig(_Strict):
     instructions: str = ""
     model: ModelConfig = ModelConfig()
     tools: tuple[str, ...] = ()
-    max_steps: int = _limit("max_steps")
-    max_input_bytes: int = _limit("max_input_bytes")
+    max_steps: StrictInt = _limit("max_steps")
+    max_input_bytes: StrictInt = _limit("max_input_bytes")
     history: HistoryConfig = HistoryConfig()
 
     @field_validator("model", mode="before")
@@ -240,7 +254,7 @@ class DeploymentConfig(_Strict):
     kind: Literal["pool", "task", "singleton"] = "pool"
     conversations: ConversationsConfig = ConversationsConfig()
     #: Overrides ``FLEET_MAX_ATTEMPTS`` for this deployment's tasks.
-    max_attempts: int | None = Field(default=None, ge=1, le=100)
+    max_attempts: StrictInt | None = Field(default=None, ge=1, le=100)
     #: Labels copied onto every task of this deployment.
     labels: dict[str, str] = Field(default_factory=dict)
 
@@ -351,7 +365,7 @@ class TriggerConfig(_Strict):
     signature: SignatureConfig | None = None
     #: Without a signature or webhook callers, accept anyone's deliveries (else only when the
     #: server has no callers configured at all).
-    public: bool = False
+    public: StrictBool = False
 
     @field_validator("input")
     @classmethod
@@ -401,6 +415,8 @@ def _load_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), "(syntax)", f"not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(str(path), "(file)", "is not UTF-8 text; save it as UTF-8") from None
     except OSError as exc:
         raise ConfigError(str(path), "(file)", f"cannot be read: {exc.strerror}") from None
 
@@ -412,7 +428,9 @@ def _validate(model: type[_Strict], path: Path, data: dict[str, Any]) -> Any:
         return model.model_validate({**data, "name": path.stem})
     except ValidationError as exc:
         err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        # (a union's member, such as ``int``, is not a key: leave it out of the path)
+        key = ".".join(str(p) for p in err["loc"] if not _TYPE_TAG.fullmatch(str(p)))
+        key = key or "(top level)"
         raise ConfigError(str(path), key, _reason(err)) from None
 
 

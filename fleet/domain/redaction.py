@@ -256,3 +256,11 @@ class Redactor:
 
 #: The redactor for code that knows no deployment secrets (patterns only).
 DEFAULT = Redactor(())
+
+
+_URL_PASSWORD = re.compile(r"(?P<pre>://[^/@:\s]*):[^/@\s]*@")
+
+
+def url_without_password(url: str) -> str:
+    """``scheme://user:password@host…`` with the password masked, for messages and logs."""
+    return _URL_PASSWORD.sub(lambda m: f"{m.group('pre')}:{REDACTED}@", url)

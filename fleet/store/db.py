@@ -13,6 +13,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 
+from fleet.domain.redaction import url_without_password
 from fleet.errors import InputError, Unavailable
 
 
@@ -22,7 +23,7 @@ def normalize_url(url: str) -> URL:
         parsed = make_url(url)
     except Exception:
         raise InputError(
-            f"FLEET_DATABASE_URL {url!r} is not a database URL; "
+            f"FLEET_DATABASE_URL {url_without_password(url)!r} is not a database URL; "
             "use postgresql+psycopg://user@host/db "
             "or sqlite:///path/to/fleet.db",
             field="FLEET_DATABASE_URL",
@@ -76,7 +77,15 @@ def _sqlite(url: URL, *, readonly: bool) -> Engine:
         if readonly:
             url = url.set(database=f"file:{Path(path).resolve()}?mode=ro", query={"uri": "true"})
         else:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            folder = Path(path).parent
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # e.g. FLEET_HOME names a file
+                raise InputError(
+                    f"cannot create the database folder {str(folder)!r}: "
+                    f"{exc.strerror or exc}; check FLEET_HOME or FLEET_DATABASE_URL",
+                    field="FLEET_HOME",
+                ) from None
     engine = create_engine(
         url, hide_parameters=True, connect_args={"timeout": 30, "check_same_thread": False}
     )

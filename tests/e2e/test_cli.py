@@ -217,6 +217,9 @@ BAD_INPUT = [
     (("tasks", "show", "00000000-0000-0000-0000-000000000000"), "no task"),
     (("tasks", "ls", "--status", "bogus"), "'bogus'"),
     (("frobnicate",), "frobnicate"),
+    (("tasks", "ls", "--deployment", "nosuch"), "no deployment named 'nosuch'"),
+    (("--server", "notaurl", "tasks", "ls"), "not an http(s) URL"),
+    (("--server", "http://[::1", "tasks", "ls"), "not an http(s) URL"),
 ]
 
 
@@ -348,3 +351,30 @@ def test_postgres_check_broken_config_creates_no_table(
     assert len(config_failures) == 1, r
     assert key in config_failures[0]
     assert _tables(empty_pg_url) == []
+
+
+def test_bad_settings_are_bad_input_and_passwords_stay_hidden(cli: Cli, tmp_path: Path) -> None:
+    r = cli("check", FLEET_LEASE_TTL="abc")
+    assert r.code == 2 and "FLEET_LEASE_TTL" in r.out, r
+    r = cli("check", FLEET_DATABASE_URL="postgresql://u:TOPSECRET@127.0.0.1:abc/x")
+    assert r.code == 2 and "TOPSECRET" not in r.out + r.err, r
+    r = cli("tasks", "ls", FLEET_DATABASE_URL="postgresql://u:TOPSECRET@127.0.0.1:abc/x")
+    assert r.code == 2 and "TOPSECRET" not in r.out + r.err, r
+    r = cli("--server", "http://u:SRVPW@127.0.0.1:1", "tasks", "ls")
+    assert r.code == 1 and "SRVPW" not in r.out + r.err and "cannot reach" in r.err, r
+    r = cli("check", FLEET_REDIS_URL="redis://:REDISPW@127.0.0.1:1/0")
+    assert r.code == 1 and "REDISPW" not in r.out + r.err, r
+
+
+def test_check_reads_caller_keys_as_the_server_will(cli: Cli, tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "config",
+        agents={"support": 'model = "echo"\n'},
+        deployments={"support": 'agent = "support"\n'},
+    )
+    (config / "callers").mkdir()
+    (config / "callers" / "ops.toml").write_text(
+        'source = "api"\nkey_env = "FLEET_TEST_UNSET_KEY"\ndeployments = ["*"]\n'
+    )
+    r = cli("check", FLEET_CONFIG_DIR=str(config))
+    assert r.code == 2 and "FLEET_TEST_UNSET_KEY is not set" in r.out, r

@@ -401,12 +401,26 @@ def _max(name: str) -> int:
             f"less than or equal to {_max('max_history_bytes')}",
         ),
         ("agents/Bad.toml", AGENT, "(file name)", "lowercase"),
+        # no silent conversions: a string or a number is not a yes/no, nor a string a count
+        ("triggers/t.toml", 'deployment = "d"\npublic = "yes"\n', "public", "boolean"),
+        ("triggers/t.toml", 'deployment = "d"\npublic = 1\n', "public", "boolean"),
+        ("deployments/d.toml", 'agent = "a"\nmax_attempts = "3"\n', "max_attempts", "integer"),
+        # a union's member is not named as a key
+        (
+            "agents/a.toml",
+            '[model]\nprovider = "echo"\ndelay_ms = [1, 2, 3]\n',
+            "model.delay_ms",
+            "",
+        ),
+        ("agents/a.toml", b"\xff\xfe".decode("latin-1"), "(file)", "not UTF-8"),
     ],
 )
 def test_config_errors_name_file_key_reason(tmp_path, rel, text, key, fragment):
     files = {"agents/a.toml": AGENT, "deployments/d.toml": DEPLOYMENT}
     files[rel] = text
     root = write(tmp_path, files)
+    if "not UTF-8" in fragment:
+        (root / rel).write_bytes(text.encode("latin-1"))
     with pytest.raises(ConfigError) as info:
         load_config(root)
     err = info.value
@@ -493,3 +507,17 @@ def test_shipped_config():
     assert agent.instructions == "Summarise what the user reported."
     assert agent.model.provider == "echo"
     assert agent.tools == ()
+
+
+def test_an_unknown_keys_value_is_not_echoed(tmp_path):
+    """It may be a secret in the wrong place (``key`` instead of ``key_sha256``)."""
+    root = write(tmp_path, {"agents/a.toml": AGENT + 'api_key = "sk-plaintext-123"\n'})
+    with pytest.raises(ConfigError) as info:
+        load_config(root)
+    assert info.value.key == "api_key" and "sk-plaintext-123" not in str(info.value)
+
+
+def test_durations_have_an_upper_bound():
+    assert parse_duration(30 * 24 * 3600) == 30 * 24 * 3600
+    with pytest.raises(ValueError, match="at most 30 days"):
+        parse_duration("99999999999h")
