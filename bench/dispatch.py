@@ -260,29 +260,19 @@ class Fleetbench:
         def _stmt(*_a: object) -> None:
             counts["pg"] += 1
 
-        first = rt.store.first
+        def counting(kind: str, call: Callable[..., Any]) -> Callable[..., Any]:
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                counts[kind] += 1
+                return call(*args, **kwargs)
 
-        def counted_first(*args: Any, **kwargs: Any) -> Any:
-            counts["pg"] += 1
-            return first(*args, **kwargs)
+            return counted
 
-        rt.store.first = counted_first  # type: ignore[method-assign]
+        rt.store.first = counting("pg", rt.store.first)  # type: ignore[method-assign]
         client = rt.dispatcher.lease._redis  # type: ignore[attr-defined]
-        execute = client.execute_command
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            counts["redis"] += 1
-            return execute(*args, **kwargs)
-
-        client.execute_command = counted
+        client.execute_command = counting("redis", client.execute_command)
         app = rt.dispatcher.waker._app  # type: ignore[attr-defined]
         send = app.send_task
-
-        def counted_send(*args: Any, **kwargs: Any) -> Any:
-            counts["redis"] += 1
-            return send(*args, **kwargs)
-
-        app.send_task = counted_send
+        app.send_task = counting("redis", send)
         k = 200
         keys = [uuid.uuid4().hex for _ in range(k)]
         convs = [rt.dispatcher.submit("bench", "x", key=key).task.conversation_id for key in keys]

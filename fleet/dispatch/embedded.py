@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
 import time
 import uuid
 
 from fleet.dispatch.manager import Dispatcher
+from fleet.dispatch.pids import pid_alive
 from fleet.dispatch.waker import LocalWaker
 from fleet.domain.values import Task
 
@@ -26,13 +26,7 @@ def holder_alive(worker: str | None) -> bool:
     host, _, pid = worker.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(int(pid))
 
 
 def run_until_done(

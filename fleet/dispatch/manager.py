@@ -154,12 +154,10 @@ class Dispatcher:
                             head = nxt
                             if (
                                 not did
-                                or handle.lost.is_set()
                                 or head is None
                                 or not head.claimable
                                 or head.not_before > self.clock()
-                                or time.monotonic() > deadline
-                                or self.stopping.is_set()
+                                or not self._may_go_on(handle, deadline)
                             ):
                                 break
                 finally:
@@ -182,6 +180,12 @@ class Dispatcher:
                         return ran
                     continue
                 return ran
+
+    def _may_go_on(self, handle: LeaseHandle, deadline: float) -> bool:
+        """May a drain take another task: lease held, budget left, no shutdown under way?"""
+        return (
+            not handle.lost.is_set() and time.monotonic() <= deadline and not self.stopping.is_set()
+        )
 
     def _step(
         self,
@@ -282,13 +286,7 @@ class Dispatcher:
         deadline: float | None = None,
     ) -> Head | Started | None:
         chain = None
-        if (
-            handle is not None
-            and deadline is not None
-            and not handle.lost.is_set()
-            and time.monotonic() <= deadline
-            and not self.stopping.is_set()
-        ):
+        if handle is not None and deadline is not None and self._may_go_on(handle, deadline):
             chain = Chain.of(started, self.worker, self._history_items, self._prepare)
         final, nxt = self.store.settle(
             started.task,

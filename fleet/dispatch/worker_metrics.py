@@ -14,6 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from fleet.dispatch.pids import pid_alive
+
 #: The environment variable prometheus_client reads to switch to multiprocess mode.
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -41,15 +43,7 @@ def prepare_multiprocess() -> Path:
 def _alive(values: Path) -> bool:
     """Is the process that wrote ``<kind>_<pid>.db`` still running? (A folder may be shared.)"""
     pid = values.stem.rpartition("_")[2]
-    if not pid.isdigit():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return not pid.isdigit() or pid_alive(int(pid))
 
 
 def serve(port: int, host: str = "0.0.0.0") -> Path:

@@ -55,6 +55,27 @@ _AFTER = (
    ORDER BY a.seq LIMIT 1)"""
 )
 
+#: What a claim writes: the task runs under a new fencing number (``tasks.`` qualified, as the
+#: settle's chained claim also reads the settled task).
+_CLAIM_SET = """UPDATE tasks SET status = 'running', fence = tasks.fence + 1,
+         attempts = tasks.attempts + 1, leased_at = %(now)s,
+         started_at = coalesce(tasks.started_at, %(now)s), worker = %(worker)s"""
+_CLAIM_RETURNING = (
+    "RETURNING tasks.id, tasks.conversation_id, tasks.seq, tasks.attempts, tasks.fence, "
+    "tasks.labels"
+)
+
+
+def _open_run(run: str, claimed: str) -> str:
+    """The run a claim opens: its frozen context, its attempt and fencing number."""
+    return f"""INSERT INTO runs (id, task_id, conversation_id, attempt, fence, status, model,
+                    context, usage, labels, started_at)
+  SELECT %({run})s, c.id, c.conversation_id, c.attempts, c.fence, 'running', %(model)s,
+         CAST(%(context)s AS jsonb), '{{}}'::jsonb, c.labels, %(now)s
+  FROM {claimed} c
+  RETURNING id"""
+
+
 #: Claim the task read above and open its run, if it is still what was read: the lowest
 #: unfinished task of its conversation, claimable, same fencing number, same submissions (a
 #: collect merge, the only thing that moves ``not_before``, raises them). No ``not_before``
@@ -69,20 +90,14 @@ _AFTER = (
 #: what users gave and got, stay synchronous.
 CLAIM_AND_START = f"""
 WITH claimed AS (
-  UPDATE tasks SET status = 'running', fence = fence + 1, attempts = attempts + 1,
-         leased_at = %(now)s, started_at = coalesce(started_at, %(now)s), worker = %(worker)s
+  {_CLAIM_SET}
   WHERE id = %(task)s AND fence = %(fence)s AND submissions = %(submissions)s
     AND status IN {_in(CLAIMABLE)}
     AND id = (SELECT id FROM tasks WHERE conversation_id = %(conv)s
               AND status IN {_in(UNFINISHED)} ORDER BY seq LIMIT 1)
-  RETURNING id, conversation_id, seq, attempts, fence, labels
+  {_CLAIM_RETURNING}
 ), opened AS (
-  INSERT INTO runs (id, task_id, conversation_id, attempt, fence, status, model, context, usage,
-                    labels, started_at)
-  SELECT %(run)s, c.id, c.conversation_id, c.attempts, c.fence, 'running', %(model)s,
-         CAST(%(context)s AS jsonb), '{{}}'::jsonb, c.labels, %(now)s
-  FROM claimed c
-  RETURNING id
+  {_open_run("run", "claimed")}
 )
 SELECT o.id, {_RESERVE}, {_AFTER.format(conv="c.conversation_id", seq="c.seq")} AS after_row
 FROM opened o, claimed c, (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
@@ -166,9 +181,7 @@ SETTLE = _SETTLE_CTES + "\nSELECT s.status," + _NEXT_HEAD.format(skip="false")
 SETTLE_AND_CLAIM = (
     _SETTLE_CTES
     + f""", chained AS (
-  UPDATE tasks SET status = 'running', fence = tasks.fence + 1, attempts = tasks.attempts + 1,
-         leased_at = %(now)s, started_at = coalesce(tasks.started_at, %(now)s),
-         worker = %(worker)s
+  {_CLAIM_SET}
   FROM settled s
   WHERE tasks.id = %(next_task)s AND tasks.conversation_id = s.conversation_id
     AND tasks.generation = s.generation
@@ -177,15 +190,9 @@ SETTLE_AND_CLAIM = (
     AND NOT EXISTS (SELECT 1 FROM tasks p WHERE p.conversation_id = %(conv)s
                     AND p.seq > %(seq)s AND p.seq < %(next_seq)s
                     AND p.status IN {_in(UNFINISHED)})
-  RETURNING tasks.id, tasks.conversation_id, tasks.seq, tasks.attempts, tasks.fence,
-            tasks.labels
+  {_CLAIM_RETURNING}
 ), chained_run AS (
-  INSERT INTO runs (id, task_id, conversation_id, attempt, fence, status, model, context, usage,
-                    labels, started_at)
-  SELECT %(next_run)s, c.id, c.conversation_id, c.attempts, c.fence, 'running', %(model)s,
-         CAST(%(context)s AS jsonb), '{{}}'::jsonb, c.labels, %(now)s
-  FROM chained c
-  RETURNING id
+  {_open_run("next_run", "chained")}
 )
 SELECT s.status, (SELECT id FROM chained_run) AS chained_run, {_RESERVE},
   CASE WHEN EXISTS (SELECT 1 FROM chained_run) THEN
