@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from fleet.constants import DEFAULT_DEBOUNCE_S, LIMITS, MAX_DEBOUNCE_S
+from fleet.constants import DEFAULT_DEBOUNCE_S, DEFAULT_TOOL_TIMEOUT_S, LIMITS, MAX_DEBOUNCE_S
 from fleet.errors import ConfigError, NotFound
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -195,13 +195,55 @@ class HistoryConfig(_Strict):
     max_bytes: StrictInt = _limit("max_history_bytes")
 
 
+_TOOL_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$")
+
+
+class ToolRef(_Strict):
+    """One entry of an agent's ``tools``: a built-in name or ``module:function``, with options."""
+
+    tool: str
+    #: The name the model sees (default: the built-in's or the function's name).
+    name: str | None = None
+    #: Seconds one call may take (default: the decorator's, else the agent's ``tool_timeout``).
+    timeout: Duration | None = None
+    #: ``safe``: a call in flight when its worker died may run again; ``unsafe``: the model is
+    #: told the outcome is unknown. Default: the decorator's, else ``unsafe`` (built-ins: safe).
+    retry: Literal["safe", "unsafe"] | None = None
+
+    @field_validator("tool")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from fleet.agents.tools import BUILTIN_TOOLS
+
+        if v in BUILTIN_TOOLS or _TOOL_REF.match(v):
+            return v
+        known = ", ".join(sorted(BUILTIN_TOOLS))
+        raise ValueError(
+            f"unknown tool {v!r}: name a built-in ({known}) or a Python function as "
+            "'package.module:function'"
+        )
+
+    @field_validator("timeout")
+    @classmethod
+    def _positive(cls, v: float | None) -> float | None:
+        if v is not None and v <= 0:
+            raise ValueError("must be greater than zero")
+        return v
+
+    @property
+    def builtin(self) -> bool:
+        return ":" not in self.tool
+
+
 class AgentConfig(_Strict):
     """Instructions + model + tools + memory settings."""
 
     name: str
     instructions: str = ""
     model: ModelConfig = ModelConfig()
-    tools: tuple[str, ...] = ()
+    tools: tuple[ToolRef, ...] = ()
+    #: Seconds a tool call may take unless the tool says otherwise.
+    tool_timeout: Duration = DEFAULT_TOOL_TIMEOUT_S
     max_steps: StrictInt = _limit("max_steps")
     max_input_bytes: StrictInt = _limit("max_input_bytes")
     history: HistoryConfig = HistoryConfig()
@@ -211,15 +253,18 @@ class AgentConfig(_Strict):
     def _model_shorthand(cls, v: Any) -> Any:
         return {"provider": v} if isinstance(v, str) else v
 
-    @field_validator("tools")
+    @field_validator("tools", mode="before")
     @classmethod
-    def _known_tools(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        from fleet.agents.tools import BUILTIN_TOOLS
+    def _tool_shorthand(cls, v: Any) -> Any:
+        if isinstance(v, list | tuple):
+            return [{"tool": item} if isinstance(item, str) else item for item in v]
+        return v
 
-        for name in v:
-            if name not in BUILTIN_TOOLS:
-                known = ", ".join(sorted(BUILTIN_TOOLS))
-                raise ValueError(f"unknown tool {name!r}; known tools: {known}")
+    @field_validator("tool_timeout")
+    @classmethod
+    def _timeout_positive(cls, v: float) -> float:
+        if v <= 0:
+            raise ValueError("must be greater than zero")
         return v
 
 

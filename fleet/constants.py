@@ -35,6 +35,8 @@ MAX_LABEL_VALUE_BYTES = 256
 MAX_CONVERSATION_KEY_CHARS = 200
 #: Idempotency keys: this many characters at most.
 MAX_IDEMPOTENCY_KEY_CHARS = 200
+#: Seconds a tool call may take when neither the tool nor the agent says otherwise.
+DEFAULT_TOOL_TIMEOUT_S = 60.0
 #: Collect mode: the debounce a deployment gets when it names none (seconds).
 DEFAULT_DEBOUNCE_S = 2.0
 #: Collect mode: the longest debounce a deployment may configure (seconds).

@@ -20,15 +20,17 @@ from typing import Any
 from fleet import metrics
 from fleet.agents import models as model_adapters
 from fleet.agents import prompt
-from fleet.agents.runner import run_agent
-from fleet.agents.tools import BUILTIN_TOOLS, Tool, ToolContext
+from fleet.agents.runner import RunPorts, run_agent
+from fleet.agents.tools import ToolContext, ToolLoadError, toolbox
+from fleet.agents.tools.toolbox import Toolbox, ToolServerError
 from fleet.config import AgentConfig, FleetConfig, Settings
+from fleet.dispatch.journal import StoreJournal
 from fleet.dispatch.lease import Lease, LeaseHandle
 from fleet.dispatch.waker import Waker
 from fleet.domain import inputs, keys
 from fleet.domain.admission import QueuePolicy, Submission
 from fleet.domain.labels import merge_labels
-from fleet.domain.runs import Outcome, TraceRow
+from fleet.domain.runs import Outcome
 from fleet.domain.values import CLAIMABLE, Admission, Task, TaskStatus
 from fleet.errors import InputError, LeaseLost, NotFound
 from fleet.store import CancelResult, Chain, Claim, Head, Prepared, Started, Store
@@ -71,6 +73,7 @@ class Dispatcher:
         self.clock = clock
         self.worker = worker or worker_name()
         self._models: dict[str, model_adapters.Model] = {}
+        self._toolboxes: dict[str, Toolbox] = {}
         #: The most history any agent may need (bounds the claim's history read).
         self._history_cap = max((a.history.max_items for a in config.agents.values()), default=1)
         #: Set on warm shutdown: finish the current run, then stop looking for more.
@@ -239,34 +242,15 @@ class Dispatcher:
     def _run(
         self, started: Started, handle: LeaseHandle, deadline: float | None = None
     ) -> Head | Started | None:
-        task, run_id, context = started.task, started.run_id, started.context
+        task, run_id = started.task, started.run_id
         metrics.started(task, self.clock())
         agent = self._agent(task.deployment)
         if agent is None:
             missing = f"deployment {task.deployment!r} is no longer configured"
             return self._settle(started, Outcome(TaskStatus.FAILED, None, missing, {}))
-        tools: dict[str, Tool] = {name: BUILTIN_TOOLS[name] for name in agent.tools}
-        ctx = ToolContext(
-            task_id=str(task.id),
-            run_id=str(run_id),
-            labels=task.labels,
-            should_stop=handle.lost.is_set,
-        )
-
-        def boundary(done: Sequence[TraceRow]) -> bool:
-            if handle.lost.is_set():
-                raise LeaseLost(f"lease on conversation {task.conversation_id} was lost")
-            return self.store.checkpoint(task, run_id, done, self.clock())
-
+        ctx = ToolContext(task_id=str(task.id), run_id=str(run_id), labels=task.labels)
         try:
-            outcome = run_agent(
-                self._model(agent),
-                tools,
-                prompt.messages(context),
-                max_steps=agent.max_steps,
-                ctx=ctx,
-                boundary=boundary,
-            )
+            outcome = self._execute(started, agent, handle, ctx)
         except LeaseLost:
             raise
         except Exception as exc:  # a bug must not wedge the conversation
@@ -274,9 +258,48 @@ class Dispatcher:
             outcome = Outcome(
                 TaskStatus.FAILED, None, f"internal error: {type(exc).__name__}: {exc}", {}
             )
+        finally:
+            ctx.cancelled.set()  # a tool left running (ignored its stop) learns the run is over
         if handle.lost.is_set():
             raise LeaseLost(f"lease on conversation {task.conversation_id} was lost mid-run")
         return self._settle(started, outcome, handle, deadline)
+
+    def _execute(
+        self, started: Started, agent: AgentConfig, handle: LeaseHandle, ctx: ToolContext
+    ) -> Outcome:
+        """Open the agent's tools for this run and run it with its journal and stop watch."""
+        task, run_id = started.task, started.run_id
+        try:
+            box = self._toolbox(agent)
+        except ToolLoadError as exc:
+            return Outcome(TaskStatus.FAILED, None, f"agent {agent.name!r}: {exc}", {})
+        journal = StoreJournal(
+            self.store,
+            task,
+            run_id,
+            handle,
+            self.clock,
+            previous=self.store.journal(task.id) if task.attempts > 1 else (),
+        )
+        ports = RunPorts(journal=journal, watch=journal.must_stop, timeout_of=box.timeout_of)
+        try:
+            with box.opened(ctx) as tools:
+                return run_agent(
+                    self._model(agent),
+                    tools,
+                    prompt.messages(started.context),
+                    max_steps=agent.max_steps,
+                    ctx=ctx,
+                    ports=ports,
+                )
+        except ToolServerError as exc:
+            return Outcome(TaskStatus.FAILED, None, str(exc), {})
+
+    def _toolbox(self, agent: AgentConfig) -> Toolbox:
+        box = self._toolboxes.get(agent.name)
+        if box is None:
+            box = self._toolboxes[agent.name] = toolbox.build(agent, self.config.root)
+        return box
 
     def _settle(
         self,

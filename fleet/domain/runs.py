@@ -1,18 +1,21 @@
-"""What a run produces: its recorded steps and how it ended."""
+"""What a run produces: its recorded steps (the step journal) and how it ended."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from fleet.domain.values import TaskStatus
+
+#: ``finished``: the step's output is final. ``started``: a tool call journaled before it ran.
+StepStatus = Literal["finished", "started"]
 
 
 @dataclass(frozen=True, slots=True)
 class TraceRow:
-    """One model or tool step of a run, ready to store."""
+    """One model or tool step of a run, ready to store (and, read back, a journal entry)."""
 
     step: int
     kind: str
@@ -23,6 +26,11 @@ class TraceRow:
     usage: dict[str, int]
     started_at: datetime
     duration_ms: float
+    status: StepStatus = "finished"
+    #: The model's id for a tool call; None for model steps.
+    call_id: str | None = None
+    #: Taken from an earlier attempt's journal, not computed by this run.
+    replayed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,3 +42,5 @@ class Outcome:
     error: str | None
     usage: dict[str, int]
     traces: Sequence[TraceRow] = ()
+    #: What else the run record keeps: ``replayed`` steps, ``shortened`` tool results.
+    details: dict[str, Any] = field(default_factory=dict)

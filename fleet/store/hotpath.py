@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -160,6 +160,7 @@ class PgHotPath(StoreBase):
             "error": error,
             "result": None if reply is None else json.dumps({"reply": reply}),
             "usage": json.dumps(outcome.usage),
+            "details": json.dumps(outcome.details),
             "now": now,
             "traces": json.dumps([self._trace_row(tr) for tr in outcome.traces], default=str),
             "messages": json.dumps(said),
@@ -232,6 +233,19 @@ class PgHotPath(StoreBase):
         }
         return params, nxt, found, prepared
 
+    def _checkpoint_pg(
+        self, task: Task, run_id: uuid.UUID, traces: Sequence[TraceRow]
+    ) -> dict[str, Any] | None:
+        return self.first(
+            pg.CHECKPOINT,
+            {
+                "task": task.id,
+                "fence": task.fence,
+                "run": run_id,
+                "traces": json.dumps([self._trace_row(tr) for tr in traces], default=str),
+            },
+        )
+
     def _trace_row(self, tr: TraceRow) -> dict[str, Any]:
         return {
             "step": tr.step,
@@ -243,4 +257,7 @@ class PgHotPath(StoreBase):
             "usage": tr.usage,
             "started_at": tr.started_at.isoformat(),
             "duration_ms": tr.duration_ms,
+            "status": tr.status,
+            "call_id": tr.call_id,
+            "replayed": tr.replayed,
         }

@@ -70,12 +70,12 @@ class LeasingStore(PgHotPath):
             claim = self._claim_sources(conn, task, row._mapping["generation"], history_items)
             prepared = prepare(claim)
             run_id = uuid.uuid4()
-            conn.execute(q.INSERT_RUN, self._run_row(task, run_id, prepared, now))
+            conn.execute(q.INSERT_RUN, self._run_row(task, run_id, prepared, now, worker))
         return Started(task=task, run_id=run_id, context=prepared.context)
 
     @staticmethod
     def _run_row(
-        task: Task, run_id: uuid.UUID, prepared: Prepared, now: datetime
+        task: Task, run_id: uuid.UUID, prepared: Prepared, now: datetime, worker: str
     ) -> dict[str, Any]:
         return {
             "id": run_id,
@@ -89,6 +89,7 @@ class LeasingStore(PgHotPath):
             "usage": {},
             "labels": task.labels,
             "started_at": now,
+            "worker": worker,
         }
 
     def _claim_sources(
@@ -111,7 +112,13 @@ class LeasingStore(PgHotPath):
     def checkpoint(
         self, task: Task, run_id: uuid.UUID, traces: Sequence[TraceRow], now: datetime
     ) -> bool:
-        """Store finished steps at a step boundary; returns whether a cancel was requested."""
+        """Store finished steps at a step boundary (the step journal), fenced; returns whether
+        a cancel was requested. A tool call journaled as ``started`` gets its result in place."""
+        if self.one_statement_path:
+            row = self._checkpoint_pg(task, run_id, traces)
+            if row is None:
+                raise LeaseLost(f"task {task.id} was taken over (fence {task.fence} is stale)")
+            return bool(row["cancel_requested"])
         with self.tx() as conn:
             fenced = {"b_task": task.id, "b_fence": task.fence, "b_run": run_id}
             cancel = conn.execute(q.CHECKPOINT, fenced).scalar()
@@ -119,6 +126,27 @@ class LeasingStore(PgHotPath):
                 raise LeaseLost(f"task {task.id} was taken over (fence {task.fence} is stale)")
             self._insert_traces(conn, task, run_id, traces)
         return bool(cancel)
+
+    def journal(self, task_id: uuid.UUID) -> list[TraceRow]:
+        """The step journal a retry of the task replays: the steps of its latest run that
+        journaled any (each attempt copies what it replayed, so that one holds them all)."""
+        tr = s.traces
+        latest = (
+            select(tr.c.run_id)
+            .where(tr.c.task_id == task_id)
+            .order_by(tr.c.id.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+        with self.read() as conn:
+            found = conn.execute(select(tr).where(tr.c.run_id == latest).order_by(tr.c.step)).all()
+        return [rows.trace(r) for r in found]
+
+    def cancel_requested(self, task_id: uuid.UUID) -> bool:
+        """Was the task asked to stop? (Polled while a tool runs, so a cancel reaches it.)"""
+        with self.read() as conn:
+            found = conn.execute(select(t.c.cancel_requested).where(t.c.id == task_id)).scalar()
+        return bool(found)
 
     def settle(
         self,
@@ -178,6 +206,7 @@ class LeasingStore(PgHotPath):
                     "b_run": run_id,
                     "b_status": final.value,
                     "b_usage": outcome.usage,
+                    "b_details": outcome.details,
                     "b_error": "cancelled by request" if final == TaskStatus.CANCELLED else error,
                     "b_now": now,
                 },
@@ -262,7 +291,7 @@ class LeasingStore(PgHotPath):
         if not traces:
             return
         conn.execute(
-            q.INSERT_TRACES,
+            q.UPSERT_TRACES[self.dialect],
             [
                 {
                     **self._trace_row(tr),

@@ -69,9 +69,9 @@ _CLAIM_RETURNING = (
 def _open_run(run: str, claimed: str) -> str:
     """The run a claim opens: its frozen context, its attempt and fencing number."""
     return f"""INSERT INTO runs (id, task_id, conversation_id, attempt, fence, status, model,
-                    context, usage, labels, started_at)
+                    context, usage, labels, started_at, worker)
   SELECT %({run})s, c.id, c.conversation_id, c.attempts, c.fence, 'running', %(model)s,
-         CAST(%(context)s AS jsonb), '{{}}'::jsonb, c.labels, %(now)s
+         CAST(%(context)s AS jsonb), '{{}}'::jsonb, c.labels, %(now)s, %(worker)s
   FROM {claimed} c
   RETURNING id"""
 
@@ -103,9 +103,40 @@ SELECT o.id, {_RESERVE}, {_AFTER.format(conv="c.conversation_id", seq="c.seq")} 
 FROM opened o, claimed c, (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
 """
 
+
+def _upsert_traces(fenced: str) -> str:
+    """Store journal rows for the task ``fenced`` returned; a tool call journaled as started
+    gets its result in place (same run and step)."""
+    return f"""INSERT INTO traces (run_id, task_id, step, kind, name, input, output, error, usage,
+                      labels, started_at, duration_ms, status, call_id, replayed)
+  SELECT %(run)s, f.id, x.step, x.kind, x.name, x.input, x.output, x.error, x.usage, f.labels,
+         x.started_at, x.duration_ms, x.status, x.call_id, x.replayed
+  FROM {fenced} f, jsonb_to_recordset(CAST(%(traces)s AS jsonb)) AS x(
+    step int, kind text, name text, input jsonb, output jsonb, error text, usage jsonb,
+    started_at timestamptz, duration_ms float8, status text, call_id text, replayed boolean)
+  ON CONFLICT (run_id, step) DO UPDATE SET output = EXCLUDED.output, error = EXCLUDED.error,
+    usage = EXCLUDED.usage, duration_ms = EXCLUDED.duration_ms, status = EXCLUDED.status"""
+
+
+#: A step boundary: store the run's finished steps if it still owns its task (fenced like the
+#: settle; the no-op update locks the task row, so a recovery cannot slip in between), and say
+#: whether a cancel was requested. No row back: the run lost its task.
+CHECKPOINT = f"""
+WITH fenced AS (
+  UPDATE tasks SET fence = fence
+  WHERE id = %(task)s AND fence = %(fence)s AND status = 'running'
+    AND EXISTS (SELECT 1 FROM runs r WHERE r.id = %(run)s AND r.task_id = tasks.id
+                AND r.status = 'running')
+  RETURNING id, labels, cancel_requested
+), traced AS (
+  {_upsert_traces("fenced")}
+)
+SELECT cancel_requested FROM fenced
+"""
+
 #: Finish a fenced task and close its run, store its last steps and what was said (with the ids
 #: its claim reserved). A cancel requested meanwhile wins.
-_SETTLE_CTES = """
+_SETTLE_CTES = f"""
 WITH settled AS (
   UPDATE tasks SET
     status = CASE WHEN cancel_requested THEN 'cancelled' ELSE %(status)s END,
@@ -118,16 +149,11 @@ WITH settled AS (
   RETURNING id, conversation_id, seq, status, generation, labels
 ), closed AS (
   UPDATE runs SET status = s.status, usage = CAST(%(usage)s AS jsonb), finished_at = %(now)s,
-    error = CASE WHEN s.status = 'cancelled' THEN 'cancelled by request' ELSE %(error)s END
+    error = CASE WHEN s.status = 'cancelled' THEN 'cancelled by request' ELSE %(error)s END,
+    details = CAST(%(details)s AS jsonb)
   FROM settled s WHERE runs.id = %(run)s
 ), traced AS (
-  INSERT INTO traces (run_id, task_id, step, kind, name, input, output, error, usage, labels,
-                      started_at, duration_ms)
-  SELECT %(run)s, s.id, x.step, x.kind, x.name, x.input, x.output, x.error, x.usage, s.labels,
-         x.started_at, x.duration_ms
-  FROM settled s, jsonb_to_recordset(CAST(%(traces)s AS jsonb)) AS x(
-    step int, kind text, name text, input jsonb, output jsonb, error text, usage jsonb,
-    started_at timestamptz, duration_ms float8)
+  {_upsert_traces("settled")}
 ), said AS (
   INSERT INTO messages (id, conversation_id, generation, task_id, run_id, role, content,
                         delivery, created_at)

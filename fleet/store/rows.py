@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from fleet.domain.runs import TraceRow
 from fleet.domain.values import DataPart, Message, Run, Task, TaskStatus, TextPart
 from fleet.store import schema as s
 
@@ -76,6 +77,24 @@ def run(row: Any) -> Run:
         error=m["error"],
         started_at=m["started_at"],
         finished_at=m["finished_at"],
+    )
+
+
+def trace(row: Any) -> TraceRow:
+    m = _mapping(row)
+    return TraceRow(
+        step=m["step"],
+        kind=m["kind"],
+        name=m["name"],
+        input=m["input"],
+        output=m["output"],
+        error=m["error"],
+        usage=m["usage"] or {},
+        started_at=m["started_at"],
+        duration_ms=m["duration_ms"],
+        status=m["status"],
+        call_id=m["call_id"],
+        replayed=m["replayed"],
     )
 
 

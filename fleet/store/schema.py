@@ -200,6 +200,10 @@ class Run(Base):
     error: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime] = mapped_column(default=_now)
     finished_at: Mapped[datetime | None] = mapped_column()
+    #: ``host:pid`` of the worker process that ran it.
+    worker: Mapped[str | None] = mapped_column(String(200))
+    #: What the run did besides its steps: journal steps it replayed, tool results it shortened.
+    details: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default=text("'{}'"))
 
 
 class Message(Base):
@@ -223,7 +227,7 @@ class Message(Base):
 
 
 class Trace(Base):
-    """A recorded step of a run: one model call or one tool call."""
+    """A recorded step of a run (one model call or one tool call): the run's step journal."""
 
     __tablename__ = "traces"
     __table_args__ = (UniqueConstraint("run_id", "step"),)
@@ -243,6 +247,13 @@ class Trace(Base):
     labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
     started_at: Mapped[datetime] = mapped_column()
     duration_ms: Mapped[float] = mapped_column()
+    #: ``finished``, or ``started``: a tool call journaled before it ran (in flight until its
+    #: result replaces the row); a retry that finds it so knows the call may have had its effect.
+    status: Mapped[str] = mapped_column(String(16), default="finished", server_default="finished")
+    #: The model's id for a tool call (ties a call's result to the step that asked for it).
+    call_id: Mapped[str | None] = mapped_column(String(200))
+    #: Copied from an earlier attempt's journal instead of being computed again.
+    replayed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
 
 
 class MemoryBlock(Base):

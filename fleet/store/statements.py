@@ -131,6 +131,7 @@ CLOSE_RUN = (
     .values(
         status=bindparam("b_status"),
         usage=bindparam("b_usage", type_=s.JSONType),
+        details=bindparam("b_details", type_=s.JSONType),
         error=bindparam("b_error"),
         finished_at=bindparam("b_now"),
     )
@@ -138,7 +139,28 @@ CLOSE_RUN = (
 
 INSERT_RUN = r.insert()
 INSERT_MESSAGES = m.insert()
-INSERT_TRACES = s.traces.insert()
+
+
+def _upsert_traces() -> dict[str, Any]:
+    """Journal rows; a tool call journaled as started gets its result in place."""
+    from sqlalchemy.dialects.postgresql import insert as pg_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    out: dict[str, Any] = {}
+    for dialect, insert in (("postgresql", pg_insert), ("sqlite", sqlite_insert)):
+        stmt = insert(s.traces)
+        out[dialect] = stmt.on_conflict_do_update(
+            index_elements=["run_id", "step"],
+            set_={
+                name: stmt.excluded[name]
+                for name in ("output", "error", "usage", "duration_ms", "status")
+            },
+        )
+    return out
+
+
+#: ``UPSERT_TRACES[dialect]``
+UPSERT_TRACES = _upsert_traces()
 
 #: Take back a task whose worker was lost: retry it, fail it after its last attempt, or finish a
 #: cancel that was requested while it ran.

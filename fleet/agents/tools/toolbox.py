@@ -1,0 +1,101 @@
+"""An agent's tools: built-ins and Python functions resolved once, tool servers opened per run."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from fleet.agents.tools.base import Tool, ToolContext
+from fleet.agents.tools.builtin import BUILTIN_TOOLS
+from fleet.agents.tools.python import ToolLoadError, from_function, resolve
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from fleet.config import AgentConfig
+
+
+class ToolServerError(Exception):
+    """A tool server (MCP) could not be reached or listed; the message names it."""
+
+
+class ToolServer(Protocol):
+    """A source of tools that must be connected for a run (an MCP server)."""
+
+    name: str
+
+    def connect(self, ctx: ToolContext) -> AbstractContextManager[Sequence[Tool]]:
+        """Connect and list the tools (bounded in time); raise ToolServerError naming it."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Toolbox:
+    """The tools one agent may use."""
+
+    static: Mapping[str, Tool]
+    servers: Sequence[ToolServer] = ()
+    #: Seconds a call may take when its tool names no timeout.
+    default_timeout: float = 60.0
+
+    def timeout_of(self, tool: Tool) -> float:
+        return tool.timeout if tool.timeout is not None else self.default_timeout
+
+    @contextmanager
+    def opened(self, ctx: ToolContext) -> Iterator[dict[str, Tool]]:
+        """Every tool for one run: the static ones plus each server's, connected until exit."""
+        tools = dict(self.static)
+        with ExitStack() as stack:
+            for server in self.servers:
+                for tool in stack.enter_context(server.connect(ctx)):
+                    if tool.name in tools:
+                        raise ToolServerError(
+                            f"tool server {server.name!r} offers {tool.name!r}, which another "
+                            "tool of the agent already has"
+                        )
+                    tools[tool.name] = tool
+            yield tools
+
+
+def importable(config_root: Path) -> None:
+    """Let ``module:function`` references find modules in the config folder and the cwd."""
+    for folder in (str(config_root.resolve()), str(Path.cwd())):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+
+
+def build(agent: AgentConfig, config_root: Path) -> Toolbox:
+    """Resolve an agent's tools (imports Python tools); ToolLoadError names the entry."""
+    importable(config_root)
+    static: dict[str, Tool] = {}
+    for i, ref in enumerate(agent.tools):
+        where = f"tools[{i}] ({ref.tool})"
+        try:
+            if ref.builtin:
+                tool = BUILTIN_TOOLS[ref.tool]
+                tool = dataclasses.replace(
+                    tool,
+                    name=ref.name or tool.name,
+                    retry=ref.retry or tool.retry,
+                    timeout=ref.timeout if ref.timeout is not None else tool.timeout,
+                )
+            else:
+                tool = from_function(
+                    resolve(ref.tool),
+                    origin=ref.tool,
+                    name=ref.name,
+                    retry=ref.retry,
+                    timeout=ref.timeout,
+                )
+        except ToolLoadError as exc:
+            raise ToolLoadError(f"{where}: {exc}") from None
+        if tool.name in static:
+            raise ToolLoadError(
+                f"{where}: a second tool named {tool.name!r} (give one of them name = '...')"
+            )
+        static[tool.name] = tool
+    return Toolbox(static=static, default_timeout=agent.tool_timeout)

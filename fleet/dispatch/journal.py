@@ -1,0 +1,60 @@
+"""The runner's journal port, bound to the store: fenced commits and the stop watch."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from fleet.dispatch.lease import LeaseHandle
+from fleet.domain.runs import TraceRow
+from fleet.domain.values import Task
+from fleet.errors import LeaseLost, Unavailable
+from fleet.store import Store
+
+#: How often a running tool's watch asks the store whether a cancel was requested (seconds).
+CANCEL_POLL_S = 0.5
+
+
+class StoreJournal:
+    """Commits a run's steps to the store under its task's fencing number."""
+
+    def __init__(
+        self,
+        store: Store,
+        task: Task,
+        run_id: uuid.UUID,
+        handle: LeaseHandle,
+        clock: Callable[[], datetime],
+        *,
+        previous: Sequence[TraceRow] = (),
+    ) -> None:
+        self._store = store
+        self._task = task
+        self._run_id = run_id
+        self._handle = handle
+        self._clock = clock
+        self._previous = previous
+        self._next_poll = 0.0
+
+    def replay(self) -> Sequence[TraceRow]:
+        return self._previous
+
+    def commit(self, rows: Sequence[TraceRow]) -> bool:
+        if self._handle.lost.is_set():
+            raise LeaseLost(f"lease on conversation {self._task.conversation_id} was lost")
+        return self._store.checkpoint(self._task, self._run_id, rows, self._clock())
+
+    def must_stop(self) -> bool:
+        """Lease lost, or (asked of the store at most every CANCEL_POLL_S) a cancel requested."""
+        if self._handle.lost.is_set():
+            return True
+        now = time.monotonic()
+        if now < self._next_poll:
+            return False
+        self._next_poll = now + CANCEL_POLL_S
+        try:
+            return self._store.cancel_requested(self._task.id)
+        except Unavailable:  # the store is down: let the tool go on; the next commit decides
+            return False

@@ -1,0 +1,65 @@
+"""Python tools for the tests: typed functions, as a user would write them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+import fleet
+from fleet import ToolContext
+
+
+def lookup_order(order_id: int, verbose: bool = False) -> dict[str, object]:
+    """Look up an order by its number.
+
+    Args:
+        order_id: The order number, e.g. 1234.
+        verbose: Include the line items.
+    """
+    if order_id == 404:
+        raise LookupError(f"no order {order_id}")
+    order: dict[str, object] = {"order": order_id, "status": "shipped"}
+    if verbose:
+        order["items"] = ["book"]
+    return order
+
+
+@fleet.tool(retry="safe", timeout=5)
+async def track(carrier: Literal["ups", "dhl"], code: Annotated[str, Field(min_length=3)]) -> str:
+    """Where a parcel is now."""
+    await asyncio.sleep(0)
+    return f"{carrier}:{code} is in transit"
+
+
+@fleet.tool(name="slow_wait")
+async def slow(seconds: float) -> str:
+    """Sleep (async) for a while."""
+    await asyncio.sleep(seconds)
+    return "slept"
+
+
+def stubborn(seconds: float, ctx: ToolContext) -> str:
+    """A sync tool that stops early when told to (polls its context)."""
+    if ctx.sleep(seconds):
+        return "stopped"
+    return "finished"
+
+
+def count(ctx: ToolContext) -> str:
+    """Append one line to $FLEET_TEST_COUNTER (a side effect the tests count)."""
+    path = os.environ["FLEET_TEST_COUNTER"]
+    with open(path, "a") as f:
+        f.write(f"{ctx.task_id} {ctx.run_id}\n")
+    return "counted"
+
+
+def count_then_hang(seconds: float, ctx: ToolContext) -> str:
+    """Append a line, then wait (the test kills the worker meanwhile)."""
+    path = os.environ["FLEET_TEST_COUNTER"]
+    with open(path, "a") as f:
+        f.write(f"{ctx.task_id} {ctx.run_id}\n")
+    ctx.sleep(seconds)
+    return "hung up"
