@@ -423,3 +423,98 @@ def test_a_collect_merge_redacts_and_bounds_the_labels_it_adds(store: Store) -> 
     apart = store.admit(labelled("c", many), T0)
     assert not apart.merged and apart.task.id != first.task.id
     assert len(store.get_task(first.task.id).labels) == 2
+
+
+def _step(step: int, kind: str, **kw: object) -> TraceRow:
+    fields: dict[str, object] = {
+        "input": None,
+        "output": None,
+        "error": None,
+        "usage": {},
+        "started_at": T0,
+        "duration_ms": 1.0,
+        **kw,
+    }
+    return TraceRow(step=step, kind=kind, name=str(kw.pop("name", kind)), **fields)  # type: ignore[arg-type]
+
+
+def test_the_step_journal_is_fenced_upserted_and_read_back_for_a_retry(store: Store) -> None:
+    t1 = store.admit(sub("a"), T0).task
+    conv = t1.conversation_id
+    first = start(store, conv, T0, worker="w1")
+    assert first is not None
+    calls = {"content": "", "tool_calls": [{"id": "c1", "name": "refund", "arguments": {}}]}
+    model = _step(1, "model", output=calls)
+    marker = _step(2, "tool", status="started", call_id="c1")
+    assert store.checkpoint(first.task, first.run_id, [model, marker], T0) is False
+    assert [(j.step, j.status) for j in store.journal(t1.id)] == [(1, "finished"), (2, "started")]
+    # the finished call replaces its marker (same run, same step)
+    done = _step(2, "tool", output="refunded sk-test-secret-value-1234567890", call_id="c1")
+    store.checkpoint(first.task, first.run_id, [done], T0)
+    journal = store.journal(t1.id)
+    assert [(j.step, j.kind, j.status, j.call_id) for j in journal] == [
+        (1, "model", "finished", None),
+        (2, "tool", "finished", "c1"),
+    ]
+    assert journal[0].output == calls
+    assert journal[1].output == "refunded [REDACTED]"  # redacted before it was stored
+
+    # the worker is lost; the retry's run journals what it replayed, then goes on
+    store.recover(t1.id, first.task.fence, "worker lost", T0)
+    second = start(store, conv, T0, worker="w2")
+    assert second is not None
+    with pytest.raises(LeaseLost):
+        store.checkpoint(first.task, first.run_id, [_step(3, "model")], T0)
+    assert store.journal(t1.id) == journal  # the new run has stored nothing yet
+    replayed = [
+        TraceRow(**{**{f: getattr(j, f) for f in j.__slots__}, "replayed": True})  # type: ignore[arg-type]
+        for j in journal
+    ]
+    store.checkpoint(second.task, second.run_id, replayed, T0)
+    outcome = Outcome(
+        TaskStatus.SUCCEEDED,
+        "ok",
+        None,
+        {"total_tokens": 1},
+        traces=[_step(3, "model", output={"content": "ok"})],
+        details={"replayed": [1, 2]},
+    )
+    store.settle(second.task, second.run_id, outcome, T0)
+    assert [(j.step, j.replayed) for j in store.journal(t1.id)] == [
+        (1, True),
+        (2, True),
+        (3, False),
+    ]
+    runs = store.runs_of(t1.id)
+    assert [(r.attempt, r.status) for r in runs] == [(1, "interrupted"), (2, "succeeded")]
+    with store.read() as conn:
+        found = conn.execute(
+            select(s.runs.c.worker, s.runs.c.details).order_by(s.runs.c.attempt)
+        ).all()
+    assert [(w, d) for w, d in found] == [("w1", {}), ("w2", {"replayed": [1, 2]})]
+
+
+def test_a_settle_completes_a_tool_call_journaled_as_started(store: Store) -> None:
+    t1 = store.admit(sub("a"), T0).task
+    started = start(store, t1.conversation_id, T0)
+    assert started is not None
+    store.checkpoint(started.task, started.run_id, [_step(1, "tool", status="started")], T0)
+    failed = Outcome(
+        TaskStatus.CANCELLED,
+        None,
+        "cancelled by request",
+        {},
+        traces=[_step(1, "tool", output="stopped", error="stopped")],
+    )
+    store.settle(started.task, started.run_id, failed, T0)
+    (row,) = store.journal(t1.id)
+    assert (row.status, row.output) == ("finished", "stopped")
+
+
+def test_cancel_requested_is_visible_to_a_running_task(store: Store) -> None:
+    t1 = store.admit(sub("a"), T0).task
+    started = start(store, t1.conversation_id, T0)
+    assert started is not None
+    assert store.cancel_requested(t1.id) is False
+    assert store.cancel(t1.id, T0).effect == "requested"
+    assert store.cancel_requested(t1.id) is True
