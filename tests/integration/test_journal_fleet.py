@@ -39,6 +39,10 @@ AGENTS = {
         tools = ["tests.support.shop_tools:count_then_hang"]
         model = "echo"
     """,
+    "waiter": """
+        tools = ["wait"]
+        model = "echo"
+    """,
     "safe_hanger": """
         tools = [{ tool = "tests.support.shop_tools:count_then_hang", retry = "safe" }]
         model = "echo"
@@ -208,3 +212,21 @@ def test_a_safe_tool_in_flight_when_its_worker_dies_runs_again(
     kill_holder_and_wait_for_the_retry(rt, task.id)
     assert len(side_effects(counter)) == 2
     assert tool_rows(rt, task.id)[-1][1:] == ("finished", False, "hung up")
+
+
+def test_a_cancel_reaches_a_tool_running_on_a_worker(rt: Runtime, fleet: Fleet) -> None:
+    import time
+
+    fleet.worker("a")
+    task = rt.dispatcher.submit("waiter", '/tool wait {"seconds": 20}', key="k").task
+    wait_for(lambda: rt.store.journal(task.id), 30, what="the tool to start")
+    time.sleep(1.0)  # the scenario: the tool has been waiting a while when the user cancels
+    asked = time.monotonic()
+    assert rt.dispatcher.cancel(task.id).effect == "requested"
+    wait_for(
+        lambda: rt.store.get_task(task.id).status == TaskStatus.CANCELLED,
+        10,
+        what="the cancel to reach the tool",
+    )
+    took = time.monotonic() - asked
+    assert took < 3.0, f"the cancel took {took:.1f}s to reach the tool"

@@ -81,3 +81,41 @@ def test_a_live_holder_is_left_alone(tmp_path: Path) -> None:
     assert holder_alive(f"{socket.gethostname()}:{os.getpid()}")
     assert holder_alive("some-other-host:1")  # cannot tell: assume alive
     assert not holder_alive(None)
+
+
+def test_a_cancel_reaches_a_running_tool_within_about_a_second(tmp_path: Path) -> None:
+    """Issue 13: `/tool wait 20s` cancelled mid-wait ends soon after, not when the wait ends."""
+    import threading
+    import time
+
+    rt = runtime(tmp_path)
+    assert rt.local_waker is not None
+    task = rt.dispatcher.submit("tooly", '/tool wait {"seconds": 20}', key="w").task
+    done: dict[str, object] = {}
+    runner = threading.Thread(
+        target=lambda: done.setdefault(
+            "task", run_until_done(rt.dispatcher, rt.local_waker, task.id, timeout_s=30)
+        )
+    )
+    runner.start()
+    other = build(rt.settings)  # the canceller: another connection, as the API would be
+    try:
+        # the model step is journaled before the tool begins: then the tool is running
+        deadline = time.monotonic() + 10
+        while not other.store.journal(task.id) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert other.store.journal(task.id), "the tool never started"
+        time.sleep(1.5)  # the scenario: the tool has been waiting a while when the user cancels
+        cancelled_at = time.monotonic()
+        assert other.dispatcher.cancel(task.id).effect == "requested"
+        runner.join(25)
+        took = time.monotonic() - cancelled_at
+    finally:
+        other.close()
+    final = done["task"]
+    assert final.status == TaskStatus.CANCELLED  # type: ignore[attr-defined]
+    # the store is polled every 0.5 s while a tool runs; `wait` checks its context at once
+    assert took < 3.0, f"the cancel took {took:.1f}s to reach the tool"
+    (run,) = rt.store.runs_of(task.id)
+    assert run.status == "cancelled"
+    rt.close()
