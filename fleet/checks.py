@@ -49,12 +49,30 @@ def run_checks() -> list[CheckResult]:
                     "an agent uses provider 'openai' but FLEET_OPENAI_API_KEY is unset",
                 )
             )
+        results.append(_tools(config))
     except FleetError as exc:
         results.append(CheckResult("config", "fail", exc.message))
     results.append(_database(settings))
     if not settings.embedded:
         results.append(_redis(settings))
     return results
+
+
+def _tools(config: object) -> CheckResult:
+    """Import every agent's Python tools and build their schemas, as a worker will."""
+    from fleet.agents.tools import ToolLoadError, toolbox
+    from fleet.config import FleetConfig
+
+    assert isinstance(config, FleetConfig)
+    count = 0
+    for name, agent in sorted(config.agents.items()):
+        try:
+            count += len(toolbox.build(agent, config.root).static)
+        except ToolLoadError as exc:
+            where = config.root / "agents" / f"{name}.toml"
+            # a config error: `fleet check` exits 2 naming the agent file and the tool
+            return CheckResult("config", "fail", f"{where}: {exc}")
+    return CheckResult("tools", "ok", f"{count} tools of {len(config.agents)} agents import")
 
 
 def _database(settings: object) -> CheckResult:

@@ -266,6 +266,8 @@ BROKEN = [
     ("deployments", "agent = \n", "TOML"),
     ("deployments", 'agent = "missing"\n', "agent"),
     ("agents", 'model = "gpt"\n', "model.provider"),
+    ("agents", 'tools = ["shop.nothere:lookup"]\n', "tools[0] (shop.nothere:lookup): cannot import"),
+    ("agents", 'tools = ["shell"]\n', "tools.0.tool"),
 ]
 
 

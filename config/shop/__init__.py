@@ -1,0 +1,1 @@
+"""Example tools for the `support` agent (config/agents/support.toml names them)."""
