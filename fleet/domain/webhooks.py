@@ -273,10 +273,15 @@ def _scalar(value: Any, what: str, pointer: str) -> str | None:
     )
 
 
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    """A header's value, stripped; None when it is absent, empty or only whitespace."""
+    value = headers.get(name.lower())
+    return (value.strip() or None) if value is not None else None
+
+
 def _key(ref: FieldRef, document: Any, headers: Mapping[str, str]) -> str | None:
     if ref.header is not None:
-        value = headers.get(ref.header.lower())
-        return (value.strip() or None) if value is not None else None
+        return _header(headers, ref.header)
     assert ref.pointer is not None
     found = resolve_pointer(document, ref.pointer, default=None)
     key = _scalar(found, "the conversation key", ref.pointer)
@@ -290,7 +295,8 @@ def extract(trigger: TriggerConfig, document: Any, headers: Mapping[str, str]) -
       whole document as a data part when ``input = ""``; a missing field is a 422;
     - conversation key: from the header or pointer; absent → None (a new conversation);
     - labels: each pointer's value (strings, integers, booleans); absent ones are left out;
-    - idempotency key: the ``idempotency_header`` value, when sent.
+    - idempotency key: the ``idempotency_header`` value; absent or empty → None (no idempotency),
+      as an empty conversation-key header means no key.
     """
     key = _key(trigger.conversation_key, document, headers) if trigger.conversation_key else None
     labels: dict[str, str] = {}
@@ -302,7 +308,7 @@ def extract(trigger: TriggerConfig, document: Any, headers: Mapping[str, str]) -
             labels[name] = value
     delivery_id = None
     if trigger.idempotency_header is not None:
-        delivery_id = headers.get(trigger.idempotency_header.lower())
+        delivery_id = _header(headers, trigger.idempotency_header)
     return Delivery(
         input=_input(document, trigger.input),
         key=key,

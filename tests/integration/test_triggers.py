@@ -147,6 +147,15 @@ def test_repeated_delivery_id_makes_one_task(base: str, pg_url: str) -> None:
     assert row_counts(pg_url) == {"tasks": 1, "conversations": 1, "idempotency_keys": 1}
 
 
+def test_empty_delivery_id_is_no_idempotency(base: str, pg_url: str) -> None:
+    # as an empty conversation-key header is no key, an empty delivery id is no id: not a 422
+    first = post_hmac(base, {"text": "one"}, **{"X-Delivery": "", "X-Thread": ""})
+    second = post_hmac(base, {"text": "two"}, **{"X-Delivery": "", "X-Thread": "t-9"})
+    assert [r.status_code for r in (first, second)] == [202, 202], (first.text, second.text)
+    assert first.json()["id"] != second.json()["id"]
+    assert row_counts(pg_url) == {"tasks": 2, "conversations": 2, "idempotency_keys": 0}
+
+
 def test_bad_or_missing_signature_is_401_and_writes_no_row(base: str, pg_url: str) -> None:
     body = json.dumps({"comment": {"body": "hi"}, "issue": {"number": 7}, "text": "hi"}).encode()
     now = int(time.time())

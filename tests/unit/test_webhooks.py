@@ -236,6 +236,21 @@ def test_extract_conversation_key(ref, headers, key):
     assert d.key == key
 
 
+@pytest.mark.parametrize(
+    ("headers", "key"),
+    [
+        ({"x-github-delivery": "d-1"}, "d-1"),
+        ({"x-github-delivery": " d-1 "}, "d-1"),
+        ({}, None),  # absent: no idempotency
+        ({"x-github-delivery": ""}, None),  # empty counts as absent, like the conversation key
+        ({"x-github-delivery": "  \t"}, None),
+    ],
+)
+def test_extract_idempotency_header(headers, key):
+    t = trigger(input="/comment/body", idempotency_header="X-GitHub-Delivery")
+    assert w.extract(t, ISSUE, headers).idempotency_key == key
+
+
 def test_extract_whole_body_is_a_data_part():
     d = w.extract(trigger(), ISSUE, {})
     assert d.input == [{"type": "data", "data": ISSUE}]
