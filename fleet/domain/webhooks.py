@@ -250,8 +250,18 @@ def parse_body(body: bytes) -> Any:
 
 
 def _input(document: Any, pointer: str) -> str | list[dict[str, Any]]:
+    """A string is the text; an object is one data part; anything else is ``{"value": it}``.
+
+    Data parts are objects, so a number, boolean, null or array is wrapped rather than refused.
+    """
     value = resolve_pointer(document, pointer)
     if isinstance(value, str):
+        if not value.strip():
+            where = f"the input at {pointer!r}" if pointer else "the body"
+            raise InputError(
+                f"{where} is an empty string; the agent needs text (or JSON data) to work on",
+                field=pointer or "body",
+            )
         return value
     data = value if isinstance(value, dict) else {"value": value}
     return [{"type": "data", "data": data}]
@@ -291,8 +301,9 @@ def _key(ref: FieldRef, document: Any, headers: Mapping[str, str]) -> str | None
 def extract(trigger: TriggerConfig, document: Any, headers: Mapping[str, str]) -> Delivery:
     """Map a delivery to a submission by the trigger's field mapping (pure).
 
-    - input: the value at ``trigger.input`` (a string is text; anything else a data part), the
-      whole document as a data part when ``input = ""``; a missing field is a 422;
+    - input: the value at ``trigger.input`` (the whole document when ``input = ""``): a string is
+      text (an empty one a 422), an object a data part, anything else ``{"value": …}``; a
+      missing field is a 422;
     - conversation key: from the header or pointer; absent → None (a new conversation);
     - labels: each pointer's value (strings, integers, booleans); absent ones are left out;
     - idempotency key: the ``idempotency_header`` value; absent or empty → None (no idempotency),

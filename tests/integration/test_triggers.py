@@ -241,6 +241,10 @@ def test_refusals_name_the_problem_and_store_nothing(base: str, pg_url: str) -> 
     no_input = b'{"issue": {"number": 1}}'
     r = post("gh", no_input, **{"X-Hub-Signature-256": sign_github(GH_SECRET.encode(), no_input)})
     assert r.status_code == 422 and "/comment/body" in r.json()["detail"], r.text
+    blank = b'{"issue": {"number": 1}, "comment": {"body": " "}}'
+    r = post("gh", blank, **{"X-Hub-Signature-256": sign_github(GH_SECRET.encode(), blank)})
+    assert r.status_code == 422, r.text
+    assert r.json()["invalidParams"][0]["name"] == "/comment/body", r.text
     # an unsigned trigger with callers: their bearer key, and only theirs
     assert post("keyed", b'{"text": "x"}').status_code == 401
     r = post("keyed", b'{"text": "x"}', Authorization=f"Bearer {API_KEY}")
