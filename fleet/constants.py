@@ -35,6 +35,10 @@ MAX_LABEL_VALUE_BYTES = 256
 MAX_CONVERSATION_KEY_CHARS = 200
 #: Idempotency keys: this many characters at most.
 MAX_IDEMPOTENCY_KEY_CHARS = 200
+#: Task id prefixes (``fleet tasks show 67bdb6``): at least this many hex digits.
+MIN_TASK_ID_PREFIX = 6
+#: ``fleet tasks ls`` shows this many characters of each id (git's short form); show/cancel take it.
+SHORT_TASK_ID_CHARS = 8
 #: Collect mode: the debounce a deployment gets when it names none (seconds).
 DEFAULT_DEBOUNCE_S = 2.0
 #: Collect mode: the longest debounce a deployment may configure (seconds).
