@@ -312,7 +312,8 @@ def show_task_list(out: Console, views: list[View]) -> None:
     ]
     floors = [min(f, n) for f, n in zip(floors, natural, strict=True)]
     # `created` wraps at its space first, then the summary narrows, then the keys fold.
-    order = [[_COLUMNS.index("created")], [_COLUMNS.index("reply/error")], [1, 2]]
+    at = _COLUMNS.index
+    order = [[at("created")], [at("reply/error")], [at("deployment"), at("conversation")]]
     widths = _fit(natural, floors, order, out.width - 2 * (len(_COLUMNS) - 1))
     table = Table(box=None, pad_edge=False, header_style="bold")
     for name, width in zip(_COLUMNS, widths, strict=True):
