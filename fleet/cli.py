@@ -20,9 +20,17 @@ from rich.console import Console
 
 from fleet import __version__
 from fleet.cli_memory import memory_app
-from fleet.cli_tasks import Tasks, cancel_message, open_tasks, show_task, show_task_list
+from fleet.cli_tasks import (
+    Tasks,
+    cancel_message,
+    open_tasks,
+    resolve_id,
+    show_task,
+    show_task_list,
+)
+from fleet.domain.ids import IdPrefix, parse_ref
 from fleet.domain.values import TaskStatus
-from fleet.errors import FleetError, Unavailable
+from fleet.errors import FleetError, InputError, Unavailable
 
 app = typer.Typer(
     name="fleet",
@@ -84,11 +92,12 @@ def _print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
-def _parse_id(value: str) -> uuid.UUID:
+def _parse_id(value: str) -> uuid.UUID | IdPrefix:
+    """A whole id, or a prefix of at least 6 hex digits (checked before any store or server)."""
     try:
-        return uuid.UUID(value)
-    except ValueError:
-        fail(f"task id {value!r} is not a UUID (see `fleet tasks ls` for ids)")
+        return parse_ref(value)
+    except InputError as exc:
+        fail(exc.message)
 
 
 # -- run ----------------------------------------------------------------------------------------
@@ -154,13 +163,15 @@ def run(
 @tasks_app.command("show")
 def tasks_show(
     ctx: typer.Context,
-    task_id: Annotated[str, typer.Argument(help="Task id.")],
+    task_id: Annotated[
+        str, typer.Argument(help="Task id, or a unique prefix of it (at least 6 hex characters).")
+    ],
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show one task."""
-    tid = _parse_id(task_id)
+    ref = _parse_id(task_id)
     with _tasks(ctx) as tasks:
-        task = tasks.get(tid)
+        task = tasks.get(resolve_id(tasks, ref))
     if as_json:
         _print_json(task)
     else:
@@ -199,13 +210,15 @@ def tasks_ls(
 @tasks_app.command("cancel")
 def tasks_cancel(
     ctx: typer.Context,
-    task_id: Annotated[str, typer.Argument(help="Task id.")],
+    task_id: Annotated[
+        str, typer.Argument(help="Task id, or a unique prefix of it (at least 6 hex characters).")
+    ],
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Cancel a task: a queued one at once, a running one at its next step boundary."""
-    tid = _parse_id(task_id)
+    ref = _parse_id(task_id)
     with _tasks(ctx) as tasks:
-        result = tasks.cancel(tid)
+        result = tasks.cancel(resolve_id(tasks, ref))
     if as_json:
         _print_json(result)
     else:

@@ -12,12 +12,24 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from fleet.domain.ids import IdPrefix, short
 from fleet.domain.values import TaskStatus
+from fleet.errors import InputError, NotFound
 
 View = dict[str, Any]
+#: Whole task ids as text (an alias: the classes below have a method named ``list``).
+Ids = list[str]
+
+#: An ambiguous id prefix lists at most this many of the ids it matches.
+AMBIGUOUS_SHOWN = 10
+#: ``tasks ls`` shows at most this many characters of a reply or error.
+SUMMARY_CHARS = 60
+_COLUMNS = ("id", "deployment", "conversation", "seq", "status", "created", "reply/error")
 
 
 class Tasks(Protocol):
@@ -47,6 +59,10 @@ class Tasks(Protocol):
     ) -> list[View]: ...
 
     def cancel(self, task_id: uuid.UUID) -> View: ...
+
+    def find(self, prefix: IdPrefix, limit: int) -> Ids:
+        """Ids (at most ``limit``) that start with ``prefix``, of the tasks this one may see."""
+        ...
 
 
 class LocalTasks:
@@ -115,6 +131,12 @@ class LocalTasks:
         result = self.rt.dispatcher.cancel(task_id)
         return {"effect": result.effect, "task": task_json(result.task)}
 
+    def find(self, prefix: IdPrefix, limit: int) -> Ids:
+        from fleet.store import TaskFilter
+
+        found = self.rt.store.list_tasks(TaskFilter(id_prefix=prefix, limit=limit))
+        return [str(t.id) for t in found]
+
 
 class RemoteTasks:
     """Through ``fleet serve``'s HTTP API."""
@@ -169,6 +191,10 @@ class RemoteTasks:
         view: View = self.client.cancel(str(task_id))
         return view
 
+    def find(self, prefix: IdPrefix, limit: int) -> Ids:
+        found = self.client.list_tasks(id_prefix=prefix.hex, limit=limit)
+        return [str(v["id"]) for v in found]
+
 
 @contextmanager
 def open_tasks(server: str | None, api_key: str | None) -> Iterator[Tasks]:
@@ -188,6 +214,24 @@ def open_tasks(server: str | None, api_key: str | None) -> Iterator[Tasks]:
         rt.close()
 
 
+def resolve_id(tasks: Tasks, ref: uuid.UUID | IdPrefix) -> uuid.UUID:
+    """The one task id ``ref`` names: a whole id as is, a prefix when exactly one id has it."""
+    if isinstance(ref, uuid.UUID):
+        return ref
+    found = tasks.find(ref, AMBIGUOUS_SHOWN + 1)
+    if not found:
+        raise NotFound(f"no task with an id starting {ref.typed!r}", field="id")
+    if len(found) > 1:
+        listed = ", ".join(found[:AMBIGUOUS_SHOWN])
+        more = " and more" if len(found) > AMBIGUOUS_SHOWN else ""
+        raise InputError(
+            f"task id prefix {ref.typed!r} is ambiguous: it matches {listed}{more}; "
+            "give more characters",
+            field="id",
+        )
+    return uuid.UUID(found[0])
+
+
 # -- printing ----------------------------------------------------------------------------------
 
 
@@ -205,7 +249,7 @@ def _input_text(view: View) -> str:
 def show_task(out: Console, view: View) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
-    table.add_column()
+    table.add_column(overflow="fold")
     rows: list[tuple[str, Any]] = [
         ("id", view["id"]),
         ("deployment", view["deployment"]),
@@ -224,23 +268,64 @@ def show_task(out: Console, view: View) -> None:
     if view["error"]:
         rows.append(("error", view["error"]))
     for k, v in rows:
-        table.add_row(k, str(v))
+        table.add_row(k, Text(str(v)))  # Text: user text is never read as Rich markup
     out.print(table)
 
 
+def _summary(view: View) -> str:
+    """The reply (or error) on one line, cut at ``SUMMARY_CHARS``: ``tasks show`` has it whole."""
+    text = view["reply"] if view["reply"] is not None else view["error"] or ""
+    return " ".join(text.split())[:SUMMARY_CHARS]
+
+
+def _fit(widths: list[int], floors: list[int], order: list[list[int]], room: int) -> list[int]:
+    """Narrow columns group by group, widest first, down to their floors until they fit."""
+    widths = list(widths)
+    for group in order:
+        while sum(widths) > room:
+            slack = [(widths[i], i) for i in group if widths[i] > floors[i]]
+            if not slack:
+                break
+            widths[max(slack)[1]] -= 1
+    return widths  # still too wide only when narrower than every floor: Rich cuts what it must
+
+
 def show_task_list(out: Console, views: list[View]) -> None:
-    table = Table("id", "deployment", "conversation", "seq", "status", "created", "reply/error")
-    for v in views:
-        summary = (v["reply"] if v["reply"] is not None else v["error"] or "")[:60]
-        table.add_row(
-            v["id"],
+    """Ids, seqs and statuses whole, keys folded rather than cut, the summary ending in "…"."""
+    rows = [
+        (
+            short(v["id"]),
             v["deployment"],
             v["conversation"],
             str(v["seq"]),
             v["status"],
             _when(v["createdAt"]),
-            summary,
+            _summary(v),
         )
+        for v in views
+    ]
+    natural = [max([cell_len(h), *(cell_len(r[i]) for r in rows)]) for i, h in enumerate(_COLUMNS)]
+    # Floors: id, seq and status whole; other headers whole; the date of `created` on one line.
+    floors = [
+        n if h in ("id", "seq", "status") else max(cell_len(h), 10 if h == "created" else 0)
+        for h, n in zip(_COLUMNS, natural, strict=True)
+    ]
+    floors = [min(f, n) for f, n in zip(floors, natural, strict=True)]
+    # `created` wraps at its space first, then the summary narrows, then the keys fold.
+    at = _COLUMNS.index
+    order = [[at("created")], [at("reply/error")], [at("deployment"), at("conversation")]]
+    widths = _fit(natural, floors, order, out.width - 2 * (len(_COLUMNS) - 1))
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name, width in zip(_COLUMNS, widths, strict=True):
+        table.add_column(
+            name,
+            width=width,
+            no_wrap=name == "reply/error",  # one line, ending in an ellipsis when cut
+            overflow="ellipsis" if name == "reply/error" else "fold",
+            justify="right" if name == "seq" else "left",
+        )
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))  # Text: never read as Rich markup
     out.print(table)
 
 

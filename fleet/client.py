@@ -149,6 +149,7 @@ class FleetClient:
         conversation_key: str | None = None,
         deployment: str | None = None,
         status: str | None = None,
+        id_prefix: str | None = None,
         limit: int = 100,
     ) -> list[dict[str, Any]]:
         """ListTasks of the caller's scope, oldest first."""
@@ -157,6 +158,7 @@ class FleetClient:
             ("conversationKey", conversation_key),
             ("deployment", deployment),
             ("status", status),
+            ("idPrefix", id_prefix),
         ):
             if value is not None:
                 params[name] = value

@@ -37,6 +37,10 @@ MAX_CONVERSATION_KEY_CHARS = 200
 MAX_IDEMPOTENCY_KEY_CHARS = 200
 #: Seconds a tool call may take when neither the tool nor the agent says otherwise.
 DEFAULT_TOOL_TIMEOUT_S = 60.0
+#: Task id prefixes (``fleet tasks show 67bdb6``): at least this many hex digits.
+MIN_TASK_ID_PREFIX = 6
+#: ``fleet tasks ls`` shows this many characters of each id (git's short form); show/cancel take it.
+SHORT_TASK_ID_CHARS = 8
 #: Collect mode: the debounce a deployment gets when it names none (seconds).
 DEFAULT_DEBOUNCE_S = 2.0
 #: Collect mode: the longest debounce a deployment may configure (seconds).

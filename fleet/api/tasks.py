@@ -27,7 +27,8 @@ from fleet.api.schemas import (
     TaskView,
     problem_responses,
 )
-from fleet.domain import keys
+from fleet.constants import MIN_TASK_ID_PREFIX
+from fleet.domain import ids, keys
 from fleet.domain.values import Task, TaskStatus
 from fleet.errors import InputError, NotFound
 from fleet.runtime import Runtime
@@ -172,9 +173,18 @@ def list_tasks(
     ] = None,
     deployment: Annotated[str | None, Query(min_length=1)] = None,
     status: Annotated[TaskStatus | None, Query()] = None,
+    id_prefix: Annotated[
+        str | None,
+        Query(
+            alias="idPrefix",
+            description="Only tasks whose id starts with this: at least "
+            f"{MIN_TASK_ID_PREFIX} hex digits, dashes optional (`fleet tasks show 67bdb609`).",
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
 ) -> JSONResponse:
     caller = _api_caller(caller)
+    prefix = None if id_prefix is None else ids.hex_prefix(id_prefix, field="idPrefix")
     scope, key = caller.scope, None
     if conversation_key == SINGLETON:
         scope, key = keys.SINGLETON_SCOPE, keys.SINGLETON_KEY
@@ -186,6 +196,7 @@ def list_tasks(
         scope=scope,
         conversation_key=key,
         status=status,
+        id_prefix=prefix,
         limit=limit,
     )
     return JSONResponse({"tasks": [views.task_json(t) for t in rt.store.list_tasks(flt)]})

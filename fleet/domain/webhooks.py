@@ -250,8 +250,18 @@ def parse_body(body: bytes) -> Any:
 
 
 def _input(document: Any, pointer: str) -> str | list[dict[str, Any]]:
+    """A string is the text; an object is one data part; anything else is ``{"value": it}``.
+
+    Data parts are objects, so a number, boolean, null or array is wrapped rather than refused.
+    """
     value = resolve_pointer(document, pointer)
     if isinstance(value, str):
+        if not value.strip():
+            where = f"the input at {pointer!r}" if pointer else "the body"
+            raise InputError(
+                f"{where} is an empty string; the agent needs text (or JSON data) to work on",
+                field=pointer or "body",
+            )
         return value
     data = value if isinstance(value, dict) else {"value": value}
     return [{"type": "data", "data": data}]
@@ -273,10 +283,15 @@ def _scalar(value: Any, what: str, pointer: str) -> str | None:
     )
 
 
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    """A header's value, stripped; None when it is absent, empty or only whitespace."""
+    value = headers.get(name.lower())
+    return (value.strip() or None) if value is not None else None
+
+
 def _key(ref: FieldRef, document: Any, headers: Mapping[str, str]) -> str | None:
     if ref.header is not None:
-        value = headers.get(ref.header.lower())
-        return (value.strip() or None) if value is not None else None
+        return _header(headers, ref.header)
     assert ref.pointer is not None
     found = resolve_pointer(document, ref.pointer, default=None)
     key = _scalar(found, "the conversation key", ref.pointer)
@@ -286,11 +301,13 @@ def _key(ref: FieldRef, document: Any, headers: Mapping[str, str]) -> str | None
 def extract(trigger: TriggerConfig, document: Any, headers: Mapping[str, str]) -> Delivery:
     """Map a delivery to a submission by the trigger's field mapping (pure).
 
-    - input: the value at ``trigger.input`` (a string is text; anything else a data part), the
-      whole document as a data part when ``input = ""``; a missing field is a 422;
+    - input: the value at ``trigger.input`` (the whole document when ``input = ""``): a string is
+      text (an empty one a 422), an object a data part, anything else ``{"value": …}``; a
+      missing field is a 422;
     - conversation key: from the header or pointer; absent → None (a new conversation);
     - labels: each pointer's value (strings, integers, booleans); absent ones are left out;
-    - idempotency key: the ``idempotency_header`` value, when sent.
+    - idempotency key: the ``idempotency_header`` value; absent or empty → None (no idempotency),
+      as an empty conversation-key header means no key.
     """
     key = _key(trigger.conversation_key, document, headers) if trigger.conversation_key else None
     labels: dict[str, str] = {}
@@ -302,7 +319,7 @@ def extract(trigger: TriggerConfig, document: Any, headers: Mapping[str, str]) -
             labels[name] = value
     delivery_id = None
     if trigger.idempotency_header is not None:
-        delivery_id = headers.get(trigger.idempotency_header.lower())
+        delivery_id = _header(headers, trigger.idempotency_header)
     return Delivery(
         input=_input(document, trigger.input),
         key=key,

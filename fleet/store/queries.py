@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import Select, func, select, update
 
+from fleet.domain.ids import IdPrefix
 from fleet.domain.values import ACTIVE, CLAIMABLE, UNFINISHED, Message, Run, Task, TaskStatus
 from fleet.errors import NotFound
 from fleet.store import rows
@@ -31,6 +32,8 @@ class TaskFilter:
     statuses: frozenset[TaskStatus] | None = None
     #: Only tasks whose status last changed (finished, else started, else created) after this.
     changed_after: datetime | None = None
+    #: Only tasks whose id starts with this prefix (``fleet tasks show 67bdb6``).
+    id_prefix: IdPrefix | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +97,9 @@ class QueryStore(StoreBase):
         if flt.changed_after is not None:
             changed = func.coalesce(t.c.finished_at, t.c.started_at, t.c.created_at)
             query = query.where(changed > flt.changed_after)
+        if flt.id_prefix is not None:
+            # A range, not LIKE: the primary key's index serves it on both databases.
+            query = query.where(t.c.id.between(*flt.id_prefix.bounds()))
         return query
 
     def backlog(self) -> list[Backlog]:

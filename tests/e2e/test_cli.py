@@ -205,6 +205,62 @@ def test_cancel_a_queued_task(cli: Cli, tmp_path: Path) -> None:
     assert [(t["seq"], t["status"]) for t in listed] == [(1, "cancelled"), (2, "succeeded")]
 
 
+def test_short_ids_at_80_columns(cli: Cli, tmp_path: Path) -> None:
+    tasks = _two_turns(cli)
+    markup = cli.json("run", "support", "[bold]x[/bold] :thumbs_up:", "-c", "styled")
+    listing = cli.ok("tasks", "ls", COLUMNS="80")
+    lines = listing.splitlines()
+    assert max(len(line) for line in lines) <= 80, listing
+    assert lines[0].split() == [
+        "id",
+        "deployment",
+        "conversation",
+        "seq",
+        "status",
+        "created",
+        "reply/error",
+    ]
+    for task in [*tasks, markup]:  # each id as its first 8 characters, whole, on its row
+        row = next(line for line in lines if line.startswith(task["id"][:8] + " "))
+        assert "succeeded" in row.split(), listing
+
+    # what `tasks ls` shows is what `tasks show` / `cancel` take; markup prints as typed
+    shown = cli.ok("tasks", "show", markup["id"][:8], COLUMNS="80")
+    assert markup["id"] in shown
+    assert "[bold]x[/bold] :thumbs_up:" in shown
+    assert "echo: [bold]x[/bold] :thumbs_up: [history: 0]" in shown
+    assert cli.json("tasks", "show", tasks[1]["id"][:6].upper()) == tasks[1]
+    with_dash = tasks[0]["id"][:13]  # e.g. 67bdb609-1a2b
+    assert cli.json("tasks", "cancel", with_dash)["task"]["id"] == tasks[0]["id"]
+
+    # two queued tasks whose ids share a prefix: it names both, and more characters pick one
+    config = write_config(
+        tmp_path / "config",
+        agents={"slowish": '[model]\nprovider = "echo"\n'},
+        deployments={"slowish": 'agent = "slowish"\n'},
+    )
+    cli.env["FLEET_CONFIG_DIR"] = str(config)
+    queued = [cli.json("run", "slowish", f"q{i}", "-c", "q", "--no-wait") for i in range(2)]
+    twins = ["67bdb609-1111-4000-8000-0000000000a1", "67bdb609-2222-4000-8000-0000000000b2"]
+    conn = sqlite3.connect(cli.home / "fleet.db")
+    try:
+        for task, twin in zip(queued, twins, strict=True):
+            conn.execute(
+                "UPDATE tasks SET id = ? WHERE id = ?",
+                (uuid.UUID(twin).hex, uuid.UUID(task["id"]).hex),
+            )
+        conn.commit()
+    finally:
+        conn.close()
+    r = cli("tasks", "show", "67BDB6")
+    assert r.code == 2, r
+    assert r.one_error_line() == (
+        f"fleet: task id prefix '67BDB6' is ambiguous: it matches {twins[0]}, {twins[1]}; "
+        "give more characters"
+    )
+    assert cli.json("tasks", "cancel", "67bdb609-2")["task"]["id"] == twins[1]
+
+
 # -- bad input: exit 2, one line, no traceback ------------------------------------------------
 
 BAD_INPUT = [
@@ -214,6 +270,8 @@ BAD_INPUT = [
     (("run", "support", "hi", "--bogus"), "--bogus"),
     (("run", "tiny", "this is more than ten bytes"), "at most 10"),
     (("tasks", "show", "xyz"), "'xyz' is not a UUID"),
+    (("tasks", "show", "67bdb"), "at least 6 hex characters"),
+    (("tasks", "cancel", "ABCDEF"), "no task with an id starting 'ABCDEF'"),
     (("tasks", "show", "00000000-0000-0000-0000-000000000000"), "no task"),
     (("tasks", "ls", "--status", "bogus"), "'bogus'"),
     (("frobnicate",), "frobnicate"),
@@ -266,7 +324,7 @@ BROKEN = [
     ("deployments", "agent = \n", "TOML"),
     ("deployments", 'agent = "missing"\n', "agent"),
     ("agents", 'model = "gpt"\n', "model.provider"),
-    ("agents", 'tools = ["shop.nothere:lookup"]\n', "tools[0] (shop.nothere:lookup): cannot import"),
+    ("agents", 'tools = ["shop.nothere:lookup"]\n', "tools[0] (shop.nothere:lookup): cannot"),
     ("agents", 'tools = ["shell"]\n', "tools.0.tool"),
 ]
 

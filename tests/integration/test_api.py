@@ -264,6 +264,17 @@ def test_the_cli_talks_to_the_server(api: Api) -> None:
     assert shown.returncode == 0 and "succeeded" in shown.stdout
     cancelled = cli("tasks", "cancel", task["id"], server=api.url)
     assert cancelled.returncode == 0 and "already succeeded" in cancelled.stdout
+    # the short id `tasks ls` prints works through the server too (ListTasks?idPrefix=)
+    short = cli("tasks", "show", task["id"][:8], server=api.url)
+    assert short.returncode == 0 and task["id"] in short.stdout, short.stderr
+    assert "echo: again [history: 2]" in short.stdout
+    prefixed = cli("tasks", "cancel", task["id"][:13].upper(), "--json", server=api.url)
+    assert prefixed.returncode == 0, prefixed.stderr
+    assert json.loads(prefixed.stdout)["task"]["id"] == task["id"]
+    r = api.http.get("/v1/tasks", params={"idPrefix": task["id"][:6]})
+    assert task["id"] in [t["id"] for t in r.json()["tasks"]], r.text
+    r = api.http.get("/v1/tasks", params={"idPrefix": "zz"})
+    assert assert_problem(r, 422)["invalidParams"][0]["name"] == "idPrefix"
 
 
 def test_cli_errors_from_the_server_keep_the_exit_codes(api: Api) -> None:

@@ -135,8 +135,15 @@ def test_no_source_reads_or_continues_another_sources_conversation(base: str, st
             f"{base}/v1/tasks", params={"conversationKey": SCOPED[other]}, headers=bearer("api")
         )
         assert r.status_code == 403, r.text
+        # an id prefix of another scope's task matches nothing (ListTasks?idPrefix=)
+        r = httpx.get(f"{base}/v1/tasks", params={"idPrefix": str(tid)[:8]}, headers=bearer("api"))
+        assert r.status_code == 200 and r.json()["tasks"] == [], r.text
     listed = httpx.get(f"{base}/v1/tasks", headers=bearer("api")).json()["tasks"]
     assert [t["id"] for t in listed] == [str(api_task.id)]
+    mine = httpx.get(
+        f"{base}/v1/tasks", params={"idPrefix": str(api_task.id)[:8]}, headers=bearer("api")
+    )
+    assert [t["id"] for t in mine.json()["tasks"]] == [str(api_task.id)], mine.text
     assert deliver(base, "api", KEY, "as a hook?").status_code == 403
     assert a2a_send_raw(base, "api", KEY).status_code == 403
 

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.exc import IntegrityError
 
+from fleet.domain import ids
 from fleet.domain.admission import QueuePolicy, Submission
 from fleet.domain.redaction import Redactor
 from fleet.domain.runs import Outcome, TraceRow
@@ -518,3 +519,45 @@ def test_cancel_requested_is_visible_to_a_running_task(store: Store) -> None:
     assert store.cancel_requested(t1.id) is False
     assert store.cancel(t1.id, T0).effect == "requested"
     assert store.cancel_requested(t1.id) is True
+
+
+def _renamed(store: Store, task_id: uuid.UUID, new: str) -> uuid.UUID:
+    """Give a queued task a chosen id, to build prefixes that collide."""
+    with store.tx() as conn:
+        conn.execute(s.tasks.update().where(s.tasks.c.id == task_id).values(id=uuid.UUID(new)))
+    return uuid.UUID(new)
+
+
+def test_tasks_found_by_id_prefix(store: Store) -> None:
+    a = _renamed(
+        store, store.admit(sub("a", key="a"), T0).task.id, "67bdb609-1111-4000-8000-0000000000a1"
+    )
+    b = _renamed(
+        store, store.admit(sub("b", key="b"), T0).task.id, "67bdb609-2222-4000-8000-0000000000b2"
+    )
+    c = _renamed(
+        store, store.admit(sub("c", key="c"), T0).task.id, "67bdb6aa-0000-4000-8000-0000000000c3"
+    )
+    hook = store.admit(sub("d", key="d", scope="webhook:gh"), T0).task.id
+    d = _renamed(store, hook, "67bdb609-3333-4000-8000-0000000000d4")
+    _renamed(
+        store, store.admit(sub("e", key="e"), T0).task.id, "67bdb5ff-ffff-4fff-bfff-ffffffffffff"
+    )
+    _renamed(
+        store, store.admit(sub("f", key="f"), T0).task.id, "67bdb700-0000-4000-8000-000000000000"
+    )
+
+    def found(typed: str, scope: str | None = "api") -> set[uuid.UUID]:
+        flt = TaskFilter(id_prefix=ids.hex_prefix(typed), scope=scope, limit=100)
+        return {t.id for t in store.list_tasks(flt)}
+
+    assert found("67bdb6") == {a, b, c}  # neither neighbour just outside the range
+    assert found("67BDB609") == {a, b}
+    assert found("67bdb609-2") == {b}  # a dash where the UUID has one
+    assert found("67bdb6091111") == {a}
+    assert found(str(a)) == {a}
+    assert found("67bdb6aa") == {c}
+    assert found("67bdb608") == set()
+    assert found("67bdb609-3") == set()  # another scope's task never matches
+    assert found("67bdb609-3", scope="webhook:gh") == {d}
+    assert found("67bdb609", scope=None) == {a, b, d}

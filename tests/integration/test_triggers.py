@@ -147,6 +147,15 @@ def test_repeated_delivery_id_makes_one_task(base: str, pg_url: str) -> None:
     assert row_counts(pg_url) == {"tasks": 1, "conversations": 1, "idempotency_keys": 1}
 
 
+def test_empty_delivery_id_is_no_idempotency(base: str, pg_url: str) -> None:
+    # as an empty conversation-key header is no key, an empty delivery id is no id: not a 422
+    first = post_hmac(base, {"text": "one"}, **{"X-Delivery": "", "X-Thread": ""})
+    second = post_hmac(base, {"text": "two"}, **{"X-Delivery": "", "X-Thread": "t-9"})
+    assert [r.status_code for r in (first, second)] == [202, 202], (first.text, second.text)
+    assert first.json()["id"] != second.json()["id"]
+    assert row_counts(pg_url) == {"tasks": 2, "conversations": 2, "idempotency_keys": 0}
+
+
 def test_bad_or_missing_signature_is_401_and_writes_no_row(base: str, pg_url: str) -> None:
     body = json.dumps({"comment": {"body": "hi"}, "issue": {"number": 7}, "text": "hi"}).encode()
     now = int(time.time())
@@ -232,6 +241,10 @@ def test_refusals_name_the_problem_and_store_nothing(base: str, pg_url: str) -> 
     no_input = b'{"issue": {"number": 1}}'
     r = post("gh", no_input, **{"X-Hub-Signature-256": sign_github(GH_SECRET.encode(), no_input)})
     assert r.status_code == 422 and "/comment/body" in r.json()["detail"], r.text
+    blank = b'{"issue": {"number": 1}, "comment": {"body": " "}}'
+    r = post("gh", blank, **{"X-Hub-Signature-256": sign_github(GH_SECRET.encode(), blank)})
+    assert r.status_code == 422, r.text
+    assert r.json()["invalidParams"][0]["name"] == "/comment/body", r.text
     # an unsigned trigger with callers: their bearer key, and only theirs
     assert post("keyed", b'{"text": "x"}').status_code == 401
     r = post("keyed", b'{"text": "x"}', Authorization=f"Bearer {API_KEY}")

@@ -30,13 +30,17 @@ def test_requests_carry_the_key_and_the_documented_names():
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
+        if request.method == "GET" and request.url.path == "/v1/tasks":
+            return httpx.Response(200, json={"tasks": []})
         return httpx.Response(202, json=TASK)
 
     with client_for(handler) as c:
         c.submit("chat", "hi", conversation_key="api:k", labels={"a": "b"}, idempotency_key="i")
         c.get_task(TASK["id"], wait=90)
         c.messages("org/repo#1", "chat")
-    submit, get, messages = seen
+        c.list_tasks(id_prefix="67bdb609", limit=11)
+    submit, get, messages, listed = seen
+    assert dict(listed.url.params) == {"idPrefix": "67bdb609", "limit": "11"}
     assert submit.headers["authorization"] == "Bearer k3y"
     assert submit.url.path == "/v1/tasks"
     assert submit.read() == (

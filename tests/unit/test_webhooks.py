@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
+import re
+from pathlib import Path
 
 import pytest
 
 from fleet.config import TriggerConfig
+from fleet.domain import inputs
 from fleet.domain import webhooks as w
 from fleet.errors import InputError
 
@@ -236,13 +240,90 @@ def test_extract_conversation_key(ref, headers, key):
     assert d.key == key
 
 
-def test_extract_whole_body_is_a_data_part():
-    d = w.extract(trigger(), ISSUE, {})
-    assert d.input == [{"type": "data", "data": ISSUE}]
-    assert w.extract(trigger(), [1, 2], {}).input == [{"type": "data", "data": {"value": [1, 2]}}]
-    assert w.extract(trigger(input="/issue"), ISSUE, {}).input == [
-        {"type": "data", "data": ISSUE["issue"]}
-    ]
+@pytest.mark.parametrize(
+    ("headers", "key"),
+    [
+        ({"x-github-delivery": "d-1"}, "d-1"),
+        ({"x-github-delivery": " d-1 "}, "d-1"),
+        ({}, None),  # absent: no idempotency
+        ({"x-github-delivery": ""}, None),  # empty counts as absent, like the conversation key
+        ({"x-github-delivery": "  \t"}, None),
+    ],
+)
+def test_extract_idempotency_header(headers, key):
+    t = trigger(input="/comment/body", idempotency_header="X-GitHub-Delivery")
+    assert w.extract(t, ISSUE, headers).idempotency_key == key
+
+
+#: The value at a trigger's ``input`` (the body itself when ``input = ""``) → the task's one
+#: input part; None: refused (422). README's table under Webhook triggers says the same.
+INPUT_RULE = [
+    ({"n": 1}, {"type": "data", "data": {"n": 1}}),
+    (ISSUE, {"type": "data", "data": ISSUE}),
+    ({}, {"type": "data", "data": {}}),
+    ("hello", {"type": "text", "text": "hello"}),
+    ("[bold]x[/bold]", {"type": "text", "text": "[bold]x[/bold]"}),
+    ("", None),
+    (" \n\t", None),
+    (42, {"type": "data", "data": {"value": 42}}),
+    (-1.5, {"type": "data", "data": {"value": -1.5}}),
+    (True, {"type": "data", "data": {"value": True}}),
+    (False, {"type": "data", "data": {"value": False}}),
+    (None, {"type": "data", "data": {"value": None}}),
+    ([1, 2], {"type": "data", "data": {"value": [1, 2]}}),
+    ([], {"type": "data", "data": {"value": []}}),
+    ([{"a": 1}], {"type": "data", "data": {"value": [{"a": 1}]}}),
+]
+
+
+def _parts(delivery: w.Delivery) -> list[dict]:
+    """The input parts the task will carry (what admission makes of the delivery's input)."""
+    parts, _ = inputs.parse(delivery.input, 1 << 20)
+    return [p.model_dump() for p in parts]
+
+
+@pytest.mark.parametrize(("value", "part"), INPUT_RULE, ids=[repr(v)[:20] for v, _ in INPUT_RULE])
+def test_input_rule_per_json_type(value, part):
+    whole, pointed = trigger(input=""), trigger(input="/x")
+    for t, document in ((whole, value), (pointed, {"x": value})):
+        if part is None:
+            with pytest.raises(InputError, match="empty") as info:
+                _parts(w.extract(t, document, {}))
+            assert info.value.field == (t.input or "body")
+        else:
+            assert _parts(w.extract(t, document, {})) == [part]
+
+
+def _readme_input_table() -> list[tuple[str, str]]:
+    """(first cell, second cell) of each row of README's input table."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("## Webhook triggers", 1)[1].split("\n## ", 1)[0]
+    header = "| value at `input` |"
+    assert header in section, "README's Webhook triggers section has no input table"
+    rows = []
+    for line in (raw.strip() for raw in section.split(header, 1)[1].splitlines()[2:]):
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        rows.append((cells[0], cells[1]))
+    return rows
+
+
+def test_readme_input_table_is_the_rule():
+    """Each README row's example behaves as the row says, and every JSON type has a row."""
+    seen = set()
+    for value_cell, input_cell in _readme_input_table():
+        value = json.loads(re.findall(r"`([^`]*)`", value_cell)[0])
+        seen.add(type(value))
+        rows = [p for v, p in INPUT_RULE if v == value and type(v) is type(value)]
+        assert rows, f"README example {value!r} is not a row of INPUT_RULE"
+        expected = rows[0]
+        if expected is None:
+            assert "422" in input_cell, input_cell
+        else:
+            spans = [json.loads(s) for s in re.findall(r"`([^`]*)`", input_cell)]
+            assert spans and spans[0] == expected, (input_cell, expected)
+    assert seen == {dict, str, int, bool, type(None), list}
 
 
 @pytest.mark.parametrize(
