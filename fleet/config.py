@@ -26,7 +26,14 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from fleet.constants import DEFAULT_DEBOUNCE_S, DEFAULT_TOOL_TIMEOUT_S, LIMITS, MAX_DEBOUNCE_S
+from fleet.constants import (
+    DEFAULT_DEBOUNCE_S,
+    DEFAULT_TOOL_TIMEOUT_S,
+    LIMITS,
+    MAX_CONTEXT_TOKENS,
+    MAX_DEBOUNCE_S,
+    MIN_CONTEXT_TOKENS,
+)
 from fleet.errors import ConfigError, NotFound
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -247,6 +254,11 @@ class AgentConfig(_Strict):
     max_steps: StrictInt = _limit("max_steps")
     max_input_bytes: StrictInt = _limit("max_input_bytes")
     history: HistoryConfig = HistoryConfig()
+    #: Tokens the prompt may hold (instructions, history, input; then, inside a run, what it
+    #: sends each step). None: only the history's item and byte limits apply.
+    context_tokens: StrictInt | None = Field(
+        default=None, ge=MIN_CONTEXT_TOKENS, le=MAX_CONTEXT_TOKENS
+    )
 
     @field_validator("model", mode="before")
     @classmethod

@@ -35,6 +35,11 @@ MAX_LABEL_VALUE_BYTES = 256
 MAX_CONVERSATION_KEY_CHARS = 200
 #: Idempotency keys: this many characters at most.
 MAX_IDEMPOTENCY_KEY_CHARS = 200
+#: ``context_tokens`` bounds: the smallest a prompt can work with, the largest any model takes.
+MIN_CONTEXT_TOKENS = 256
+MAX_CONTEXT_TOKENS = 2_000_000
+#: Tokens a shortened tool result keeps of its beginning (plus a note saying it was shortened).
+SHORTENED_RESULT_TOKENS = 64
 #: Seconds a tool call may take when neither the tool nor the agent says otherwise.
 DEFAULT_TOOL_TIMEOUT_S = 60.0
 #: Task id prefixes (``fleet tasks show 67bdb6``): at least this many hex digits.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleet.agents import tokens
 from fleet.agents.models.base import ChatMessage
 from fleet.config import AgentConfig
 from fleet.domain import context
@@ -16,26 +17,54 @@ def assemble(
     history_newest_first: tuple[context.Record, ...],
     *,
     more_history: bool,
+    tokenizer: tokens.Tokenizer | None = None,
 ) -> dict[str, Any]:
-    """The frozen context: the exact messages of the first model step plus their provenance."""
+    """The frozen context: the exact messages of the first model step plus their provenance.
+
+    With ``context_tokens`` the history gets what the instructions and the input leave of it
+    (counted by ``tokenizer``, default the process's).
+    """
     lim = agent.history
+    fixed: list[dict[str, str]] = []
+    if agent.instructions:
+        fixed.append({"role": "system", "content": agent.instructions})
+    said = {"role": "user", "content": render_parts(task.input)}
+    budget: dict[str, Any] | None = None
+    max_tokens: int | None = None
+    tok = None
+    if agent.context_tokens is not None:
+        tok = tokenizer or tokens.tokenizer()
+        taken = sum(tokens.message_tokens(tok, m["content"]) for m in (*fixed, said))
+        max_tokens = max(0, agent.context_tokens - taken)
+        budget = {
+            "limits": {"context_tokens": agent.context_tokens, "history_tokens": max_tokens},
+            "tokenizer": tok.name,
+        }
+    counter = tok
     sel = context.select(
-        history_newest_first,
+        history_newest_first[: lim.max_items + DROPPED_SHOWN],
         max_items=lim.max_items,
         max_bytes=lim.max_bytes,
-        more_exist=more_history,
+        more_exist=more_history or len(history_newest_first) > lim.max_items + DROPPED_SHOWN,
+        max_tokens=max_tokens,
+        cost=None if counter is None else (lambda r: tokens.message_tokens(counter, r.content)),
     )
-    msgs: list[dict[str, str]] = []
-    if agent.instructions:
-        msgs.append({"role": "system", "content": agent.instructions})
-    msgs.extend({"role": r.role, "content": r.content} for r in sel.selected)
-    msgs.append({"role": "user", "content": render_parts(task.input)})
+    msgs = [*fixed, *({"role": r.role, "content": r.content} for r in sel.selected), said]
     return {
         "messages": msgs,
         "task_seq": task.seq,
         "submissions": task.submissions,
-        **context.provenance(sel, max_items=lim.max_items, max_bytes=lim.max_bytes),
+        **context.provenance(sel, max_items=lim.max_items, max_bytes=lim.max_bytes, tokens=budget),
     }
+
+
+#: Messages past the item limit a claim still reads, so the run can list them as dropped.
+DROPPED_SHOWN = 20
+
+
+def history_reads(max_items: int) -> int:
+    """How many newest messages a claim reads for an agent that keeps ``max_items``."""
+    return max_items + DROPPED_SHOWN
 
 
 def messages(frozen: dict[str, Any]) -> list[ChatMessage]:

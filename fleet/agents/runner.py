@@ -16,7 +16,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from fleet.agents import tokens
+from fleet.agents.budget import fit as budget_fit
 from fleet.agents.models.base import ChatMessage, Model, ToolCall, Usage
+from fleet.agents.tokens import Tokenizer
 from fleet.agents.tools import executor
 from fleet.agents.tools.base import Tool, ToolContext
 from fleet.domain import journal
@@ -60,6 +63,10 @@ class RunPorts:
     watch: Callable[[], bool] = lambda: False
     #: Seconds a call of this tool may take.
     timeout_of: Callable[[Tool], float] = lambda tool: tool.timeout or 60.0
+    #: The agent's ``context_tokens``: what is sent each step is cut to fit it (None: no cut).
+    context_tokens: int | None = None
+    #: Counts tokens for ``context_tokens`` (default: the process's tokenizer).
+    tokenizer: Tokenizer | None = None
 
 
 class _Steps:
@@ -71,6 +78,8 @@ class _Steps:
         self.count = 0
         self.usage = Usage()
         self.replayed: list[int] = []
+        #: Tool results cut to fit the token budget, by call id: first step it was cut at.
+        self.shortened: dict[str, dict[str, Any]] = {}
 
     def next_step(self) -> int:
         self.count += 1
@@ -134,6 +143,8 @@ class _Steps:
         if self.replayed:
             usage["replayed_steps"] = len(self.replayed)
             details["replayed"] = self.replayed
+        if self.shortened:
+            details["shortened"] = list(self.shortened.values())
         return Outcome(
             status=status,
             reply=reply,
@@ -193,17 +204,29 @@ def run_agent(
             )
 
 
+def _to_send(convo: list[ChatMessage], steps: _Steps) -> tuple[list[ChatMessage], dict[str, Any]]:
+    """What this model step sends: the conversation, cut to the token budget if it has one."""
+    budget = steps.ports.context_tokens
+    if budget is None:
+        return convo, {"messages": len(convo)}
+    tok = steps.ports.tokenizer or tokens.tokenizer()
+    sent, total, cut = budget_fit(convo, budget, tok)
+    step = steps.count + 1
+    for record in cut:
+        steps.shortened.setdefault(str(record["call_id"]), {**record, "step": step})
+    return sent, {"messages": len(sent), "tokens": total, "shortened": len(cut)}
+
+
 def _call_model(
     model: Model, convo: list[ChatMessage], specs: list[Any], steps: _Steps
 ) -> ChatMessage | str:
     """One model step, recorded; the message, or the error text if the call failed."""
     started, t0 = datetime.now(UTC), time.perf_counter()
+    sent, seen = _to_send(convo, steps)
     try:
-        resp = model.complete(convo, specs)
+        resp = model.complete(sent, specs)
     except ModelError as exc:
-        steps.record(
-            "model", model.name, started, t0, input={"messages": len(convo)}, error=exc.message
-        )
+        steps.record("model", model.name, started, t0, input=seen, error=exc.message)
         return exc.message
     out = _dump(resp.message)
     if resp.finish_reason:
@@ -213,7 +236,7 @@ def _call_model(
         resp.model or model.name,
         started,
         t0,
-        input={"messages": len(convo)},
+        input=seen,
         output=out,
         usage=resp.usage,
     )

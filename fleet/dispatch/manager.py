@@ -75,7 +75,9 @@ class Dispatcher:
         self._models: dict[str, model_adapters.Model] = {}
         self._toolboxes: dict[str, Toolbox] = {}
         #: The most history any agent may need (bounds the claim's history read).
-        self._history_cap = max((a.history.max_items for a in config.agents.values()), default=1)
+        self._history_cap = max(
+            (prompt.history_reads(a.history.max_items) for a in config.agents.values()), default=1
+        )
         #: Set on warm shutdown: finish the current run, then stop looking for more.
         self.stopping = threading.Event()
 
@@ -281,7 +283,12 @@ class Dispatcher:
             self.clock,
             previous=self.store.journal(task.id) if task.attempts > 1 else (),
         )
-        ports = RunPorts(journal=journal, watch=journal.must_stop, timeout_of=box.timeout_of)
+        ports = RunPorts(
+            journal=journal,
+            watch=journal.must_stop,
+            timeout_of=box.timeout_of,
+            context_tokens=agent.context_tokens,
+        )
         try:
             with box.opened(ctx) as tools:
                 return run_agent(
@@ -331,7 +338,7 @@ class Dispatcher:
         dep = self.config.deployments.get(deployment)
         if dep is None:
             return 0
-        return self.config.agents[dep.agent].history.max_items
+        return prompt.history_reads(self.config.agents[dep.agent].history.max_items)
 
     def _model(self, agent: AgentConfig) -> model_adapters.Model:
         model = self._models.get(agent.name)

@@ -8,9 +8,10 @@ from uuid import UUID
 
 import pytest
 
+from fleet.agents import tokens
 from fleet.agents.models.base import ChatMessage
 from fleet.agents.models.echo import EchoModel
-from fleet.agents.prompt import assemble, messages
+from fleet.agents.prompt import DROPPED_SHOWN, assemble, messages
 from fleet.config import AgentConfig, HistoryConfig
 from fleet.domain.context import Record
 from fleet.domain.values import DataPart, Task, TaskStatus, TextPart
@@ -134,3 +135,57 @@ def test_echo_sees_the_injected_history(n):
     frozen = assemble(agent(), task(), HISTORY_NEWEST_FIRST[:n], more_history=False)
     resp = EchoModel().complete(messages(frozen))
     assert resp.message.content == f"echo: where is my order? [history: {n}]"
+
+
+def token_agent(context_tokens: int, instructions: str = "Be brief.") -> AgentConfig:
+    return AgentConfig(name="support", instructions=instructions, context_tokens=context_tokens)
+
+
+def test_history_fits_the_token_budget_left_by_instructions_and_input():
+    est = tokens.estimate()
+    # estimate: ceil(bytes / 4) + 4 per message. Instructions 9 bytes -> 3+4, input 18 -> 5+4
+    history = (
+        Record(3, "user", "z" * 40),  # 10 + 4 = 14
+        Record(2, "assistant", "y" * 40),  # 14
+        Record(1, "user", "x" * 40),  # 14
+    )
+    agent = token_agent(256)
+    frozen = assemble(agent, task(), history, more_history=False, tokenizer=est)
+    assert [r["id"] for r in frozen["injected"]] == [1, 2, 3]
+    assert frozen["limits"]["context_tokens"] == 256
+    assert frozen["limits"]["history_tokens"] == 256 - 7 - 9
+    assert frozen["injected_tokens"] == 42
+    assert frozen["tokenizer"] == "estimate:4-bytes-per-token"
+    assert [r["tokens"] for r in frozen["injected"]] == [14, 14, 14]
+
+    # 240 history tokens: 204 + 14 + 14 fit, the oldest does not (token_limit)
+    tight = AgentConfig(name="s", instructions="Be brief.", context_tokens=256)
+    big = (Record(4, "user", "w" * 800), *history)  # 200 + 4 = 204 tokens: fits alone
+    frozen = assemble(tight, task(), big, more_history=False, tokenizer=est)
+    assert [r["id"] for r in frozen["injected"]] == [2, 3, 4]
+    assert [(r["id"], r["reason"]) for r in frozen["dropped"]] == [(1, "token_limit")]
+    huge = (Record(5, "user", "v" * 2000), *history)  # larger than the whole budget
+    frozen = assemble(tight, task(), huge, more_history=False, tokenizer=est)
+    assert [(r["id"], r["reason"]) for r in frozen["dropped"]] == [(5, "oversized")]
+    assert [r["id"] for r in frozen["injected"]] == [1, 2, 3]
+
+
+def test_without_a_token_budget_nothing_is_counted():
+    frozen = assemble(agent(), task(), HISTORY_NEWEST_FIRST, more_history=False)
+    assert "tokenizer" not in frozen and "tokens" not in frozen["injected"][0]
+
+
+def test_the_real_tokenizer_is_used_when_installed():
+    tok = tokens.tokenizer()
+    assert tok.name == "tiktoken:cl100k_base"
+    assert tok.count("hello world, how are you?") == 7
+    assert tok.head("hello world, how are you?", 2) == "hello world"
+
+
+def test_item_limit_drops_are_listed_up_to_a_bound():
+    many = tuple(Record(i, "user", f"m{i}") for i in range(60, 0, -1))  # newest first
+    frozen = assemble(agent(max_items=5), task(), many, more_history=True)
+    assert [r["id"] for r in frozen["injected"]] == [56, 57, 58, 59, 60]
+    dropped = [(r["id"], r["reason"]) for r in frozen["dropped"]]
+    assert dropped == [(i, "item_limit") for i in range(55, 55 - DROPPED_SHOWN, -1)]
+    assert frozen["older_unseen"] is True
