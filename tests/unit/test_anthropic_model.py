@@ -195,6 +195,15 @@ def test_consecutive_tool_results_are_one_user_message(
     ]
 
 
+def test_an_empty_assistant_reply_is_left_out(server: FakeAnthropic, make_model: MakeModel) -> None:
+    history = [*user("hi"), ChatMessage(role="assistant", content=""), *user("again")[1:]]
+    make_model().complete(history)
+    assert server.bodies()[0]["messages"] == [
+        {"role": "user", "content": "hi"},
+        {"role": "user", "content": "again"},
+    ]
+
+
 def test_a_missing_tool_result_is_the_servers_400(
     server: FakeAnthropic, make_model: MakeModel
 ) -> None:

@@ -126,7 +126,8 @@ class AnthropicModel:
             elif m.role == "user":
                 wire.append({"role": "user", "content": m.content})
             elif not m.tool_calls:
-                wire.append({"role": "assistant", "content": m.content})
+                if m.content:  # the API refuses an empty turn; an empty reply says nothing
+                    wire.append({"role": "assistant", "content": m.content})
             else:
                 blocks: list[ContentBlockParam] = []
                 if m.content:
