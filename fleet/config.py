@@ -6,6 +6,7 @@ where it is written.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
 import tomllib
@@ -82,6 +83,10 @@ class Settings(BaseSettings):
     openai_base_url: str = "https://api.openai.com/v1"
     #: API key for that endpoint (never stored or logged).
     openai_api_key: SecretStr | None = None
+    #: Base URL of the Anthropic Messages API used by ``provider = "anthropic"`` models.
+    anthropic_base_url: str = "https://api.anthropic.com"
+    #: API key for that endpoint (never stored or logged).
+    anthropic_api_key: SecretStr | None = None
     #: Lease time-to-live: a dead worker's conversation is free again after this long.
     lease_ttl: Duration = 10.0
     #: How often the sweeper recovers expired leases and re-sends lost wake-ups.
@@ -123,7 +128,8 @@ class Settings(BaseSettings):
 
     def secrets(self) -> tuple[str, ...]:
         """Secret values that redaction must remove wherever they appear."""
-        values = [s.get_secret_value() for s in (self.openai_api_key, self.api_key) if s]
+        keys = (self.openai_api_key, self.anthropic_api_key, self.api_key)
+        values = [s.get_secret_value() for s in keys if s]
         return tuple(v for v in values if v)
 
 
@@ -162,16 +168,30 @@ class _Strict(BaseModel):
 class ModelConfig(_Strict):
     """Which model an agent talks to."""
 
-    provider: Literal["echo", "openai"] = "echo"
-    #: Provider's model name (``gpt-4o-mini``); ignored by echo.
+    provider: Literal["echo", "openai", "anthropic"] = "echo"
+    #: Provider's model name (``gpt-4o-mini``, ``claude-sonnet-4-5``); ignored by echo.
     name: str | None = None
     #: echo only: simulated latency in ms, fixed (``20``) or a random range (``[0, 50]``).
     delay_ms: StrictInt | tuple[StrictInt, StrictInt] = 0
-    #: openai only: overrides ``FLEET_OPENAI_BASE_URL``.
+    #: Overrides ``FLEET_OPENAI_BASE_URL`` / ``FLEET_ANTHROPIC_BASE_URL``.
     base_url: str | None = None
     timeout: Duration = 60.0
+    #: Retries of 429, 5xx, 529 and timeouts by the provider's SDK (which honours Retry-After).
     max_retries: StrictInt = Field(default=3, ge=0, le=10)
+    #: openai only (Anthropic's current API refuses sampling parameters).
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    #: Most tokens one reply may have; unset: the server's default (openai), 4096 (anthropic).
+    max_tokens: StrictInt | None = Field(default=None, ge=1, le=1_000_000)
+
+    @field_validator("provider")
+    @classmethod
+    def _installed(cls, v: str) -> str:
+        if v == "anthropic" and importlib.util.find_spec("anthropic") is None:
+            raise ValueError(
+                "provider 'anthropic' needs the anthropic package, which is not installed: "
+                "pip install 'fleet[anthropic]'"
+            )
+        return v
 
     @field_validator("delay_ms")
     @classmethod
@@ -185,8 +205,16 @@ class ModelConfig(_Strict):
 
     @model_validator(mode="after")
     def _named(self) -> ModelConfig:
-        if self.provider == "openai" and not self.name:
-            raise ValueError("provider 'openai' needs name = '<model name>', e.g. 'gpt-4o-mini'")
+        if self.provider != "echo" and not self.name:
+            example = "claude-sonnet-4-5" if self.provider == "anthropic" else "gpt-4o-mini"
+            raise ValueError(
+                f"provider {self.provider!r} needs name = '<model name>', e.g. '{example}'"
+            )
+        if self.provider == "anthropic" and self.temperature is not None:
+            raise ValueError(
+                "temperature: provider 'anthropic' takes none (its Messages API refuses sampling "
+                "parameters since version 2026-10-21); remove it"
+            )
         return self
 
 

@@ -1,5 +1,10 @@
 """A scriptable OpenAI-compatible chat-completions server on 127.0.0.1 for tests.
 
+Faithful enough for the official ``openai`` SDK: JSON answers with ``x-request-id``, error bodies
+``{"error": {"message", "type", "param", "code"}}``, scripted statuses with ``Retry-After`` /
+``retry-after-ms`` headers, delays and hangs, and the API's 400 for a malformed conversation (a
+tool message that answers no call, a call left unanswered, arguments that are not a string).
+
 In tests::
 
     with FakeOpenAI() as server:
@@ -15,37 +20,24 @@ As a process (default echo behaviour until killed)::
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import signal
 import sys
-import threading
 import time
-from collections import deque
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 
-_ids = itertools.count(1)
+from tests.support.scripted_server import RecordedRequest, ScriptedServer, next_id
 
+__all__ = [
+    "FakeOpenAI",
+    "RecordedRequest",
+    "default_reply",
+    "error_body",
+    "reply",
+    "tool_call",
+]
 
-@dataclass(frozen=True)
-class RecordedRequest:
-    """One request the server received; header names are lower-cased."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-
-
-@dataclass(frozen=True)
-class ScriptedResponse:
-    status: int = 200
-    body: dict[str, Any] | str | None = None
-    delay_s: float = 0.0
-    headers: dict[str, str] = field(default_factory=dict)
+_ERROR_TYPES = {401: "invalid_request_error", 404: "invalid_request_error", 429: "requests"}
 
 
 def _completion(
@@ -56,7 +48,7 @@ def _completion(
     completion_tokens: int,
 ) -> dict[str, Any]:
     return {
-        "id": f"chatcmpl-fake{next(_ids)}",
+        "id": f"chatcmpl-fake{next_id()}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
@@ -120,155 +112,75 @@ def default_reply(request: Any) -> dict[str, Any]:
     )
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body are separate writes; avoid 40 ms stalls
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # keep test output quiet
-
-    def do_GET(self) -> None:
-        if self.path.rstrip("/").endswith("/models"):
-            self._send(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
-        else:
-            self._send(404, error_body(f"no route GET {self.path}"))
-
-    def do_POST(self) -> None:
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        try:
-            body: Any = json.loads(raw) if raw else None
-        except ValueError:
-            body = raw.decode("utf-8", "replace")
-        fake = self.server.fake
-        fake._record(
-            RecordedRequest(
-                method="POST",
-                path=self.path,
-                headers={k.lower(): v for k, v in self.headers.items()},
-                body=body,
+def check_request(body: Any) -> str | None:
+    """The 400 message OpenAI would give this chat-completions body, or None if it is fine."""
+    if not isinstance(body, dict):
+        return "We could not parse the JSON body of your request."
+    for key in ("model", "messages"):
+        if key not in body:
+            return f"Missing required parameter: '{key}'."
+    messages = body["messages"]
+    if not isinstance(messages, list) or not messages:
+        return "Invalid 'messages': expected a non-empty array."
+    unanswered: list[str] = []
+    for i, m in enumerate(messages):
+        role = m.get("role") if isinstance(m, dict) else None
+        if role not in ("system", "developer", "user", "assistant", "tool"):
+            return f"Invalid value for 'messages[{i}].role': {role!r}."
+        if role != "tool" and unanswered:
+            return (
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(unanswered)}"
             )
-        )
-        if not self.path.rstrip("/").endswith("/chat/completions"):
-            self._send(404, error_body(f"no route POST {self.path}"))
-            return
-        step = fake._next()
-        if step.delay_s and fake._stopping.wait(step.delay_s):
-            self.close_connection = True
-            return  # server is shutting down
-        out: dict[str, Any] | str
-        if step.body is not None:
-            out = step.body
-        elif step.status < 400:
-            out = default_reply(body)
-        else:
-            out = error_body(f"scripted HTTP {step.status}", "server_error")
-        self._send(step.status, out, step.headers)
-
-    def _send(
-        self, status: int, body: dict[str, Any] | str, headers: dict[str, str] | None = None
-    ) -> None:
-        data = (body if isinstance(body, str) else json.dumps(body)).encode()
-        try:
-            self.send_response(status)
-            ctype = "text/plain" if isinstance(body, str) else "application/json"
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
-            self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (e.g. its timeout fired) before we answered
+        if role == "tool":
+            if m.get("tool_call_id") not in unanswered:
+                return (
+                    f"Invalid parameter: messages with role 'tool' must be a response to a "
+                    f"preceding message with 'tool_calls' (messages[{i}])."
+                )
+            unanswered.remove(m["tool_call_id"])
+        for j, call in enumerate(m.get("tool_calls") or ()):
+            where = f"messages[{i}].tool_calls[{j}]"
+            fn = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+                return f"Missing required parameter: '{where}.function.name'."
+            if not isinstance(fn.get("arguments"), str):
+                return f"Invalid type for '{where}.function.arguments': expected a string."
+            unanswered.append(str(call.get("id")))
+    if unanswered:
+        return f"tool_call_ids without response messages: {', '.join(unanswered)}"
+    for k, tool in enumerate(body.get("tools") or ()):
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if tool.get("type") != "function" or not isinstance(fn, dict) or "name" not in fn:
+            return f"Invalid value for 'tools[{k}]': expected a function tool."
+    return None
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    fake: FakeOpenAI
-
-
-class FakeOpenAI:
+class FakeOpenAI(ScriptedServer):
     """OpenAI-compatible chat-completions server in a background thread (context manager)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._lock = threading.Lock()
-        self._script: deque[ScriptedResponse] = deque()
-        self._requests: list[RecordedRequest] = []
-        self._stopping = threading.Event()
-        self._httpd = _Server((host, port), _Handler)
-        self._httpd.fake = self
-        self._thread: threading.Thread | None = None
-        self.host: str = host
-        self.port: int = self._httpd.server_port
+    route = "/v1/chat/completions"
+    request_id_header = "x-request-id"
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
 
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """A snapshot of the requests received so far, oldest first."""
-        with self._lock:
-            return list(self._requests)
+    def default_reply(self, request: Any) -> dict[str, Any]:
+        return default_reply(request)
 
-    def enqueue(
-        self,
-        status: int = 200,
-        body: dict[str, Any] | str | None = None,
-        delay_s: float = 0.0,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        """Script the next chat-completions answer (FIFO).
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        default = "server_error" if status >= 500 else "invalid_request_error"
+        return error_body(message, _ERROR_TYPES.get(status, default))
 
-        ``body=None`` means the default echo reply for 2xx, an OpenAI error body otherwise;
-        a ``str`` body is sent verbatim as text/plain.
-        """
-        with self._lock:
-            self._script.append(ScriptedResponse(status, body, delay_s, dict(headers or {})))
+    def check(self, request: Any) -> str | None:
+        return check_request(request)
 
-    def pending(self) -> int:
-        """How many scripted responses have not been served yet."""
-        with self._lock:
-            return len(self._script)
-
-    def start(self) -> FakeOpenAI:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._httpd.serve_forever,
-                kwargs={"poll_interval": 0.02},  # shutdown() waits up to one poll interval
-                name="fake-openai",
-                daemon=True,
-            )
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._thread is not None:
-            self._httpd.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._httpd.server_close()
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def _record(self, request: RecordedRequest) -> None:
-        with self._lock:
-            self._requests.append(request)
-
-    def _next(self) -> ScriptedResponse:
-        with self._lock:
-            return self._script.popleft() if self._script else ScriptedResponse()
+    def get(self, path: str) -> tuple[int, dict[str, Any]]:
+        if path.rstrip("/").endswith("/models"):
+            return 200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
+        return super().get(path)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -279,12 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     server = FakeOpenAI(args.host, args.port)
     print(f"fake OpenAI listening on {server.base_url}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    try:
-        server._httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server._httpd.server_close()
+    server.serve_forever()
 
 
 if __name__ == "__main__":

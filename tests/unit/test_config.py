@@ -367,7 +367,7 @@ def _max(name: str) -> int:
         ("agents/a.toml", 'tools = ["shell"]\n', "tools.0.tool", "unknown tool 'shell'"),
         ("agents/a.toml", 'model = "openai"\n', "model", "provider 'openai' needs name"),
         ("agents/a.toml", '[model]\nprovider = "openai"\n', "model", "needs name"),
-        ("agents/a.toml", 'model = "claude"\n', "model.provider", "'echo' or 'openai'"),
+        ("agents/a.toml", 'model = "claude"\n', "model.provider", "'openai' or 'anthropic'"),
         ("agents/a.toml", "[model]\ndelay_ms = [50, 10]\n", "model.delay_ms", "low <= high"),
         (
             "agents/a.toml",

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 Role = Literal["system", "user", "assistant", "tool"]
+
+#: Key of ``ToolCall.arguments`` that holds the model's raw text when its arguments were not a
+#: JSON object: the call still reaches the runner, fails argument validation there, and the model
+#: is told (a bad call is the model's mistake to fix, not a failed run).
+UNPARSED_ARGUMENTS = "_unparsed"
 
 
 class _Frozen(BaseModel):
@@ -20,6 +26,26 @@ class ToolCall(_Frozen):
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def unparsed(self) -> str | None:
+        """The model's raw argument text when it was not a JSON object, else None."""
+        raw = self.arguments.get(UNPARSED_ARGUMENTS)
+        return raw if isinstance(raw, str) and len(self.arguments) == 1 else None
+
+
+def decode_arguments(raw: object) -> dict[str, Any]:
+    """Tool-call arguments from the model's JSON text (or object); a non-object is kept unparsed."""
+    if isinstance(raw, dict):
+        return {str(k): v for k, v in raw.items()}
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}
+    text = raw if isinstance(raw, str) else json.dumps(raw, default=str)
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    return value if isinstance(value, dict) else {UNPARSED_ARGUMENTS: text}
 
 
 class ChatMessage(_Frozen):
@@ -66,10 +92,16 @@ class ModelResponse(_Frozen):
     usage: Usage = Usage()
     model: str
     finish_reason: str | None = None
+    #: Which provider answered (``openai``, ``anthropic``, ``echo``): ``gen_ai.provider.name``.
+    provider: str | None = None
 
 
 class Model(Protocol):
-    """A chat model. Implementations raise :class:`fleet.errors.ModelError` on failure."""
+    """A chat model. Implementations raise :class:`fleet.errors.ModelError` on failure.
+
+    fleet's adapters also have a ``provider`` attribute (``openai``, ``anthropic``, ``echo``);
+    :func:`provider_of` reads it, so models without one still fit the port.
+    """
 
     #: Name recorded on runs and traces, e.g. ``echo`` or ``openai:gpt-4o-mini``.
     name: str
@@ -77,3 +109,9 @@ class Model(Protocol):
     def complete(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
     ) -> ModelResponse: ...
+
+
+def provider_of(model: Model) -> str:
+    """The model's provider: its ``provider`` attribute, else the prefix of ``name`` before ':'."""
+    provider = getattr(model, "provider", None)
+    return provider if isinstance(provider, str) and provider else model.name.partition(":")[0]

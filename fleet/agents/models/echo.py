@@ -18,6 +18,7 @@ from fleet.agents.models.base import ChatMessage, ModelResponse, ToolCall, ToolS
 
 class EchoModel:
     name = "echo"
+    provider = "echo"
 
     def __init__(self, delay_ms: int | tuple[int, int] = 0, *, seed: int | None = None) -> None:
         self._delay = (delay_ms, delay_ms) if isinstance(delay_ms, int) else delay_ms
@@ -51,12 +52,14 @@ class EchoModel:
                 usage=usage,
                 model=self.name,
                 finish_reason="tool_calls",
+                provider=self.provider,
             )
         return ModelResponse(
             message=ChatMessage(role="assistant", content=f"echo: {text} [history: {history}]"),
             usage=usage,
             model=self.name,
             finish_reason="stop",
+            provider=self.provider,
         )
 
     @staticmethod

@@ -1,0 +1,199 @@
+"""Model adapter for Anthropic's Messages API, on the official ``anthropic`` SDK (optional extra).
+
+The port's OpenAI-shaped conversation is mapped to the Messages API: system messages become
+``system``, an assistant's tool calls become ``tool_use`` blocks, and tool results become
+``tool_result`` blocks of one user message (consecutive results merged, as the API requires).
+Retries (429, 529 overloaded, 5xx, timeouts), ``retry-after`` and timeouts are the SDK's. The
+SDK speaks API version 2026-10-21, which has no sampling parameters: no ``temperature`` here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import anthropic
+from anthropic.types import (
+    ContentBlockParam,
+    Message,
+    MessageParam,
+    ToolParam,
+    ToolResultBlockParam,
+)
+
+from fleet.agents.models.base import (
+    ChatMessage,
+    ModelResponse,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    decode_arguments,
+)
+from fleet.agents.models.failures import Failures, excerpt
+
+#: ``max_tokens`` when the agent's config sets none (the Messages API requires one).
+DEFAULT_MAX_TOKENS = 4096
+
+#: Anthropic stop reasons in the port's (OpenAI) finish-reason words; others pass through.
+FINISH_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+
+
+class AnthropicModel:
+    """Synchronous Messages API calls with tools, through ``anthropic.Anthropic``."""
+
+    provider = "anthropic"
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        self.name = f"anthropic:{model}"
+        self.model = model
+        self.timeout_s = timeout_s
+        self.max_tokens = max_tokens
+        self._failures = Failures(self.name, api_key=api_key, key_setting="FLEET_ANTHROPIC_API_KEY")
+        # An explicit key (a stand-in when there is none, omitted from every request) keeps the
+        # SDK from reading ANTHROPIC_* variables or profiles: fleet's settings are the one source.
+        self._client = anthropic.Anthropic(
+            api_key=api_key or "no-key",
+            base_url=base_url,
+            timeout=timeout_s,
+            max_retries=max_retries,
+        )
+        self._headers: dict[str, Any] = {} if api_key else {"Authorization": anthropic.omit}
+
+    def close(self) -> None:
+        """Close the SDK's HTTP client."""
+        self._client.close()
+
+    def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
+    ) -> ModelResponse:
+        system, wire = self._messages(messages)
+        extra: dict[str, Any] = {}
+        if system:
+            extra["system"] = system
+        if tools:
+            extra["tools"] = [_tool(t) for t in tools]
+        try:
+            reply = self._client.messages.create(
+                model=self.model,
+                max_tokens=self.max_tokens,
+                messages=wire,
+                extra_headers=self._headers,
+                **extra,
+            )
+        except anthropic.APITimeoutError as exc:
+            raise self._failures.timed_out(exc.request, self.timeout_s) from None
+        except anthropic.APIConnectionError as exc:
+            raise self._failures.unreachable(exc.request, exc.__cause__) from None
+        except anthropic.APIStatusError as exc:
+            raise self._failures.rejected(exc.response) from None
+        except anthropic.AnthropicError as exc:
+            raise self._failures.error(f"the request failed: {excerpt(str(exc))}") from None
+        return self._parse(reply)
+
+    # -- request -----------------------------------------------------------------------
+
+    def _messages(self, messages: Sequence[ChatMessage]) -> tuple[str, list[MessageParam]]:
+        """The ``system`` text and the Messages API turns."""
+        system: list[str] = []
+        wire: list[MessageParam] = []
+        results: list[ContentBlockParam] = []
+        for m in messages:
+            if m.role == "tool":
+                results.append(self._tool_result(m))
+                continue
+            if results:
+                wire.append({"role": "user", "content": results})
+                results = []
+            if m.role == "system":
+                system.append(m.content)
+            elif m.role == "user":
+                wire.append({"role": "user", "content": m.content})
+            elif not m.tool_calls:
+                if m.content:  # the API refuses an empty turn; an empty reply says nothing
+                    wire.append({"role": "assistant", "content": m.content})
+            else:
+                blocks: list[ContentBlockParam] = []
+                if m.content:
+                    blocks.append({"type": "text", "text": m.content})
+                blocks.extend(
+                    {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
+                    for c in m.tool_calls
+                )
+                wire.append({"role": "assistant", "content": blocks})
+        if results:
+            wire.append({"role": "user", "content": results})
+        return "\n\n".join(s for s in system if s), wire
+
+    def _tool_result(self, m: ChatMessage) -> ToolResultBlockParam:
+        if not m.tool_call_id:
+            raise self._failures.error(
+                f"tool message for {m.name or 'unnamed tool'!r} has no tool_call_id; "
+                "set it to the id of the call it answers"
+            )
+        return {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
+
+    # -- response ----------------------------------------------------------------------
+
+    def _parse(self, reply: Message) -> ModelResponse:
+        # The SDK builds response objects without validating them: a server that is not quite
+        # Anthropic's may leave fields out, which shows up here as a missing attribute.
+        try:
+            texts: list[str] = []
+            calls: list[ToolCall] = []
+            for block in reply.content:
+                if block.type == "text":
+                    texts.append(block.text)
+                elif block.type == "tool_use":
+                    args = decode_arguments(block.input)
+                    calls.append(ToolCall(id=block.id, name=block.name, arguments=args))
+            stop = reply.stop_reason
+            return ModelResponse(
+                message=ChatMessage(
+                    role="assistant", content="".join(texts), tool_calls=tuple(calls)
+                ),
+                usage=_usage(getattr(reply, "usage", None)),
+                model=getattr(reply, "model", None) or self.model,
+                finish_reason=FINISH_REASONS.get(stop, stop) if stop else None,
+                provider=self.provider,
+            )
+        except (AttributeError, TypeError, ValueError) as exc:
+            shown = reply.model_dump_json() if hasattr(reply, "model_dump_json") else repr(reply)
+            raise self._failures.error(
+                f"the endpoint returned a body that is not a Messages API message "
+                f"({type(exc).__name__}: {exc}): {excerpt(shown)}"
+            ) from None
+
+
+def _tool(t: ToolSpec) -> ToolParam:
+    spec: ToolParam = {"name": t.name, "input_schema": t.parameters}
+    if t.description:
+        spec["description"] = t.description
+    return spec
+
+
+def _usage(usage: Any) -> Usage:
+    """Input tokens count cached ones too (read and written), as the GenAI conventions ask."""
+    if usage is None:
+        return Usage()
+    prompt = sum(
+        getattr(usage, field, None) or 0
+        for field in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    )
+    return Usage(prompt_tokens=prompt, completion_tokens=getattr(usage, "output_tokens", 0) or 0)
