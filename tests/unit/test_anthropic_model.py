@@ -393,3 +393,23 @@ def test_anthropic_agent_loads_with_the_package(tmp_path: Path) -> None:
     )
     agent = load_config(tmp_path).agents["claude"]
     assert (agent.model.provider, agent.model.max_tokens) == ("anthropic", 2048)
+
+
+def test_namespaced_tool_names_are_sent_in_the_apis_alphabet(
+    server: FakeAnthropic, make_model: MakeModel
+) -> None:
+    spec = ToolSpec(name="github.search", description="Search", parameters={"type": "object"})
+    server.enqueue(body=tool_use("github__search", {"q": "x"}, "toolu_9"))
+    server.enqueue(body=message("done"))
+    model = make_model()
+    first = model.complete([ChatMessage(role="user", content="find")], tools=[spec])
+    assert first.message.tool_calls[0].name == "github.search"
+    history = [
+        ChatMessage(role="user", content="find"),
+        first.message,
+        ChatMessage(role="tool", tool_call_id="toolu_9", name="github.search", content="1 hit"),
+    ]
+    model.complete(history, tools=[spec])
+    first_req, second_req = server.bodies()
+    assert first_req["tools"][0]["name"] == "github__search"
+    assert second_req["messages"][1]["content"][0]["name"] == "github__search"

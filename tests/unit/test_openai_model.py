@@ -399,3 +399,23 @@ def test_build_uses_the_settings_key_and_base_url(server: FakeOpenAI, waits: lis
     [req] = server.requests
     assert req.headers["authorization"] == f"Bearer {API_KEY}"
     assert json.loads(req.headers["x-stainless-read-timeout"]) == 5
+
+
+def test_namespaced_tool_names_are_sent_in_the_apis_alphabet(
+    server: FakeOpenAI, make_model: MakeModel
+) -> None:
+    spec = ToolSpec(name="github.search", description="Search", parameters={"type": "object"})
+    server.enqueue(body=tool_call("github__search", {"q": "x"}, "call_9"))
+    server.enqueue(body=reply("done"))
+    model = make_model()
+    first = model.complete(user("find"), tools=[spec])
+    assert first.message.tool_calls[0].name == "github.search"  # fleet's name comes back
+    history = [
+        *user("find"),
+        first.message,
+        ChatMessage(role="tool", tool_call_id="call_9", name="github.search", content="1 hit"),
+    ]
+    model.complete(history, tools=[spec])
+    first_req, second_req = server.bodies()
+    assert first_req["tools"][0]["function"]["name"] == "github__search"
+    assert second_req["messages"][2]["tool_calls"][0]["function"]["name"] == "github__search"

@@ -28,6 +28,8 @@ from fleet.agents.models.base import (
     ToolSpec,
     Usage,
     decode_arguments,
+    names_back,
+    wire_name,
 )
 from fleet.agents.models.failures import Failures, excerpt
 
@@ -105,7 +107,7 @@ class AnthropicModel:
             raise self._failures.rejected(exc.response) from None
         except anthropic.AnthropicError as exc:
             raise self._failures.error(f"the request failed: {excerpt(str(exc))}") from None
-        return self._parse(reply)
+        return self._parse(reply, names_back(tools))
 
     # -- request -----------------------------------------------------------------------
 
@@ -133,7 +135,12 @@ class AnthropicModel:
                 if m.content:
                     blocks.append({"type": "text", "text": m.content})
                 blocks.extend(
-                    {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
+                    {
+                        "type": "tool_use",
+                        "id": c.id,
+                        "name": wire_name(c.name),
+                        "input": c.arguments,
+                    }
                     for c in m.tool_calls
                 )
                 wire.append({"role": "assistant", "content": blocks})
@@ -151,7 +158,7 @@ class AnthropicModel:
 
     # -- response ----------------------------------------------------------------------
 
-    def _parse(self, reply: Message) -> ModelResponse:
+    def _parse(self, reply: Message, back: dict[str, str]) -> ModelResponse:
         # The SDK builds response objects without validating them: a server that is not quite
         # Anthropic's may leave fields out, which shows up here as a missing attribute.
         try:
@@ -162,7 +169,8 @@ class AnthropicModel:
                     texts.append(block.text)
                 elif block.type == "tool_use":
                     args = decode_arguments(block.input)
-                    calls.append(ToolCall(id=block.id, name=block.name, arguments=args))
+                    name = back.get(block.name, block.name)
+                    calls.append(ToolCall(id=block.id, name=name, arguments=args))
             stop = reply.stop_reason
             return ModelResponse(
                 message=ChatMessage(
@@ -182,7 +190,7 @@ class AnthropicModel:
 
 
 def _tool(t: ToolSpec) -> ToolParam:
-    spec: ToolParam = {"name": t.name, "input_schema": t.parameters}
+    spec: ToolParam = {"name": wire_name(t.name), "input_schema": t.parameters}
     if t.description:
         spec["description"] = t.description
     return spec

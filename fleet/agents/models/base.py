@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
@@ -115,3 +116,17 @@ def provider_of(model: Model) -> str:
     """The model's provider: its ``provider`` attribute, else the prefix of ``name`` before ':'."""
     provider = getattr(model, "provider", None)
     return provider if isinstance(provider, str) and provider else model.name.partition(":")[0]
+
+
+_NOT_WIRE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def wire_name(name: str) -> str:
+    """A tool name provider APIs accept (``^[A-Za-z0-9_-]{1,64}$``): ``github.search`` is sent
+    as ``github__search`` (MCP tools are namespaced with a dot, which the APIs refuse)."""
+    return _NOT_WIRE.sub("_", name.replace(".", "__"))[:64]
+
+
+def names_back(tools: Sequence[ToolSpec]) -> dict[str, str]:
+    """The fleet name of each tool by the name it was sent under."""
+    return {wire_name(t.name): t.name for t in tools}

@@ -27,6 +27,8 @@ from fleet.agents.models.base import (
     ToolSpec,
     Usage,
     decode_arguments,
+    names_back,
+    wire_name,
 )
 from fleet.agents.models.failures import Failures, excerpt
 
@@ -96,7 +98,7 @@ class OpenAIModel:
             raise self._failures.rejected(exc.response) from None
         except openai.OpenAIError as exc:
             raise self._failures.error(f"the request failed: {excerpt(str(exc))}") from None
-        return self._parse(completion)
+        return self._parse(completion, names_back(tools))
 
     # -- request -----------------------------------------------------------------------
 
@@ -119,7 +121,7 @@ class OpenAIModel:
                 "id": c.id,
                 "type": "function",
                 # an unparsed call goes back as the model wrote it
-                "function": {"name": c.name, "arguments": _arguments_json(c)},
+                "function": {"name": wire_name(c.name), "arguments": _arguments_json(c)},
             }
             for c in m.tool_calls
         ]
@@ -127,13 +129,15 @@ class OpenAIModel:
 
     # -- response ----------------------------------------------------------------------
 
-    def _parse(self, completion: ChatCompletion) -> ModelResponse:
+    def _parse(self, completion: ChatCompletion, back: dict[str, str]) -> ModelResponse:
         # The SDK builds response objects without validating them: a server that is not quite
         # OpenAI's may leave fields out, which shows up here as a missing attribute.
         try:
             choice = completion.choices[0]
             msg = choice.message
-            calls = tuple(_tool_call(i, raw) for i, raw in enumerate(msg.tool_calls or ()))
+            calls = tuple(
+                _tool_call(i, raw, back) for i, raw in enumerate(msg.tool_calls or ())
+            )
             content = msg.content or ""
             usage = completion.usage
             return ModelResponse(
@@ -157,7 +161,11 @@ class OpenAIModel:
 def _tool(t: ToolSpec) -> ChatCompletionFunctionToolParam:
     return {
         "type": "function",
-        "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        "function": {
+            "name": wire_name(t.name),
+            "description": t.description,
+            "parameters": t.parameters,
+        },
     }
 
 
@@ -166,10 +174,11 @@ def _arguments_json(call: ToolCall) -> str:
     return raw if raw is not None else json.dumps(call.arguments)
 
 
-def _tool_call(index: int, raw: Any) -> ToolCall:
+def _tool_call(index: int, raw: Any, back: dict[str, str]) -> ToolCall:
     fn = raw.function  # a custom (non-function) tool call has none: we only offer functions
+    name = str(fn.name or "")
     return ToolCall(
         id=str(raw.id or f"call_{index}"),
-        name=str(fn.name or ""),
+        name=back.get(name, name),
         arguments=decode_arguments(fn.arguments),
     )
