@@ -135,9 +135,7 @@ class OpenAIModel:
         try:
             choice = completion.choices[0]
             msg = choice.message
-            calls = tuple(
-                _tool_call(i, raw, back) for i, raw in enumerate(msg.tool_calls or ())
-            )
+            calls = tuple(_tool_call(i, raw, back) for i, raw in enumerate(msg.tool_calls or ()))
             content = msg.content or ""
             usage = completion.usage
             return ModelResponse(
