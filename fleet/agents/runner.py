@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from fleet.agents import tokens
+from fleet.agents import telemetry, tokens
 from fleet.agents.budget import fit as budget_fit
 from fleet.agents.models.base import ChatMessage, Model, ToolCall, Usage
 from fleet.agents.tokens import Tokenizer
@@ -67,6 +67,8 @@ class RunPorts:
     context_tokens: int | None = None
     #: Counts tokens for ``context_tokens`` (default: the process's tokenizer).
     tokenizer: Tokenizer | None = None
+    #: Spans for model and tool calls (OpenTelemetry when tracing is on; no-op by default).
+    tracer: telemetry.Tracer = telemetry.NOOP
 
 
 class _Steps:
@@ -91,6 +93,7 @@ class _Steps:
 
     def replay(self, entry: TraceRow) -> None:
         self.replayed.append(entry.step)
+        self.ports.tracer.replayed(entry)
         self.add(_replayed(entry))
 
     def record(
@@ -223,11 +226,14 @@ def _call_model(
     """One model step, recorded; the message, or the error text if the call failed."""
     started, t0 = datetime.now(UTC), time.perf_counter()
     sent, seen = _to_send(convo, steps)
-    try:
-        resp = model.complete(sent, specs)
-    except ModelError as exc:
-        steps.record("model", model.name, started, t0, input=seen, error=exc.message)
-        return exc.message
+    with steps.ports.tracer.chat(model, sent, steps.count + 1) as span:
+        try:
+            resp = model.complete(sent, specs)
+        except ModelError as exc:
+            span.error(exc)
+            steps.record("model", model.name, started, t0, input=seen, error=exc.message)
+            return exc.message
+        span.response(resp)
     out = _dump(resp.message)
     if resp.finish_reason:
         out["finish_reason"] = resp.finish_reason
@@ -262,6 +268,7 @@ def _tool_step(
         return _as_text(entry.output)
     step = entry.step if entry is not None else steps.next_step()
     if action == "unknown":
+        steps.ports.tracer.unknown(call, step)
         steps.record(
             "tool",
             call.name,
@@ -277,6 +284,8 @@ def _tool_step(
     if tool is None:
         known = ", ".join(sorted(tools)) or "none"
         text = f"error: no tool named {call.name!r} (available: {known})"
+        with steps.ports.tracer.tool(call, step) as span:
+            span.fail("tool_not_found", text)
         steps.record(
             "tool",
             call.name,
@@ -299,13 +308,15 @@ def _tool_step(
     if steps.commit(marker):
         return None
     t0 = time.perf_counter()
-    result = executor.call(
-        tool,
-        dict(call.arguments),
-        ctx,
-        timeout_s=steps.ports.timeout_of(tool),
-        watch=steps.ports.watch,
-    )
+    with steps.ports.tracer.tool(call, step) as span:
+        result = executor.call(
+            tool,
+            dict(call.arguments),
+            ctx,
+            timeout_s=steps.ports.timeout_of(tool),
+            watch=steps.ports.watch,
+        )
+        span.result(result)
     steps.record(
         "tool",
         call.name,

@@ -19,7 +19,7 @@ from typing import Any
 
 from fleet import metrics
 from fleet.agents import models as model_adapters
-from fleet.agents import prompt
+from fleet.agents import prompt, telemetry
 from fleet.agents.runner import RunPorts, run_agent
 from fleet.agents.tools import ToolContext, ToolLoadError, toolbox
 from fleet.agents.tools.toolbox import Toolbox, ToolServerError
@@ -244,12 +244,21 @@ class Dispatcher:
     def _run(
         self, started: Started, handle: LeaseHandle, deadline: float | None = None
     ) -> Head | Started | None:
+        """Run a claimed task and settle it, inside its run span (when tracing is on)."""
+        task, agent = started.task, self._agent(started.task.deployment)
+        with telemetry.tracer().run(task, started.run_id, agent, self.store.redactor) as span:
+            outcome = self._outcome(started, agent, handle)
+            span.outcome(outcome)
+            if agent is None:  # a deployment that is gone: settle without chaining the next
+                return self._settle(started, outcome)
+            return self._settle(started, outcome, handle, deadline)
+
+    def _outcome(self, started: Started, agent: AgentConfig | None, handle: LeaseHandle) -> Outcome:
         task, run_id = started.task, started.run_id
         metrics.started(task, self.clock())
-        agent = self._agent(task.deployment)
         if agent is None:
             missing = f"deployment {task.deployment!r} is no longer configured"
-            return self._settle(started, Outcome(TaskStatus.FAILED, None, missing, {}))
+            return Outcome(TaskStatus.FAILED, None, missing, {})
         ctx = ToolContext(task_id=str(task.id), run_id=str(run_id), labels=task.labels)
         try:
             outcome = self._execute(started, agent, handle, ctx)
@@ -264,7 +273,7 @@ class Dispatcher:
             ctx.cancelled.set()  # a tool left running (ignored its stop) learns the run is over
         if handle.lost.is_set():
             raise LeaseLost(f"lease on conversation {task.conversation_id} was lost mid-run")
-        return self._settle(started, outcome, handle, deadline)
+        return outcome
 
     def _execute(
         self, started: Started, agent: AgentConfig, handle: LeaseHandle, ctx: ToolContext
@@ -288,6 +297,7 @@ class Dispatcher:
             watch=journal.must_stop,
             timeout_of=box.timeout_of,
             context_tokens=agent.context_tokens,
+            tracer=telemetry.tracer(),
         )
         try:
             with box.opened(ctx) as tools:

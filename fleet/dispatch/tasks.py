@@ -9,6 +9,7 @@ from typing import Any
 
 from celery.signals import worker_process_init, worker_process_shutdown, worker_shutting_down
 
+from fleet.agents import telemetry
 from fleet.dispatch.celery_app import app
 from fleet.runtime import Runtime, build
 
@@ -30,6 +31,7 @@ def _warm(**_: Any) -> None:
     """Build the runtime when the pool process starts, so the first task is not the slow one."""
     try:
         runtime()
+        telemetry.tracer()  # decided (and, if on, configured) in this process, after the fork
     except Exception:  # the first task tries again and reports the reason
         log.exception("could not prepare the worker runtime")
 
@@ -42,6 +44,8 @@ def _stop_draining(**_: Any) -> None:
 
 @worker_process_shutdown.connect  # type: ignore[untyped-decorator]
 def _close(**_: Any) -> None:
+    # Pool processes end without atexit handlers: flush this process's spans here.
+    telemetry.shutdown()
     if "rt" in _process:
         _process["rt"].close()
 
