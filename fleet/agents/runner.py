@@ -4,7 +4,8 @@ The runner gets its ports handed in and never touches the store: a ``Journal`` t
 finished steps (fenced) before the next step begins and hands back an earlier attempt's steps to
 replay, and a ``watch`` that says, while a tool runs, whether the run must stop. Every step
 boundary (before a model call or a tool call, once there is something unstored) is a journal
-commit, which also says whether a cancel was requested.
+commit, which also says whether a cancel was requested. A ``tracer`` (a no-op unless tracing is
+on) gets a span around each model call and each tool call.
 """
 
 from __future__ import annotations

@@ -12,11 +12,9 @@ import logging
 import os
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +40,7 @@ from fleet.domain.values import Task, TaskStatus, TextPart
 from fleet.errors import ModelError
 from fleet.runtime import build
 from tests.conftest import write_config
+from tests.support.otlp import Receiver, otlp_receiver
 
 SECRET = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
 LABELS = {"team": "search", "tier": "gold"}
@@ -581,6 +580,26 @@ def test_wanted_without_the_packages_warns_once_and_stays_off(
     assert "pip install 'fleet[otel]'" in record.getMessage()
 
 
+def test_on_it_configures_one_provider_and_says_which_protocol_it_speaks(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    with caplog.at_level(logging.WARNING, logger="fleet.agents.telemetry"):
+        on = telemetry.tracer()
+    try:
+        assert on.enabled and on is telemetry.tracer()
+        assert isinstance(on, OtelTracer) and not on.capture_content
+        provider = telemetry._Process.provider
+        assert provider is not None
+        assert provider.resource.attributes["service.name"] == "fleet"
+        (record,) = caplog.records
+        assert "OTEL_EXPORTER_OTLP_PROTOCOL=grpc" in record.getMessage()
+    finally:
+        telemetry.shutdown()  # nothing was traced, so nothing is sent
+    assert telemetry.tracer() is telemetry.NOOP
+
+
 # -- through the dispatcher ------------------------------------------------------------------------
 
 
@@ -625,59 +644,24 @@ def test_a_dispatched_run_is_one_trace_with_its_ids_and_labels(
 # -- a real export ---------------------------------------------------------------------------------
 
 
-class _Receiver(BaseHTTPRequestHandler):
-    """Records OTLP/HTTP posts and answers like a collector (an empty protobuf response)."""
-
-    posts: list[tuple[str, str, bytes]]
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        self.posts.append((self.path, self.headers.get("Content-Type", ""), body))
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def receiver() -> Iterator[tuple[str, list[tuple[str, str, bytes]]]]:
-    posts: list[tuple[str, str, bytes]] = []
-    handler = type("Receiver", (_Receiver,), {"posts": posts})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", posts
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
+def receiver() -> Iterator[Receiver]:
+    with otlp_receiver() as r:
+        yield r
 
 
-def test_fleet_run_exports_its_spans_over_otlp_http(
-    tmp_path: Path, receiver: tuple[str, list[tuple[str, str, bytes]]]
-) -> None:
-    url, posts = receiver
+def test_fleet_run_exports_its_spans_over_otlp_http(tmp_path: Path, receiver: Receiver) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FLEET_"))}
     env.update(
-        OTEL_EXPORTER_OTLP_ENDPOINT=url,
+        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url,
         FLEET_HOME=str(tmp_path / "home"),
         FLEET_CONFIG_DIR=str(REPO / "config"),
     )
     script = Path(sys.executable).with_name("fleet")
     command = [str(script)] if script.is_file() else [sys.executable, "-m", "fleet.cli"]
+    argv = ["run", "support", "/tool current_time", "--conversation", "otel-1", "--label", "team=s"]
     proc = subprocess.run(
-        [
-            *command,
-            "run",
-            "support",
-            "/tool current_time",
-            "--conversation",
-            "otel-1",
-            "--label",
-            "team=search",
-        ],
+        [*command, *argv],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -689,36 +673,19 @@ def test_fleet_run_exports_its_spans_over_otlp_http(
     assert proc.stdout.startswith("echo: /tool current_time")
 
     # the exporter flushed at exit: the process is gone, so every post has arrived
-    assert posts, "no OTLP post arrived"
-    paths = {p for p, _, _ in posts}
-    assert paths == {"/v1/traces"}
-    assert {ct for _, ct, _ in posts} == {"application/x-protobuf"}
-    assert all(body for _, _, body in posts)
-
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-    )
-
-    names: list[str] = []
-    services: set[str] = set()
-    labels: set[str] = set()
-    for _, _, body in posts:
-        request = ExportTraceServiceRequest.FromString(body)
-        for rs in request.resource_spans:
-            services |= {
-                a.value.string_value for a in rs.resource.attributes if a.key == "service.name"
-            }
-            for ss in rs.scope_spans:
-                for span in ss.spans:
-                    names.append(span.name)
-                    labels |= {
-                        a.value.string_value for a in span.attributes if a.key == "fleet.label.team"
-                    }
-    assert sorted(names) == [
+    assert receiver.posts, "no OTLP post arrived"
+    assert {(p.path, p.content_type) for p in receiver.posts} == {
+        ("/v1/traces", "application/x-protobuf")
+    }
+    assert all(p.body for p in receiver.posts)
+    spans = receiver.spans()
+    assert sorted(name for name, _, _ in spans) == [
         "chat echo",
         "chat echo",
         "execute_tool current_time",
         "invoke_agent support",
     ]
-    assert services == {"fleet"}
-    assert labels == {"search"}
+    assert {resource["service.name"] for _, _, resource in spans} == {"fleet"}
+    (run,) = [a for name, a, _ in spans if name == "invoke_agent support"]
+    assert run["fleet.label.team"] == "s"
+    assert run["fleet.deployment"] == "support"
