@@ -20,7 +20,7 @@ from uuid import UUID
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from fleet.agents.models.base import ChatMessage, Model, ModelResponse, ToolCall
+from fleet.agents.models.base import ChatMessage, Model, ModelResponse, ToolCall, provider_of
 from fleet.agents.telemetry import Span
 from fleet.domain import redaction
 from fleet.domain.redaction import Redactor
@@ -49,12 +49,6 @@ class _RunState:
 _run_state: contextvars.ContextVar[_RunState | None] = contextvars.ContextVar(
     "fleet_run_span", default=None
 )
-
-
-def provider_of(model: Model) -> str:
-    """``gen_ai.provider.name``: the adapter's ``provider``, else the prefix of its name."""
-    provider = getattr(model, "provider", None)
-    return provider if isinstance(provider, str) and provider else model.name.partition(":")[0]
 
 
 def request_model_of(model: Model) -> str:
