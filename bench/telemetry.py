@@ -1,10 +1,10 @@
 """What tracing costs a run: the no-op hooks (tracing off) and OpenTelemetry spans (on).
 
-Run: ``python -m bench.telemetry [--runs N] [--rounds R]``. No services needed. Each figure is the
-median of R rounds; a run is the echo model calling ``current_time`` once, then replying (two
-model calls, one tool call), through the runner with an in-memory journal. "on" exports through
-a BatchSpanProcessor to an exporter that drops the spans, so it measures fleet and the SDK, not a
-network.
+Run: ``python -m bench.telemetry [--runs N] [--rounds R]``. No services needed. Each figure is
+the median of R rounds, the four cases taking turns in each round (the machine's load drifts). A
+run is the echo model calling ``current_time`` once, then replying (two model calls, one tool
+call), through the runner with an in-memory journal. "on" exports through a BatchSpanProcessor to
+an exporter that drops the spans, so it measures fleet and the SDK, not a network.
 """
 
 from __future__ import annotations
@@ -98,33 +98,54 @@ def hooks_only(tracer: telemetry.Tracer, task: Task) -> None:
 
 
 def per_run_us(
-    fn: Callable[[telemetry.Tracer, Task], None], tracer: telemetry.Tracer, runs: int, rounds: int
+    fn: Callable[[telemetry.Tracer, Task], None], tracer: telemetry.Tracer, runs: int
 ) -> float:
+    """Mean µs per call of ``fn`` over ``runs`` calls."""
     task = a_task()
-    for _ in range(min(runs, 200)):  # warm up
+    t0 = time.perf_counter()
+    for _ in range(runs):
         fn(tracer, task)
-    medians = []
+    return (time.perf_counter() - t0) / runs * 1e6
+
+
+def alternating(
+    cases: dict[str, tuple[Callable[[telemetry.Tracer, Task], None], telemetry.Tracer, int]],
+    rounds: int,
+) -> dict[str, float]:
+    """Median per-call µs of each case, the cases taking turns round by round (load drifts)."""
+    for fn, tracer, _ in cases.values():  # warm up
+        per_run_us(fn, tracer, 200)
+    seen: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(runs):
-            fn(tracer, task)
-        medians.append((time.perf_counter() - t0) / runs * 1e6)
-    return statistics.median(medians)
+        for name, (fn, tracer, runs) in cases.items():
+            seen[name].append(per_run_us(fn, tracer, runs))
+    return {name: statistics.median(values) for name, values in seen.items()}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=2000)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=7)
     args = ap.parse_args()
     provider = TracerProvider(shutdown_on_exit=False)
     provider.add_span_processor(BatchSpanProcessor(Drop()))
     on = OtelTracer.of(provider)
     off = telemetry.NOOP
-    hooks_off = per_run_us(hooks_only, off, args.runs * 50, args.rounds)
-    run_off = per_run_us(one_run, off, args.runs, args.rounds)
-    hooks_on = per_run_us(hooks_only, on, args.runs, args.rounds)
-    run_on = per_run_us(one_run, on, args.runs, args.rounds)
+    got = alternating(
+        {
+            "run_off": (one_run, off, args.runs),
+            "run_on": (one_run, on, args.runs),
+            "hooks_off": (hooks_only, off, args.runs * 50),
+            "hooks_on": (hooks_only, on, args.runs),
+        },
+        args.rounds,
+    )
+    run_off, run_on, hooks_off, hooks_on = (
+        got["run_off"],
+        got["run_on"],
+        got["hooks_off"],
+        got["hooks_on"],
+    )
     provider.shutdown()
     print(
         f"tracing cost per run (2 model calls + 1 tool call, echo model), "
