@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -37,8 +38,8 @@ from fleet.constants import (
 )
 from fleet.errors import ConfigError, NotFound
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 
@@ -46,8 +47,8 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 MAX_DURATION_S = 30 * 24 * 3600.0
 
 
-def parse_duration(value: Any) -> float:
-    """Seconds from ``2s``, ``500ms``, ``1.5m``, ``1h`` or a bare number of seconds."""
+def parse_duration(value: Any, maximum: float = MAX_DURATION_S) -> float:
+    """Seconds from ``2s``, ``500ms``, ``1.5m``, ``1h``, ``30d`` or a bare number of seconds."""
     if isinstance(value, bool):
         raise ValueError(f"expected a duration like '2s' or '500ms', got {value!r}")
     if isinstance(value, int | float):
@@ -58,12 +59,44 @@ def parse_duration(value: Any) -> float:
         raise ValueError(f"expected a duration like '2s' or '500ms', got {value!r}")
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"a duration must be a finite, non-negative time, got {value!r}")
-    if seconds > MAX_DURATION_S:
-        raise ValueError(f"a duration must be at most 30 days, got {value!r}")
+    if seconds > maximum:
+        raise ValueError(f"a duration must be at most {maximum / 86400:g} days, got {value!r}")
     return seconds
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+def _retention(value: Any) -> float:
+    lim = LIMITS["retention_days"]
+    seconds = parse_duration(value, maximum=lim.maximum * 86400.0)
+    if seconds < 3600:
+        raise ValueError(f"must be from 1h to {lim.maximum}d, got {value!r}")
+    return seconds
+
+
+#: How long a conversation keeps its messages: ``30d``, ``12h``, at most 365 days.
+Retention = Annotated[float, BeforeValidator(_retention)]
+
+
+def _in_range(name: str) -> Any:
+    """A check that a limit is a whole number from 1 to its maximum, naming the range."""
+    lim = LIMITS[name]
+
+    def check(v: int) -> int:
+        if not 1 <= v <= lim.maximum:
+            raise ValueError(f"must be from 1 to {lim.maximum} ({lim.doc}), got {v}")
+        return v
+
+    return AfterValidator(check)
+
+
+HistoryItems = Annotated[StrictInt, _in_range("max_history_items")]
+HistoryBytes = Annotated[StrictInt, _in_range("max_history_bytes")]
+InputBytes = Annotated[StrictInt, _in_range("max_input_bytes")]
+Steps = Annotated[StrictInt, _in_range("max_steps")]
+NotesBytes = Annotated[StrictInt, _in_range("notes_bytes")]
+StoredMessages = Annotated[StrictInt, _in_range("stored_messages")]
 
 
 class Settings(BaseSettings):
@@ -220,14 +253,35 @@ class ModelConfig(_Strict):
 
 def _limit(name: str) -> Any:
     lim = LIMITS[name]
-    return Field(default=lim.default, ge=1, le=lim.maximum, description=lim.doc)
+    return Field(default=lim.default, description=lim.doc)
 
 
 class HistoryConfig(_Strict):
     """How much of a conversation's past a run's context may hold."""
 
-    max_items: StrictInt = _limit("max_history_items")
-    max_bytes: StrictInt = _limit("max_history_bytes")
+    max_items: HistoryItems = _limit("max_history_items")
+    max_bytes: HistoryBytes = _limit("max_history_bytes")
+
+
+_BLOCK = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
+
+
+class MemoryAttachment(_Strict):
+    """A memory block an agent sees, and what it may do with it."""
+
+    block: str
+    #: ``read``: in the prompt only; ``append``: may add to it; ``write``: may also replace it
+    #: or edit it in place (the ``memory_update`` tool).
+    mode: Literal["read", "append", "write"] = "read"
+    #: The heading it gets in the prompt (default: the block's title, else its name).
+    label: str | None = None
+
+    @field_validator("block")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _BLOCK.match(v):
+            raise ValueError("must be 1-100 lowercase letters, digits, '.', '_' or '-'")
+        return v
 
 
 _TOOL_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$")
@@ -279,9 +333,17 @@ class AgentConfig(_Strict):
     tools: tuple[ToolRef, ...] = ()
     #: Seconds a tool call may take unless the tool says otherwise.
     tool_timeout: Duration = DEFAULT_TOOL_TIMEOUT_S
-    max_steps: StrictInt = _limit("max_steps")
-    max_input_bytes: StrictInt = _limit("max_input_bytes")
+    max_steps: Steps = _limit("max_steps")
+    max_input_bytes: InputBytes = _limit("max_input_bytes")
     history: HistoryConfig = HistoryConfig()
+    #: Memory blocks of the deployment's namespace this agent sees (and may update).
+    memory: tuple[MemoryAttachment, ...] = ()
+    #: Conversation notes: the memory_list/get/set/remove tools and notes in the prompt.
+    notes: StrictBool = False
+    notes_bytes: NotesBytes = _limit("notes_bytes")
+    #: How long a conversation of this agent keeps its messages.
+    retention: Retention = LIMITS["retention_days"].default * 86400.0
+    stored_messages: StoredMessages = _limit("stored_messages")
     #: Tokens the prompt may hold (instructions, history, input; then, inside a run, what it
     #: sends each step). None: only the history's item and byte limits apply.
     context_tokens: StrictInt | None = Field(
@@ -342,6 +404,15 @@ class DeploymentConfig(_Strict):
     max_attempts: StrictInt | None = Field(default=None, ge=1, le=100)
     #: Labels copied onto every task of this deployment.
     labels: dict[str, str] = Field(default_factory=dict)
+    #: Which memory blocks its agents see: deployments of one namespace share them.
+    namespace: str = "default"
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError("must be 1-63 lowercase letters, digits, '-' or '_'")
+        return v
 
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -468,6 +539,39 @@ class TriggerConfig(_Strict):
         return v
 
 
+class HistoryDefaults(_Strict):
+    max_items: HistoryItems | None = None
+    max_bytes: HistoryBytes | None = None
+
+
+class LimitDefaults(_Strict):
+    """``[limits]`` of ``config/fleet.toml``: app-wide values an agent file may override."""
+
+    history: HistoryDefaults = HistoryDefaults()
+    max_input_bytes: InputBytes | None = None
+    max_steps: Steps | None = None
+    notes_bytes: NotesBytes | None = None
+    retention: Retention | None = None
+    stored_messages: StoredMessages | None = None
+
+
+class AppConfig(_Strict):
+    """``config/fleet.toml``: what holds for every agent and deployment."""
+
+    name: str = "fleet"
+    limits: LimitDefaults = LimitDefaults()
+    #: ``module:function`` deciding who may dispatch into, recall from, or write notes and
+    #: memory in a conversation (see fleet.policy); unset: the scope rules alone.
+    authorize: str | None = None
+
+    @field_validator("authorize")
+    @classmethod
+    def _ref(cls, v: str | None) -> str | None:
+        if v is not None and not _TOOL_REF.match(v):
+            raise ValueError("must name a Python function as 'package.module:function'")
+        return v
+
+
 class FleetConfig(BaseModel):
     """Everything in ``config/``, cross-checked."""
 
@@ -478,6 +582,7 @@ class FleetConfig(BaseModel):
     deployments: dict[str, DeploymentConfig]
     triggers: dict[str, TriggerConfig] = Field(default_factory=dict)
     callers: dict[str, CallerConfig] = Field(default_factory=dict)
+    app: AppConfig = AppConfig()
 
     def deployment(self, name: str) -> DeploymentConfig:
         """The deployment called ``name``; NotFound lists the known ones."""
@@ -519,6 +624,17 @@ def _validate(model: type[_Strict], path: Path, data: dict[str, Any]) -> Any:
         raise ConfigError(str(path), key, _reason(err)) from None
 
 
+def _with_defaults(defaults: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+    """An agent file's values over the app-wide ones (tables merged key by key)."""
+    merged = dict(defaults)
+    for key, value in data.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
+
+
 def load_config(root: Path) -> FleetConfig:
     """Load and cross-check ``root/agents/*.toml`` and ``root/deployments/*.toml``."""
     if not root.is_dir():
@@ -530,6 +646,12 @@ def load_config(root: Path) -> FleetConfig:
         ("triggers", TriggerConfig),
         ("callers", CallerConfig),
     )
+    app_file = root / "fleet.toml"
+    app_data = _load_toml(app_file) if app_file.is_file() else {}
+    app: AppConfig = _validate(AppConfig, app_file, app_data)
+    # limits set app-wide are what an agent file that names none gets
+    defaults = app.limits.model_dump(exclude_unset=True, exclude_defaults=False)
+    raw_defaults = app_data.get("limits", {}) if isinstance(app_data.get("limits"), dict) else {}
     for section, model in kinds:
         found: dict[str, Any] = {}
         for path in sorted((root / section).glob("*.toml")):
@@ -537,7 +659,10 @@ def load_config(root: Path) -> FleetConfig:
                 raise ConfigError(
                     str(path), "(file name)", "names are lowercase letters, digits, '-' and '_'"
                 )
-            found[path.stem] = _validate(model, path, _load_toml(path))
+            data = _load_toml(path)
+            if section == "agents" and defaults:
+                data = _with_defaults(raw_defaults, data)
+            found[path.stem] = _validate(model, path, data)
         sections[section] = found
     agents, deployments = sections["agents"], sections["deployments"]
     for name, dep in deployments.items():
@@ -572,6 +697,7 @@ def load_config(root: Path) -> FleetConfig:
         if caller.source.startswith("webhook:") and caller.source[8:] not in sections["triggers"]:
             raise ConfigError(where, "source", f"no trigger named {caller.source[8:]!r}")
     return FleetConfig(
+        app=app,
         root=root,
         agents=agents,
         deployments=deployments,

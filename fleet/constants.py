@@ -23,6 +23,11 @@ LIMITS: dict[str, Limit] = {
     ),
     "max_input_bytes": Limit(16_384, 65_536, "UTF-8 bytes of one submitted input"),
     "max_steps": Limit(8, 64, "model/tool steps one run may take before it fails"),
+    "notes_bytes": Limit(8_192, 32_768, "UTF-8 bytes of conversation notes in a run's context"),
+    "retention_days": Limit(30, 365, "days a conversation's messages are kept after they are said"),
+    "stored_messages": Limit(
+        1_000, 10_000, "messages one conversation keeps (its current generation; oldest go first)"
+    ),
 }
 
 #: Labels: at most this many per task.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.agents import tokens
@@ -18,16 +19,22 @@ def assemble(
     *,
     more_history: bool,
     tokenizer: tokens.Tokenizer | None = None,
+    memory: Memory | None = None,
 ) -> dict[str, Any]:
     """The frozen context: the exact messages of the first model step plus their provenance.
 
-    With ``context_tokens`` the history gets what the instructions and the input leave of it
-    (counted by ``tokenizer``, default the process's).
+    The system message is the instructions and the attached memory blocks; conversation notes
+    follow as a user message marked as notes (untrusted data), then the history, then the
+    input. With ``context_tokens`` the history gets what the rest leaves of it (counted by
+    ``tokenizer``, default the process's).
     """
     lim = agent.history
     fixed: list[dict[str, str]] = []
-    if agent.instructions:
-        fixed.append({"role": "system", "content": agent.instructions})
+    system = "\n\n".join(p for p in (agent.instructions, memory.blocks if memory else "") if p)
+    if system:
+        fixed.append({"role": "system", "content": system})
+    if memory is not None and memory.notes:
+        fixed.append({"role": "user", "content": memory.notes, "kind": NOTES})
     said = {"role": "user", "content": render_parts(task.input)}
     budget: dict[str, Any] | None = None
     max_tokens: int | None = None
@@ -50,12 +57,15 @@ def assemble(
         cost=None if counter is None else (lambda r: tokens.message_tokens(counter, r.content)),
     )
     msgs = [*fixed, *({"role": r.role, "content": r.content} for r in sel.selected), said]
-    return {
+    frozen = {
         "messages": msgs,
         "task_seq": task.seq,
         "submissions": task.submissions,
         **context.provenance(sel, max_items=lim.max_items, max_bytes=lim.max_bytes, tokens=budget),
     }
+    if memory is not None:
+        frozen["memory"] = memory.record
+    return frozen
 
 
 #: Messages past the item limit a claim still reads, so the run can list them as dropped.
@@ -69,4 +79,20 @@ def history_reads(max_items: int) -> int:
 
 def messages(frozen: dict[str, Any]) -> list[ChatMessage]:
     """The model messages of a frozen context (a retry replays exactly these)."""
-    return [ChatMessage(role=m["role"], content=m["content"]) for m in frozen["messages"]]
+    return [
+        ChatMessage(role=m["role"], content=m["content"], name=m.get("kind"))
+        for m in frozen["messages"]
+    ]
+
+
+#: ``kind`` (and the message ``name``) of the user message that carries conversation notes.
+NOTES = "fleet_notes"
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What a run's prompt shows of memory: block sections, the notes message, their record."""
+
+    blocks: str = ""
+    notes: str | None = None
+    record: dict[str, Any] = field(default_factory=dict)

@@ -10,6 +10,7 @@ on) gets a span around each model call and each tool call.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -313,7 +314,7 @@ def _tool_step(
         result = executor.call(
             tool,
             dict(call.arguments),
-            ctx,
+            dataclasses.replace(ctx, call_id=call.id),
             timeout_s=steps.ports.timeout_of(tool),
             watch=steps.ports.watch,
         )

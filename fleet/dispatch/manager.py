@@ -21,7 +21,7 @@ from fleet import metrics
 from fleet.agents import models as model_adapters
 from fleet.agents import prompt, telemetry
 from fleet.agents.runner import RunPorts, run_agent
-from fleet.agents.tools import ToolContext, ToolLoadError, toolbox
+from fleet.agents.tools import Tool, ToolContext, ToolLoadError, toolbox
 from fleet.agents.tools.toolbox import Toolbox, ToolServerError
 from fleet.config import AgentConfig, FleetConfig, Settings
 from fleet.dispatch.journal import StoreJournal
@@ -33,6 +33,9 @@ from fleet.domain.labels import merge_labels
 from fleet.domain.runs import Outcome
 from fleet.domain.values import CLAIMABLE, Admission, Task, TaskStatus
 from fleet.errors import InputError, LeaseLost, NotFound
+from fleet.memory import render
+from fleet.memory import tools as memory_tools
+from fleet.memory.binding import StoreMemory
 from fleet.store import CancelResult, Chain, Claim, Head, Prepared, Started, Store
 
 log = logging.getLogger(__name__)
@@ -237,9 +240,27 @@ class Dispatcher:
         if agent is None:
             return Prepared({"messages": []}, "-")
         context = claim.frozen_context or prompt.assemble(
-            agent, claim.task, claim.history, more_history=claim.more_history
+            agent,
+            claim.task,
+            claim.history,
+            more_history=claim.more_history,
+            memory=self._memory(agent, claim.task),
         )
         return Prepared(context, self._model(agent).name)
+
+    def _memory(self, agent: AgentConfig, task: Task) -> prompt.Memory | None:
+        """What the run's prompt shows of memory: attached blocks, the conversation's notes."""
+        if not agent.memory and not agent.notes:
+            return None
+        namespace = self.config.deployment(task.deployment).namespace
+        found = self.store.blocks_named(namespace, [a.block for a in agent.memory])
+        text, shown = render.blocks_text(agent.memory, found)
+        record: dict[str, Any] = {"namespace": namespace, "blocks": shown}
+        notes = None
+        if agent.notes:
+            listed = self.store.list_notes(task.conversation_id, self.clock())
+            notes, record["notes"] = render.notes_message(listed, agent.notes_bytes)
+        return prompt.Memory(blocks=text, notes=notes, record=record)
 
     def _run(
         self, started: Started, handle: LeaseHandle, deadline: float | None = None
@@ -259,7 +280,12 @@ class Dispatcher:
         if agent is None:
             missing = f"deployment {task.deployment!r} is no longer configured"
             return Outcome(TaskStatus.FAILED, None, missing, {})
-        ctx = ToolContext(task_id=str(task.id), run_id=str(run_id), labels=task.labels)
+        ctx = ToolContext(
+            task_id=str(task.id),
+            run_id=str(run_id),
+            labels=task.labels,
+            conversation_id=str(task.conversation_id),
+        )
         try:
             outcome = self._execute(started, agent, handle, ctx)
         except LeaseLost:
@@ -299,8 +325,21 @@ class Dispatcher:
             context_tokens=agent.context_tokens,
             tracer=telemetry.tracer(),
         )
+        extra: list[Tool] = []
+        if agent.memory or agent.notes:
+            port = StoreMemory(
+                self.store,
+                namespace=self.config.deployment(task.deployment).namespace,
+                conversation_id=task.conversation_id,
+                run_id=run_id,
+                clock=self.clock,
+            )
+            update = memory_tools.block_tool(agent.memory, port)
+            extra = [update] if update is not None else []
+            if agent.notes:
+                extra += memory_tools.note_tools(port)
         try:
-            with box.opened(ctx) as tools:
+            with box.opened(ctx, extra=extra) as tools:
                 return run_agent(
                     self._model(agent),
                     tools,

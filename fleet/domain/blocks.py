@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from fleet.errors import Conflict, InputError
@@ -43,7 +44,16 @@ def check_block_name(name: str) -> str:
     return name
 
 
-def apply(current: str, version: int, edit: Edit) -> str:
+def allowed_ops(mode: str) -> tuple[Op, ...]:
+    """What an agent attached in ``mode`` may do to a block."""
+    if mode == "write":
+        return ("replace", "append", "str_replace")
+    if mode == "append":
+        return ("append",)
+    return ()
+
+
+def apply(current: str, version: int, edit: Edit, *, max_bytes: int = MAX_BLOCK_BYTES) -> str:
     """The block's new value; Conflict on a stale ``expected_version``, InputError on a bad edit."""
     if edit.expected_version is not None and edit.expected_version != version:
         raise Conflict(
@@ -66,12 +76,17 @@ def apply(current: str, version: int, edit: Edit) -> str:
         if count != 1:
             where = "does not occur" if count == 0 else f"occurs {count} times"
             raise InputError(
-                f"old text {where} in the block; it must occur exactly once", field="old"
+                f"old text {where} in the block (it must occur exactly once); the block's "
+                f"current value (version {version}) is:\n{current}",
+                field="old",
             )
         new = current.replace(edit.old, edit.text, 1)
-    if len(new.encode()) > MAX_BLOCK_BYTES:
+    size = len(new.encode())
+    if size > max_bytes:
         raise InputError(
-            f"the block would be {len(new.encode())} bytes; at most {MAX_BLOCK_BYTES}", field="text"
+            f"the block would be {size} bytes (now {len(current.encode())}, the edit adds "
+            f"{size - len(current.encode())}); a block holds at most {max_bytes} bytes",
+            field="text",
         )
     return new
 
@@ -82,3 +97,39 @@ def check_note(key: str, body: str) -> None:
     size = len(body.encode())
     if size > MAX_NOTE_BYTES:
         raise InputError(f"a note body is at most {MAX_NOTE_BYTES} bytes, got {size}", field="body")
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    namespace: str
+    name: str
+    title: str
+    description: str
+    value: str
+    version: int
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class BlockVersion:
+    version: int
+    value: str
+    author: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class NoteReceipt:
+    """What a notes tool call answered, kept so a retried call answers the same."""
+
+    op: str
+    key: str
+    outcome: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class NoteValue:
+    key: str
+    body: str
+    expires_at: datetime | None
+    updated_at: datetime

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from fleet.domain.blocks import Block, BlockVersion, NoteValue
 from fleet.domain.redaction import Redactor
 from fleet.domain.runs import Outcome, TraceRow
 from fleet.store import db
 from fleet.store.admission import AdmissionStore
 from fleet.store.claims import Chain, Claim, Head, Prepared, Started
 from fleet.store.leasing import LeasingStore
-from fleet.store.memory import Block, BlockVersion, MemoryStore, NoteValue
+from fleet.store.memory import MemoryStore
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
 
 __all__ = [

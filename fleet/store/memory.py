@@ -3,44 +3,18 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, delete, func, or_, select, update
+from sqlalchemy import ColumnElement, Connection, and_, delete, func, or_, select, update
 
 from fleet.domain import blocks
+from fleet.domain.blocks import Block, BlockVersion, NoteReceipt, NoteValue
 from fleet.errors import Conflict, InputError, NotFound
 from fleet.store import schema as s
 from fleet.store.base import StoreBase
 
-b, v, n = s.memory_blocks, s.memory_block_versions, s.notes
-
-
-@dataclass(frozen=True, slots=True)
-class Block:
-    namespace: str
-    name: str
-    title: str
-    description: str
-    value: str
-    version: int
-    updated_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class BlockVersion:
-    version: int
-    value: str
-    author: str
-    created_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class NoteValue:
-    key: str
-    body: str
-    expires_at: datetime | None
-    updated_at: datetime
+b, v, n, o = s.memory_blocks, s.memory_block_versions, s.notes, s.note_operations
 
 
 def _block(row: object) -> Block:
@@ -64,6 +38,16 @@ class MemoryStore(StoreBase):
             ).first()
         return None if row is None else _block(row)
 
+    def blocks_named(self, namespace: str, names: Sequence[str]) -> dict[str, Block]:
+        """The blocks of ``namespace`` called one of ``names`` (missing ones are left out)."""
+        if not names:
+            return {}
+        with self.read() as conn:
+            rows = conn.execute(
+                select(b).where(b.c.namespace == namespace, b.c.name.in_(list(names)))
+            ).all()
+        return {r.name: _block(r) for r in rows}
+
     def list_blocks(self, namespace: str | None = None) -> list[Block]:
         query = select(b).order_by(b.c.namespace, b.c.name)
         if namespace is not None:
@@ -81,11 +65,15 @@ class MemoryStore(StoreBase):
         now: datetime,
         title: str | None = None,
         description: str | None = None,
+        receipt: str | None = None,
+        max_bytes: int = blocks.MAX_BLOCK_BYTES,
     ) -> Block:
         """Apply ``edit`` (creating the block at version 1), recording the new version.
 
         The row is updated only if its version is still the one read, so two concurrent edits
         cannot both win: the loser sees Conflict (with ``expected_version``) or retries the read.
+        An edit with a ``receipt`` already recorded is not applied again (a retried tool call):
+        the block is returned as it is.
         """
         blocks.check_block_name(name)
         for _ in range(5):
@@ -94,8 +82,18 @@ class MemoryStore(StoreBase):
                     select(b).where(b.c.namespace == namespace, b.c.name == name)
                 ).first()
                 current = _block(row) if row is not None else None
+                if row is not None and receipt is not None:
+                    done = conn.execute(
+                        select(v.c.version).where(v.c.block_id == row.id, v.c.receipt == receipt)
+                    ).first()
+                    if done is not None:
+                        assert current is not None
+                        return current
                 value = blocks.apply(
-                    current.value if current else "", current.version if current else 0, edit
+                    current.value if current else "",
+                    current.version if current else 0,
+                    edit,
+                    max_bytes=max_bytes,
                 )
                 value = self.redactor.text(value)
                 if current is None:
@@ -139,6 +137,7 @@ class MemoryStore(StoreBase):
                         value=value,
                         author=author,
                         created_at=now,
+                        receipt=receipt,
                     )
                 )
             found = self.get_block(namespace, name)
@@ -163,6 +162,37 @@ class MemoryStore(StoreBase):
     def _live(self, now: datetime) -> ColumnElement[bool]:
         return or_(n.c.expires_at.is_(None), n.c.expires_at > now)
 
+    def note_receipt(self, conversation_id: uuid.UUID, receipt: str) -> NoteReceipt | None:
+        """The answer a notes tool call with this receipt already got, if it was applied."""
+        with self.read() as conn:
+            row = conn.execute(
+                select(o).where(o.c.conversation_id == conversation_id, o.c.receipt == receipt)
+            ).first()
+        return None if row is None else NoteReceipt(row.op, row.key, dict(row.outcome))
+
+    def _receipt(
+        self,
+        conn: Connection,
+        conversation_id: uuid.UUID,
+        receipt: str | None,
+        *,
+        op: str,
+        key: str,
+        outcome: dict[str, object],
+        now: datetime,
+    ) -> None:
+        if receipt is not None:
+            conn.execute(
+                o.insert().values(
+                    conversation_id=conversation_id,
+                    receipt=receipt,
+                    op=op,
+                    key=key,
+                    outcome=outcome,
+                    created_at=now,
+                )
+            )
+
     def set_note(
         self,
         conversation_id: uuid.UUID,
@@ -170,7 +200,10 @@ class MemoryStore(StoreBase):
         body: str,
         now: datetime,
         expires_at: datetime | None = None,
+        *,
+        receipt: str | None = None,
     ) -> NoteValue:
+        """Create or replace a note; a ``receipt`` commits together with the edit."""
         blocks.check_note(key, body)
         body = self.redactor.text(body)
         with self.tx() as conn:
@@ -208,6 +241,14 @@ class MemoryStore(StoreBase):
                         updated_at=now,
                     )
                 )
+            outcome: dict[str, object] = {
+                "bytes": len(body.encode()),
+                "expires_at": expires_at.isoformat() if expires_at else None,
+                "created": not moved,
+            }
+            self._receipt(
+                conn, conversation_id, receipt, op="set", key=key, outcome=outcome, now=now
+            )
         return NoteValue(key, body, expires_at, now)
 
     def get_note(self, conversation_id: uuid.UUID, key: str, now: datetime) -> NoteValue | None:
@@ -229,9 +270,32 @@ class MemoryStore(StoreBase):
             ).all()
         return [NoteValue(r.key, r.body, r.expires_at, r.updated_at) for r in rows]
 
-    def remove_note(self, conversation_id: uuid.UUID, key: str) -> bool:
+    def remove_note(
+        self,
+        conversation_id: uuid.UUID,
+        key: str,
+        *,
+        now: datetime | None = None,
+        receipt: str | None = None,
+    ) -> bool:
         with self.tx() as conn:
             gone = conn.execute(
                 delete(n).where(n.c.conversation_id == conversation_id, n.c.key == key)
             ).rowcount
+            if receipt is not None:
+                assert now is not None
+                outcome: dict[str, object] = {"removed": bool(gone)}
+                self._receipt(
+                    conn, conversation_id, receipt, op="remove", key=key, outcome=outcome, now=now
+                )
         return bool(gone)
+
+    def count_notes(self, conversation_id: uuid.UUID, now: datetime) -> int:
+        with self.read() as conn:
+            return int(
+                conn.execute(
+                    select(func.count())
+                    .select_from(n)
+                    .where(n.c.conversation_id == conversation_id, self._live(now))
+                ).scalar_one()
+            )

@@ -156,6 +156,8 @@ class Task(Base):
         Boolean, default=False, server_default=text("false")
     )
     worker: Mapped[str | None] = mapped_column(String(200))
+    #: The caller that submitted it (API caller, trigger, A2A caller), for the authorize policy.
+    caller: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(default=_now)
     leased_at: Mapped[datetime | None] = mapped_column()
     started_at: Mapped[datetime | None] = mapped_column()
@@ -286,6 +288,10 @@ class MemoryBlockVersion(Base):
     #: ``user`` for people (``fleet memory set``), ``run:<id>`` for an agent's update.
     author: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(default=_now)
+    #: The tool call that made this version (``<task>:<call>``): a retried call applies once.
+    receipt: Mapped[str | None] = mapped_column(String(200))
+
+    __table_args__ = (UniqueConstraint("block_id", "receipt"),)
 
 
 class Note(Base):
@@ -305,6 +311,24 @@ class Note(Base):
     updated_at: Mapped[datetime] = mapped_column(default=_now)
 
 
+class NoteOperation(Base):
+    """A receipt for a notes tool call, committed with its edit: a retried call applies once.
+
+    It keeps what the call answered (metadata only, never the note's body).
+    """
+
+    __tablename__ = "note_operations"
+
+    conversation_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
+    )
+    receipt: Mapped[str] = mapped_column(String(200), primary_key=True)
+    op: Mapped[str] = mapped_column(String(16))
+    key: Mapped[str] = mapped_column(String(128))
+    outcome: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+
+
 #: Core tables for the store's statements (the ORM classes above define them).
 conversations = cast(Table, Conversation.__table__)
 tasks = cast(Table, Task.__table__)
@@ -315,3 +339,4 @@ traces = cast(Table, Trace.__table__)
 memory_blocks = cast(Table, MemoryBlock.__table__)
 memory_block_versions = cast(Table, MemoryBlockVersion.__table__)
 notes = cast(Table, Note.__table__)
+note_operations = cast(Table, NoteOperation.__table__)

@@ -6,6 +6,7 @@ import math
 import os
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,7 @@ from fleet.config import (
 )
 from fleet.constants import DEFAULT_DEBOUNCE_S, LIMITS, MAX_DEBOUNCE_S
 from fleet.errors import ConfigError, NotFound
+from tests.conftest import write_config
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config"
 
@@ -63,7 +65,8 @@ def test_parse_duration(value, seconds):
         (False, "expected a duration"),
         (None, "expected a duration"),
         ("", "expected a duration"),
-        ("2d", "expected a duration"),
+        ("2w", "expected a duration"),
+        ("31d", "at most 30 days"),
         ("s", "expected a duration"),
         ("-1s", "expected a duration"),
         ("1e3", "expected a duration"),
@@ -379,26 +382,26 @@ def _max(name: str) -> int:
             "agents/a.toml",
             f"max_steps = {_max('max_steps') + 1}\n",
             "max_steps",
-            "less than or equal",
+            f"must be from 1 to {_max('max_steps')}",
         ),
-        ("agents/a.toml", "max_steps = 0\n", "max_steps", "greater than or equal to 1"),
+        ("agents/a.toml", "max_steps = 0\n", "max_steps", "must be from 1 to 64"),
         (
             "agents/a.toml",
             f"max_input_bytes = {_max('max_input_bytes') + 1}\n",
             "max_input_bytes",
-            f"less than or equal to {_max('max_input_bytes')}",
+            f"must be from 1 to {_max('max_input_bytes')}",
         ),
         (
             "agents/a.toml",
             f"[history]\nmax_items = {_max('max_history_items') + 1}\n",
             "history.max_items",
-            f"less than or equal to {_max('max_history_items')}",
+            f"must be from 1 to {_max('max_history_items')}",
         ),
         (
             "agents/a.toml",
             f"[history]\nmax_bytes = {_max('max_history_bytes') + 1}\n",
             "history.max_bytes",
-            f"less than or equal to {_max('max_history_bytes')}",
+            f"must be from 1 to {_max('max_history_bytes')}",
         ),
         ("agents/Bad.toml", AGENT, "(file name)", "lowercase"),
         # no silent conversions: a string or a number is not a yes/no, nor a string a count
@@ -521,3 +524,106 @@ def test_durations_have_an_upper_bound():
     assert parse_duration(30 * 24 * 3600) == 30 * 24 * 3600
     with pytest.raises(ValueError, match="at most 30 days"):
         parse_duration("99999999999h")
+
+
+# -- limits: app-wide in config/fleet.toml, per-agent overrides --------------------------------
+
+
+def _app(tmp_path: Path, fleet_toml: str, agent: str = 'model = "echo"\n') -> Any:
+    root = write_config(tmp_path / "config", {"a": agent, "b": agent}, {"d": 'agent = "a"\n'})
+    (root / "fleet.toml").write_text(textwrap.dedent(fleet_toml))
+    return load_config(root)
+
+
+def test_app_wide_limits_apply_unless_an_agent_sets_its_own(tmp_path: Path) -> None:
+    cfg = _app(
+        tmp_path,
+        """
+        [limits]
+        notes_bytes = 4096
+        retention = "7d"
+        stored_messages = 500
+        [limits.history]
+        max_items = 10
+        """,
+        agent='model = "echo"\n[history]\nmax_bytes = 1000\n',
+    )
+    a = cfg.agents["a"]
+    assert (a.notes_bytes, a.retention, a.stored_messages) == (4096, 7 * 86400.0, 500)
+    assert (a.history.max_items, a.history.max_bytes) == (10, 1000)
+    assert a.max_input_bytes == LIMITS["max_input_bytes"].default
+
+
+def test_defaults_without_fleet_toml(tmp_path: Path) -> None:
+    root = write_config(tmp_path / "config", {"a": 'model = "echo"\n'}, {"d": 'agent = "a"\n'})
+    a = load_config(root).agents["a"]
+    assert (a.notes_bytes, a.retention, a.stored_messages) == (8192, 30 * 86400.0, 1000)
+    assert load_config(root).app.authorize is None
+
+
+@pytest.mark.parametrize(
+    ("limit", "below", "above"),
+    [
+        ("notes_bytes", 0, 32_769),
+        ("stored_messages", 0, 10_001),
+        ("max_input_bytes", 0, 65_537),
+        ("history.max_items", 0, 101),
+        ("history.max_bytes", 0, 131_073),
+    ],
+)
+def test_limit_bounds_below_at_and_above(tmp_path: Path, limit: str, below: int, above: int):
+    table, _, key = limit.rpartition(".")
+    section = f"[limits.{table}]" if table else "[limits]"
+    for value, ok in ((below, False), (1, True), (above - 1, True), (above, False)):
+        if ok:
+            _app(tmp_path / str(value), f"{section}\n{key} = {value}\n")
+            continue
+        with pytest.raises(ConfigError) as info:
+            _app(tmp_path / str(value), f"{section}\n{key} = {value}\n")
+        assert info.value.file.endswith("fleet.toml")
+        assert info.value.key == f"limits.{limit}"
+        assert f"must be from 1 to {above - 1}" in info.value.reason
+        assert f"got {value}" in info.value.reason
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ('"366d"', "at most 365 days"),
+        ('"30m"', "from 1h to 365d"),
+        ('"forever"', "expected a duration"),
+        ("-1", "non-negative"),
+    ],
+)
+def test_retention_bounds(tmp_path: Path, value: str, reason: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        _app(tmp_path, f"[limits]\nretention = {value}\n")
+    assert info.value.key == "limits.retention" and reason in info.value.reason
+    assert (
+        _app(tmp_path / "ok", '[limits]\nretention = "365d"\n').agents["a"].retention == 365 * 86400
+    )
+
+
+def test_fleet_toml_refuses_unknown_keys_and_bad_policies(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        _app(tmp_path / "1", "[limits]\nbogus = 1\n")
+    assert info.value.key == "limits.bogus"
+    with pytest.raises(ConfigError) as info:
+        _app(tmp_path / "2", 'authorize = "not a ref"\n')
+    assert info.value.key == "authorize"
+    assert _app(tmp_path / "3", 'authorize = "pol.icy:check"\n').app.authorize == "pol.icy:check"
+
+
+@pytest.mark.parametrize(
+    ("memory", "key", "reason"),
+    [
+        ('[{ block = "Bad Name" }]', "memory.0.block", "lowercase"),
+        ('[{ block = "prefs", mode = "admin" }]', "memory.0.mode", "'read', 'append' or 'write'"),
+        ('[{ block = "prefs", colour = 1 }]', "memory.0.colour", "Extra inputs"),
+    ],
+)
+def test_memory_attachments_are_checked(tmp_path: Path, memory: str, key: str, reason: str):
+    root = write_config(tmp_path / "config", {"a": f"memory = {memory}\n"}, {"d": 'agent = "a"\n'})
+    with pytest.raises(ConfigError) as info:
+        load_config(root)
+    assert info.value.key == key and reason in info.value.reason

@@ -18,6 +18,9 @@ LIMIT_NAMES = {
     "max_history_bytes": "history.max_bytes",
     "max_input_bytes": "max_input_bytes",
     "max_steps": "max_steps",
+    "notes_bytes": "notes_bytes",
+    "retention_days": "retention",
+    "stored_messages": "stored_messages",
 }
 
 

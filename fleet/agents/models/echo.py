@@ -1,9 +1,9 @@
 """The offline model: deterministic, no network, history made visible.
 
 Reply: ``echo: <last user text> [history: N]``, N = messages before the last user message (system
-prompt and tool traffic not counted). For exercising the tool loop, a last user text of
-``/tool NAME {json}`` asks for that tool once, then replies; ``/loop NAME {json}`` asks for it on
-every step (so the step limit ends the run).
+prompt, tool traffic and named user messages such as conversation notes not counted). For
+exercising the tool loop, a last user text of ``/tool NAME {json}`` asks for that tool once, then
+replies; ``/loop NAME {json}`` asks for it on every step (so the step limit ends the run).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class EchoModel:
             sum(
                 1
                 for m in messages[:last_user]
-                if m.role in ("user", "assistant") and not m.tool_calls
+                if m.role in ("user", "assistant") and not m.tool_calls and not m.name
             )
             if last_user is not None
             else 0

@@ -31,6 +31,15 @@ class ToolContext:
     run_id: str
     labels: Mapping[str, str] = field(default_factory=dict)
     cancelled: threading.Event = field(default_factory=threading.Event)
+    #: The conversation the run belongs to.
+    conversation_id: str = ""
+    #: The model's id of the call being made (set for each call; empty outside one).
+    call_id: str = ""
+
+    @property
+    def receipt(self) -> str:
+        """Names this call across retries of the run: ``<task>:<call id>``."""
+        return f"{self.task_id}:{self.call_id}"
 
     def stopped(self) -> bool:
         """Should the tool stop now (cancel requested, lease lost, timed out)?"""

@@ -46,9 +46,16 @@ class Toolbox:
         return tool.timeout if tool.timeout is not None else self.default_timeout
 
     @contextmanager
-    def opened(self, ctx: ToolContext) -> Iterator[dict[str, Tool]]:
-        """Every tool for one run: the static ones plus each server's, connected until exit."""
+    def opened(self, ctx: ToolContext, *, extra: Sequence[Tool] = ()) -> Iterator[dict[str, Tool]]:
+        """Every tool for one run: the static ones, ``extra`` (bound to this run, such as the
+        memory tools) and each server's, connected until exit."""
         tools = dict(self.static)
+        for tool in extra:
+            if tool.name in tools:
+                raise ToolServerError(
+                    f"the agent's tool {tool.name!r} has the name of a fleet tool; rename it"
+                )
+            tools[tool.name] = tool
         with ExitStack() as stack:
             for server in self.servers:
                 for tool in stack.enter_context(server.connect(ctx)):
