@@ -96,8 +96,20 @@ class StoreBase:
                 return row
 
     def read(self) -> AbstractContextManager[Connection]:
-        """A connection for reads: no transaction on PostgreSQL, a short one on SQLite."""
+        """A connection for reads: no transaction on PostgreSQL, a short deferred one on SQLite
+        (a reader does not wait for a writer in WAL mode, not even one of this thread)."""
+        if self.dialect == "sqlite":
+            return self._sqlite_read()
         return self.single()
+
+    @contextmanager
+    def _sqlite_read(self) -> Iterator[Connection]:
+        with (
+            unavailable_on_outage(),
+            self.engine.connect() as conn,
+            conn.execution_options(fleet_read=True).begin(),
+        ):
+            yield conn
 
     def dispose(self) -> None:
         conn: Connection | None = getattr(self._local, "conn", None)

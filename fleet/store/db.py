@@ -105,7 +105,9 @@ def _sqlite(url: URL, *, readonly: bool) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+        # reads (``StoreBase.read``) take no write lock: in WAL mode they see the last commit
+        deferred = readonly or conn.get_execution_options().get("fleet_read", False)
+        conn.exec_driver_sql("BEGIN" if deferred else "BEGIN IMMEDIATE")
 
     return engine
 

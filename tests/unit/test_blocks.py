@@ -70,3 +70,60 @@ def test_note_rules(key: str, body: str, ok: bool) -> None:
     else:
         with pytest.raises(InputError):
             check_note(key, body)
+
+
+@pytest.mark.parametrize(
+    ("mode", "ops"),
+    [("read", ()), ("append", ("append",)), ("write", ("replace", "append", "str_replace"))],
+)
+def test_modes_gate_the_edits(mode: str, ops: tuple[str, ...]) -> None:
+    from fleet.domain.blocks import allowed_ops
+
+    assert allowed_ops(mode) == ops
+
+
+def test_a_refused_str_replace_shows_the_current_value() -> None:
+    with pytest.raises(InputError) as info:
+        apply("tea, tea", 4, Edit("str_replace", "coffee", old="tea"))
+    assert "occurs 2 times" in info.value.message
+    assert "current value (version 4) is:\ntea, tea" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("current", "text", "cap", "ok"),
+    [
+        ("", "x" * 10, 10, True),  # at the cap
+        ("", "x" * 11, 10, False),  # above
+        ("", "é" * 5, 10, True),  # 10 bytes of multibyte text
+        ("é" * 3 + "\n", "é", 10, True),  # 7 + 2 bytes
+        ("é" * 4 + "\n", "é", 10, False),  # 9 + 2 bytes
+    ],
+)
+def test_the_size_cap_counts_utf8_bytes(current: str, text: str, cap: int, ok: bool) -> None:
+    edit = Edit("append", text) if current else Edit("replace", text)
+    if ok:
+        assert len(apply(current, 1, edit, max_bytes=cap).encode()) <= cap + 1
+        return
+    with pytest.raises(InputError) as info:
+        apply(current, 1, edit, max_bytes=cap)
+    assert f"at most {cap} bytes" in info.value.message
+    assert f"now {len(current.encode())}" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("key", "ok"),
+    [
+        ("ä" * 128, True),  # 128 characters, 256 bytes
+        ("ä" * 129, False),
+        ("a\x7fb", False),
+        ("a\u0085b", False),  # a C1 control character
+        ("a b", True),
+        ("emoji 🎉", True),
+    ],
+)
+def test_note_keys(key: str, ok: bool) -> None:
+    if ok:
+        check_note(key, "body")
+    else:
+        with pytest.raises(InputError):
+            check_note(key, "body")
