@@ -9,9 +9,12 @@ from __future__ import annotations
 import importlib.util
 import math
 import re
+import shlex
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -283,6 +286,8 @@ _PROCESS_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TRANSPORT_HEADERS = frozenset(
     {"content-type", "accept", "content-length", "host", "mcp-session-id", "mcp-protocol-version"}
 )
+#: Longest command line or URL a message shows of an MCP server.
+_SHOWN_CHARS = 80
 #: Headers whose values are secrets: never literal in a file (use ``headers_env``).
 _SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key"})
 
@@ -343,8 +348,6 @@ class McpServerConfig(_Strict):
     def _url(cls, v: str | None) -> str | None:
         if v is None:
             return v
-        from urllib.parse import urlsplit
-
         try:
             parts = urlsplit(v)
             parts.port  # noqa: B018 (a bad port raises)
@@ -457,6 +460,29 @@ class McpServerConfig(_Strict):
         sources = {f"header {h}": var for h, var in self.headers_env.items()}
         sources.update({f"variable {n}": var for n, var in self.env_from.items()})
         return sources
+
+    @property
+    def label(self) -> str:
+        """How messages name the server: ``MCP server 'github' (stdio: npx -y @x/server)``."""
+        if self.command is not None:
+            where = "stdio: " + shlex.join([self.command, *self.args])
+        else:
+            parts = urlsplit(self.url or "")
+            host = parts.hostname or ""
+            if parts.port is not None:
+                host = f"{host}:{parts.port}"
+            where = f"http: {parts.scheme}://{host}{parts.path}"  # no credentials, no query
+        if len(where) > _SHOWN_CHARS:
+            where = where[: _SHOWN_CHARS - 1] + "…"
+        return f"MCP server {self.name!r} ({where})"
+
+    def missing_secrets(self, environ: Mapping[str, str]) -> list[str]:
+        """One line per environment variable the server needs that is unset or empty."""
+        return [
+            f"{self.label}: {what} needs environment variable {var}, which is not set"
+            for what, var in self.secret_sources().items()
+            if not environ.get(var)
+        ]
 
 
 class AgentConfig(_Strict):

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import tempfile
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from fnmatch import fnmatchcase
 from typing import Any, TextIO, cast
-from urllib.parse import urlsplit
 
 import httpx2
 import mcp_types
@@ -33,32 +31,6 @@ from fleet.constants import REDACTED
 
 #: How much of a stdio server's stderr a start-up failure quotes (its last lines).
 STDERR_TAIL_CHARS = 300
-#: Longest command line or URL shown in messages.
-SHOWN_CHARS = 80
-
-
-def shown(config: McpServerConfig) -> str:
-    """How messages name a server: ``MCP server 'github' (stdio: npx -y @x/server)``."""
-    if config.command is not None:
-        where = "stdio: " + shlex.join([config.command, *config.args])
-    else:
-        parts = urlsplit(config.url or "")
-        host = parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-        where = f"http: {parts.scheme}://{host}{parts.path}"  # no credentials, no query
-    if len(where) > SHOWN_CHARS:
-        where = where[: SHOWN_CHARS - 1] + "…"
-    return f"MCP server {config.name!r} ({where})"
-
-
-def missing_secrets(config: McpServerConfig, environ: Mapping[str, str]) -> list[str]:
-    """One line per environment variable the server needs that is unset or empty."""
-    return [
-        f"{shown(config)}: {what} needs environment variable {var}, which is not set"
-        for what, var in config.secret_sources().items()
-        if not environ.get(var)
-    ]
 
 
 class McpToolServer:
@@ -71,13 +43,13 @@ class McpToolServer:
 
     @property
     def label(self) -> str:
-        return shown(self.config)
+        return self.config.label
 
     @contextmanager
     def connect(self, ctx: ToolContext) -> Iterator[Sequence[Tool]]:
         """Start or reach the server, list its tools (bounded), and close it on exit."""
         environ = os.environ if self._environ is None else self._environ
-        missing = missing_secrets(self.config, environ)
+        missing = self.config.missing_secrets(environ)
         if missing:
             raise ToolServerError(missing[0])
         secrets = [environ[var] for var in self.config.secret_sources().values()]
@@ -241,4 +213,4 @@ def _scrub(text: str, secrets: Sequence[str]) -> str:
     return text
 
 
-__all__ = ["McpToolServer", "missing_secrets", "result_text", "shown"]
+__all__ = ["McpToolServer", "result_text"]
