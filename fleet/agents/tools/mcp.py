@@ -18,9 +18,9 @@ from fnmatch import fnmatchcase
 from typing import Any, TextIO, cast
 
 import httpx2
-import mcp_types
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
-from mcp.client._transport import TransportStreams
+from mcp import types as mcp_types
+from mcp.client import Transport
 from mcp.client.streamable_http import streamable_http_client
 
 from fleet.agents.tools.base import RetryPolicy, Tool, ToolContext, ToolError
@@ -112,7 +112,11 @@ class McpToolServer:
             try:
                 result = await session.call(remote, args)
             except MCPError as exc:
-                raise ToolError(f"MCP server {server!r} refused the call: {exc}") from None
+                if exc.code == mcp_types.CONNECTION_CLOSED:
+                    raise ToolError(f"MCP server {server!r} is no longer connected") from None
+                raise ToolError(
+                    f"MCP server {server!r} refused the call: {exc.message} (code {exc.code})"
+                ) from None
             except Gone as exc:
                 raise ToolError(f"MCP server {server!r} is no longer connected: {exc}") from None
             text = result_text(result)
@@ -131,20 +135,22 @@ class McpToolServer:
         )
 
 
-@asynccontextmanager
-async def _http(
-    url: str, headers: dict[str, str], connect_s: float
-) -> AsyncIterator[TransportStreams]:
+def _http(url: str, headers: dict[str, str], connect_s: float) -> Transport:
     """The streamable HTTP transport on an HTTP client with the configured headers.
 
     Reads are unbounded here: calls are bounded by their timeout and closing by the session.
     """
-    timeout = httpx2.Timeout(connect_s, read=None)
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
-        streamable_http_client(url, http_client=http) as streams,
-    ):
-        yield streams
+
+    @asynccontextmanager
+    async def streams() -> AsyncIterator[Any]:
+        timeout = httpx2.Timeout(connect_s, read=None)
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+            streamable_http_client(url, http_client=http) as opened,
+        ):
+            yield opened
+
+    return streams()
 
 
 def result_text(result: mcp_types.CallToolResult) -> str:

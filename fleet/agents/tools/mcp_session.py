@@ -20,9 +20,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import anyio
-import mcp_types
 from anyio.abc import TaskGroup
 from mcp import Client
+from mcp import types as mcp_types
 
 from fleet.agents import aio
 
