@@ -469,6 +469,8 @@ class McpServerConfig(_Strict):
         else:
             parts = urlsplit(self.url or "")
             host = parts.hostname or ""
+            if ":" in host:  # IPv6
+                host = f"[{host}]"
             if parts.port is not None:
                 host = f"{host}:{parts.port}"
             where = f"http: {parts.scheme}://{host}{parts.path}"  # no credentials, no query

@@ -109,6 +109,8 @@ def test_a_refused_secret_is_not_echoed(tmp_path):
 def test_the_label_shows_no_credentials_or_query_and_is_short():
     server = McpServerConfig(name="x", url="https://user:pw@h.example:8443/mcp?key=abc")
     assert server.label == "MCP server 'x' (http: https://h.example:8443/mcp)"
+    v6 = McpServerConfig(name="z", url="http://[::1]:8080/mcp")
+    assert v6.label == "MCP server 'z' (http: http://[::1]:8080/mcp)"
     long = McpServerConfig(name="y", command="run", args=("a" * 200,))
     assert len(long.label) < 120 and long.label.endswith("…)")
 
