@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+import os
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from fleet.errors import FleetError
+
+if TYPE_CHECKING:
+    from fleet.config import FleetConfig, McpServerConfig
 
 State = Literal["ok", "warn", "fail"]
 
@@ -15,7 +19,8 @@ class CheckResult(NamedTuple):
     detail: str
 
 
-def run_checks() -> list[CheckResult]:
+def run_checks(*, connect: bool = False) -> list[CheckResult]:
+    """Every check; ``connect`` also starts or reaches each MCP server and lists its tools."""
     from fleet.config import Settings, load_config, load_settings
 
     results: list[CheckResult] = []
@@ -50,6 +55,7 @@ def run_checks() -> list[CheckResult]:
                 )
             )
         results.append(_tools(config))
+        results.extend(_mcp(config, connect=connect))
     except FleetError as exc:
         results.append(CheckResult("config", "fail", exc.message))
     results.append(_database(settings))
@@ -133,3 +139,55 @@ def _redis(settings: object) -> CheckResult:
     except Exception as exc:
         return CheckResult("redis", "fail", f"{shown}: unreachable: {exc}")
     return CheckResult("redis", "ok", f"{shown}: reachable")
+
+
+def _mcp(config: FleetConfig, *, connect: bool) -> list[CheckResult]:
+    """MCP servers: the variables their secrets come from are set (and, asked to, they answer)."""
+    servers = [
+        (name, server)
+        for name, agent in sorted(config.agents.items())
+        for server in agent.mcp_servers
+    ]
+    if not servers:
+        return []
+    missing = [
+        CheckResult("config", "fail", f"{config.root / 'agents' / f'{name}.toml'}: {problem}")
+        for name, server in servers
+        for problem in server.missing_secrets(os.environ)
+    ]
+    if missing:
+        return missing
+    if not connect:
+        listed = ", ".join(
+            f"{name}: {server.name} ({server.transport})" for name, server in servers
+        )
+        return [
+            CheckResult(
+                "mcp",
+                "ok",
+                f"{len(servers)} server{'s' if len(servers) != 1 else ''} ({listed}); not "
+                "contacted (`fleet check --connect` "
+                "starts or reaches each and lists its tools)",
+            )
+        ]
+    return [_connect(name, server) for name, server in servers]
+
+
+def _connect(agent: str, server: McpServerConfig) -> CheckResult:
+    from fleet.agents.tools import ToolContext
+    from fleet.agents.tools.mcp import McpToolServer
+    from fleet.agents.tools.toolbox import ToolServerError
+
+    try:
+        with McpToolServer(server).connect(ToolContext(task_id="check", run_id="check")) as tools:
+            names = [t.name for t in tools]
+    except ToolServerError as exc:
+        return CheckResult("mcp", "fail", f"agent {agent!r}: {exc}")
+    shown = ", ".join(names[:_SHOWN_TOOLS]) + (", …" if len(names) > _SHOWN_TOOLS else "")
+    return CheckResult(
+        "mcp", "ok", f"agent {agent!r}: {server.label}: {len(names)} tools ({shown or 'none'})"
+    )
+
+
+#: How many tool names a ``--connect`` line lists.
+_SHOWN_TOOLS = 8

@@ -253,11 +253,17 @@ def migrate() -> None:
 
 
 @app.command()
-def check(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def check(
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    connect: Annotated[
+        bool,
+        typer.Option("--connect", help="Also start or reach each MCP server and list its tools."),
+    ] = False,
+) -> None:
     """Validate settings and config/, and connect read-only; creates nothing, migrates nothing."""
     from fleet.checks import run_checks
 
-    results = run_checks()
+    results = run_checks(connect=connect)
     if as_json:
         _print_json([r._asdict() for r in results])
     else:

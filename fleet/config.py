@@ -9,9 +9,12 @@ from __future__ import annotations
 import importlib.util
 import math
 import re
+import shlex
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -30,6 +33,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from fleet.constants import (
     DEFAULT_DEBOUNCE_S,
+    DEFAULT_MCP_CONNECT_TIMEOUT_S,
     DEFAULT_TOOL_TIMEOUT_S,
     LIMITS,
     MAX_CONTEXT_TOKENS,
@@ -179,8 +183,13 @@ def load_settings(**overrides: Any) -> Settings:
 def _reason(err: Any) -> str:
     msg = str(err["msg"])
     msg = msg.removeprefix("Value error, ")
-    # An unknown key's value is not shown: it may be a secret put in the wrong place.
-    if "input" in err and err.get("type") not in ("missing", "extra_forbidden"):
+    # An unknown key's value is not shown: it may be a secret put in the wrong place; nor is a
+    # whole table or array (it may hold one, and the message already names the key).
+    if (
+        "input" in err
+        and err.get("type") not in ("missing", "extra_forbidden")
+        and not isinstance(err["input"], dict | list | tuple)
+    ):
         shown = repr(err["input"])
         if shown not in msg:
             return f"{msg} (got {shown})"
@@ -324,6 +333,214 @@ class ToolRef(_Strict):
         return ":" not in self.tool
 
 
+_MCP_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
+_PROCESS_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Headers the MCP transport sets itself; a config that sets them would break the protocol.
+_TRANSPORT_HEADERS = frozenset(
+    {"content-type", "accept", "content-length", "host", "mcp-session-id", "mcp-protocol-version"}
+)
+#: Longest command line or URL a message shows of an MCP server.
+_SHOWN_CHARS = 80
+#: Headers whose values are secrets: never literal in a file (use ``headers_env``).
+_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key"})
+
+
+class McpServerConfig(_Strict):
+    """One ``[[mcp_servers]]`` entry: an MCP server whose tools the agent gets as ``name.tool``.
+
+    Secrets are never written here: ``env_from`` and ``headers_env`` name environment variables
+    of the fleet process that hold them.
+    """
+
+    #: Lowercase; the namespace of the server's tools (``github.search_issues``).
+    name: str
+    #: stdio: the program to start (found on PATH) and its arguments.
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    #: stdio: literal environment variables for the server (PATH, HOME, ... are inherited).
+    env: dict[str, str] = Field(default_factory=dict)
+    #: stdio: server variable → fleet process variable holding its value.
+    env_from: dict[str, str] = Field(default_factory=dict)
+    #: Streamable HTTP: the endpoint (``https://host/mcp``).
+    url: str | None = None
+    #: HTTP: literal, non-secret headers.
+    headers: dict[str, str] = Field(default_factory=dict)
+    #: HTTP: header → environment variable holding its value (``Authorization = "FLEET_X"``).
+    headers_env: dict[str, str] = Field(default_factory=dict)
+    #: Tool names (without the namespace) or glob patterns to keep; empty keeps all.
+    include: tuple[str, ...] = ()
+    #: Tool names or glob patterns to leave out (applied after ``include``).
+    exclude: tuple[str, ...] = ()
+    #: Start (or connect), handshake and list tools within this long, or the run fails.
+    connect_timeout: Duration = DEFAULT_MCP_CONNECT_TIMEOUT_S
+    #: Seconds one call may take (default: the agent's ``tool_timeout``).
+    call_timeout: Duration | None = None
+    #: Retry policy for every tool of the server. Default per tool: ``safe`` when the server
+    #: marks it readOnlyHint or idempotentHint, else ``unsafe``.
+    retry: Literal["safe", "unsafe"] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _MCP_NAME.match(v):
+            raise ValueError(
+                f"{v!r} is not a server name: 1-32 lowercase letters, digits, '_' or '-', "
+                "starting with a letter (it prefixes the tool names: 'name.tool')"
+            )
+        return v
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("must name a program, e.g. 'npx' or '/usr/bin/my-server'")
+        return v
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            parts = urlsplit(v)
+            parts.port  # noqa: B018 (a bad port raises)
+        except ValueError as exc:
+            raise ValueError(f"is not a URL ({exc})") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL like 'https://host/mcp'")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            if not _PROCESS_ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+        return v
+
+    @field_validator("env_from")
+    @classmethod
+    def _env_from(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, source in v.items():
+            if not _PROCESS_ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+            if not _ENV_NAME.match(source):
+                raise ValueError(
+                    f"{name}: {source!r} must name an environment variable like FLEET_GITHUB_TOKEN"
+                )
+        return v
+
+    @field_validator("headers", "headers_env")
+    @classmethod
+    def _headers(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"{name!r} is not an HTTP header name")
+            if name.lower() in _TRANSPORT_HEADERS:
+                raise ValueError(f"{name!r} is set by the MCP transport itself; leave it out")
+        return v
+
+    @field_validator("headers")
+    @classmethod
+    def _no_secret_headers(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            if name.lower() in _SECRET_HEADERS:
+                raise ValueError(
+                    f"{name!r} carries a secret: put it in headers_env = {{ {name} = "
+                    '"FLEET_..." } and the value in that environment variable'
+                )
+        return v
+
+    @field_validator("headers_env")
+    @classmethod
+    def _header_sources(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, source in v.items():
+            if not _ENV_NAME.match(source):
+                raise ValueError(
+                    f"{name}: {source!r} must name an environment variable like FLEET_MCP_TOKEN"
+                )
+        return v
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _patterns(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in v:
+            if not pattern.strip():
+                raise ValueError("an empty tool name or pattern matches nothing")
+        return v
+
+    @field_validator("connect_timeout", "call_timeout")
+    @classmethod
+    def _positive(cls, v: float | None) -> float | None:
+        if v is not None and v <= 0:
+            raise ValueError("must be greater than zero")
+        return v
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                f"server {self.name!r}: give exactly one of command (a stdio server) or url "
+                "(a streamable HTTP server)"
+            )
+        wrong = (
+            [k for k in ("args", "env", "env_from") if getattr(self, k)]
+            if self.url is not None
+            else [k for k in ("headers", "headers_env") if getattr(self, k)]
+        )
+        if wrong:
+            kind, other = ("url", "command") if self.url is not None else ("command", "url")
+            raise ValueError(
+                f"server {self.name!r}: {wrong[0]} is for servers with {other}, and this one "
+                f"has {kind}"
+            )
+        both = set(self.headers).intersection(self.headers_env) or set(self.env).intersection(
+            self.env_from
+        )
+        if both:
+            raise ValueError(
+                f"server {self.name!r}: {sorted(both)[0]!r} is set twice (literally and from "
+                "the environment)"
+            )
+        return self
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "stdio" if self.command is not None else "http"
+
+    def secret_sources(self) -> dict[str, str]:
+        """What each secret is for → the environment variable holding it."""
+        sources = {f"header {h}": var for h, var in self.headers_env.items()}
+        sources.update({f"variable {n}": var for n, var in self.env_from.items()})
+        return sources
+
+    @property
+    def label(self) -> str:
+        """How messages name the server: ``MCP server 'github' (stdio: npx -y @x/server)``."""
+        if self.command is not None:
+            where = "stdio: " + shlex.join([self.command, *self.args])
+        else:
+            parts = urlsplit(self.url or "")
+            host = parts.hostname or ""
+            if ":" in host:  # IPv6
+                host = f"[{host}]"
+            if parts.port is not None:
+                host = f"{host}:{parts.port}"
+            where = f"http: {parts.scheme}://{host}{parts.path}"  # no credentials, no query
+        if len(where) > _SHOWN_CHARS:
+            where = where[: _SHOWN_CHARS - 1] + "…"
+        return f"MCP server {self.name!r} ({where})"
+
+    def missing_secrets(self, environ: Mapping[str, str]) -> list[str]:
+        """One line per environment variable the server needs that is unset or empty."""
+        return [
+            f"{self.label}: {what} needs environment variable {var}, which is not set"
+            for what, var in self.secret_sources().items()
+            if not environ.get(var)
+        ]
+
+
 class AgentConfig(_Strict):
     """Instructions + model + tools + memory settings."""
 
@@ -349,6 +566,18 @@ class AgentConfig(_Strict):
     context_tokens: StrictInt | None = Field(
         default=None, ge=MIN_CONTEXT_TOKENS, le=MAX_CONTEXT_TOKENS
     )
+    #: MCP servers whose tools the agent gets, namespaced ``server.tool``.
+    mcp_servers: tuple[McpServerConfig, ...] = ()
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _distinct_servers(cls, v: tuple[McpServerConfig, ...]) -> tuple[McpServerConfig, ...]:
+        seen: set[str] = set()
+        for server in v:
+            if server.name in seen:
+                raise ValueError(f"two servers are named {server.name!r}; names must differ")
+            seen.add(server.name)
+        return v
 
     @field_validator("model", mode="before")
     @classmethod

@@ -51,6 +51,8 @@ DEFAULT_TOOL_TIMEOUT_S = 60.0
 MIN_TASK_ID_PREFIX = 6
 #: ``fleet tasks ls`` shows this many characters of each id (git's short form); show/cancel take it.
 SHORT_TASK_ID_CHARS = 8
+#: Seconds an MCP server gets to start, answer the handshake and list its tools.
+DEFAULT_MCP_CONNECT_TIMEOUT_S = 10.0
 #: Collect mode: the debounce a deployment gets when it names none (seconds).
 DEFAULT_DEBOUNCE_S = 2.0
 #: Collect mode: the longest debounce a deployment may configure (seconds).

@@ -76,7 +76,7 @@ def importable(config_root: Path) -> None:
 
 
 def build(agent: AgentConfig, config_root: Path) -> Toolbox:
-    """Resolve an agent's tools (imports Python tools); ToolLoadError names the entry."""
+    """Resolve an agent's tools and MCP servers (imports Python tools); ToolLoadError names one."""
     importable(config_root)
     static: dict[str, Tool] = {}
     for i, ref in enumerate(agent.tools):
@@ -105,4 +105,9 @@ def build(agent: AgentConfig, config_root: Path) -> Toolbox:
                 f"{where}: a second tool named {tool.name!r} (give one of them name = '...')"
             )
         static[tool.name] = tool
-    return Toolbox(static=static, default_timeout=agent.tool_timeout)
+    servers: list[ToolServer] = []
+    if agent.mcp_servers:  # (the MCP SDK is imported only by agents that use it)
+        from fleet.agents.tools.mcp import McpToolServer
+
+        servers.extend(McpToolServer(server) for server in agent.mcp_servers)
+    return Toolbox(static=static, servers=tuple(servers), default_timeout=agent.tool_timeout)
