@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import re
 import shlex
 import tomllib
@@ -823,6 +824,20 @@ class FleetConfig(BaseModel):
                 f"no deployment named {name!r} in {self.root}/deployments (known: {known})",
                 field="deployment",
             ) from None
+
+    def secret_values(self, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+        """Values of the environment variables config names as secrets (MCP headers and
+        variables, webhook signing secrets, caller keys): redaction removes them everywhere."""
+        env = os.environ if environ is None else environ
+        names: list[str] = []
+        for agent in self.agents.values():
+            for server in agent.mcp_servers:
+                names.extend(server.secret_sources().values())
+        for trigger in self.triggers.values():
+            if trigger.signature is not None:
+                names.append(trigger.signature.secret_env)
+        names.extend(c.key_env for c in self.callers.values() if c.key_env)
+        return tuple(v for v in (env.get(n) for n in names) if v)
 
     def agent_for(self, deployment: str) -> AgentConfig:
         return self.agents[self.deployment(deployment).agent]

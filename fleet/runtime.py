@@ -32,10 +32,12 @@ class Runtime:
         self.store.dispose()
 
 
-def open_store(settings: Settings, *, readonly: bool = False) -> Store:
-    return Store.open(
-        settings.resolved_database_url, Redactor(settings.secrets()), readonly=readonly
-    )
+def open_store(
+    settings: Settings, *, readonly: bool = False, config: FleetConfig | None = None
+) -> Store:
+    """The store, redacting the settings' secrets and those ``config`` names."""
+    secrets = settings.secrets() + (config.secret_values() if config is not None else ())
+    return Store.open(settings.resolved_database_url, Redactor(secrets), readonly=readonly)
 
 
 def ensure_schema(store: Store) -> None:
@@ -63,7 +65,7 @@ def build(
 ) -> Runtime:
     settings = settings or load_settings()
     config = config or load_config(settings.config_dir)
-    store = open_store(settings)
+    store = open_store(settings, config=config)
     if check_schema:
         ensure_schema(store)
     local_waker: LocalWaker | None = None

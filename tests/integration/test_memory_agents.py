@@ -3,7 +3,6 @@ tools, on SQLite and PostgreSQL (in-process), and a race on real workers (Postgr
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -128,8 +127,6 @@ def test_notes_are_saved_by_tools_and_shown_as_user_data(rt: Runtime) -> None:
     assert not [m for m in frozen(rt, other.id)["messages"] if m.get("kind")]
 
 
-
-
 @pytest.mark.fleet
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("expected", [True, False], ids=["expectedVersion", "last-writer-wins"])
@@ -175,6 +172,6 @@ def test_two_runs_on_real_workers_race_one_block(
             assert {h.author for h in history[1:]} == authors  # no lost update
             assert {h.value for h in history[1:]} == {"from a", "from b"}
             assert rt.store.get_block("default", "shared").value == history[2].value  # type: ignore[union-attr]
-        assert list(itertools.chain(h.author for h in history))[0] == "user"
+        assert history[0].author == "user"
     finally:
         rt.close()

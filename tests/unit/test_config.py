@@ -486,8 +486,8 @@ def test_nan_debounce_is_refused(tmp_path):
 
 def test_shipped_config():
     cfg = load_config(SHIPPED)
-    assert set(cfg.agents) == {"support", "triage"}
-    assert set(cfg.deployments) == {"support", "triage"}
+    assert set(cfg.agents) == {"support", "triage", "orders"}
+    assert set(cfg.deployments) == {"support", "triage", "orders"}
 
     support = cfg.deployment("support")
     assert support.agent == "support"
@@ -497,7 +497,11 @@ def test_shipped_config():
     agent = cfg.agent_for("support")
     assert agent.instructions.startswith("You are a helpful support agent.")
     assert agent.model.provider == "echo"
-    assert [t.tool for t in agent.tools][:1] == ["current_time"]
+    assert [t.tool for t in agent.tools] == [
+        "current_time",
+        "shop.tools:lookup_order",
+        "shop.tools:request_refund",
+    ]
     assert agent.max_steps == 8
     assert (agent.history.max_items, agent.history.max_bytes) == (20, 32768)
 
@@ -510,6 +514,12 @@ def test_shipped_config():
     assert agent.instructions == "Summarise what the user reported."
     assert agent.model.provider == "echo"
     assert agent.tools == ()
+
+    orders = cfg.agent_for("orders")  # the worked example: a Python tool and an MCP server
+    assert [t.tool for t in orders.tools] == ["shop.tools:lookup_order"]
+    assert [(m.name, m.command, m.args) for m in orders.mcp_servers] == [
+        ("parcels", "python", ("-m", "shop.parcels"))
+    ]
 
 
 def test_an_unknown_keys_value_is_not_echoed(tmp_path):

@@ -162,3 +162,21 @@ def test_messages_are_not_modified():
     messages = [U("/tool clock")]
     EchoModel().complete(messages, TOOLS)
     assert messages == [U("/tool clock")]
+
+
+def test_several_tool_lines_are_one_step_with_several_calls():
+
+    tools = [ToolSpec(name="a"), ToolSpec(name="srv.b")]
+    text = '/tool a {"x": 1}\n/tool srv.b'
+    resp = EchoModel().complete([ChatMessage(role="user", content=text)], tools)
+    assert [(c.id, c.name, c.arguments) for c in resp.message.tool_calls] == [
+        ("call_1", "a", {"x": 1}),
+        ("call_2", "srv.b", {}),
+    ]
+    # a line that is not a known tool call makes it a plain message
+    mixed = "/tool a {}\nhello"
+    assert (
+        not EchoModel()
+        .complete([ChatMessage(role="user", content=mixed)], tools)
+        .message.tool_calls
+    )

@@ -3,7 +3,8 @@
 Reply: ``echo: <last user text> [history: N]``, N = messages before the last user message (system
 prompt, tool traffic and named user messages such as conversation notes not counted). For
 exercising the tool loop, a last user text of ``/tool NAME {json}`` asks for that tool once, then
-replies; ``/loop NAME {json}`` asks for it on every step (so the step limit ends the run).
+replies (several such lines: all those calls in one step); ``/loop NAME {json}`` asks for it on
+every step (so the step limit ends the run).
 """
 
 from __future__ import annotations
@@ -45,10 +46,10 @@ class EchoModel:
             prompt_tokens=sum(len(m.content.split()) for m in messages),
             completion_tokens=len(text.split()) + 3,
         )
-        call = self._tool_call(text, messages, last_user, tools)
-        if call is not None:
+        calls = self._tool_calls(text, messages, last_user, tools)
+        if calls:
             return ModelResponse(
-                message=ChatMessage(role="assistant", tool_calls=(call,)),
+                message=ChatMessage(role="assistant", tool_calls=calls),
                 usage=usage,
                 model=self.name,
                 finish_reason="tool_calls",
@@ -63,20 +64,31 @@ class EchoModel:
         )
 
     @staticmethod
-    def _tool_call(
+    def _tool_calls(
         text: str, messages: Sequence[ChatMessage], last_user: int | None, tools: Sequence[ToolSpec]
-    ) -> ToolCall | None:
-        command, _, rest = text.partition(" ")
-        if command not in ("/tool", "/loop") or last_user is None:
-            return None
-        name, _, raw_args = rest.strip().partition(" ")
-        if name not in {t.name for t in tools}:
-            return None
+    ) -> tuple[ToolCall, ...]:
+        """``/tool NAME {json}`` (one line each: all in one step) or ``/loop NAME {json}``."""
+        if last_user is None:
+            return ()
+        known = {t.name for t in tools}
         calls_so_far = sum(len(m.tool_calls) for m in messages[last_user:])
-        if command == "/tool" and calls_so_far > 0:
-            return None
-        try:
-            args = json.loads(raw_args) if raw_args.strip() else {}
-        except json.JSONDecodeError:
-            args = {"raw": raw_args}
-        return ToolCall(id=f"call_{calls_so_far + 1}", name=name, arguments=args)
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        asked: list[tuple[str, str, str]] = []
+        for line in lines:
+            command, _, rest = line.partition(" ")
+            name, _, raw_args = rest.strip().partition(" ")
+            if command not in ("/tool", "/loop") or name not in known:
+                return ()
+            asked.append((command, name, raw_args))
+        if not asked or (len(asked) > 1 and any(c == "/loop" for c, _, _ in asked)):
+            return ()
+        if asked[0][0] == "/tool" and calls_so_far > 0:
+            return ()
+        calls = []
+        for i, (_, name, raw_args) in enumerate(asked):
+            try:
+                args = json.loads(raw_args) if raw_args.strip() else {}
+            except json.JSONDecodeError:
+                args = {"raw": raw_args}
+            calls.append(ToolCall(id=f"call_{calls_so_far + i + 1}", name=name, arguments=args))
+        return tuple(calls)

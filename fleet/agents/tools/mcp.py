@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import Any, TextIO, cast
 
 import httpx2
@@ -36,8 +37,16 @@ STDERR_TAIL_CHARS = 300
 class McpToolServer:
     """One configured MCP server; ``connect`` opens it for a run and yields its tools."""
 
-    def __init__(self, config: McpServerConfig, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        config: McpServerConfig,
+        environ: Mapping[str, str] | None = None,
+        *,
+        cwd: Path | None = None,
+    ) -> None:
         self.config = config
+        #: Where a stdio server starts: the config folder (``args = ["-m", "shop.parcels"]``).
+        self._cwd = cwd
         self.name = config.name
         self._environ = environ
 
@@ -73,7 +82,12 @@ class McpToolServer:
         if config.command is not None:
             env = dict(config.env)
             env.update({name: environ[var] for name, var in config.env_from.items()})
-            params = StdioServerParameters(command=config.command, args=list(config.args), env=env)
+            params = StdioServerParameters(
+                command=config.command,
+                args=list(config.args),
+                env=env,
+                cwd=str(self._cwd) if self._cwd is not None else None,
+            )
             assert errlog is not None
             return Client(stdio_client(params, errlog=errlog), cache=None)
         headers = dict(config.headers)

@@ -65,6 +65,7 @@ class Toolbox:
                             "tool of the agent already has"
                         )
                     tools[tool.name] = tool
+            _distinct_on_the_wire(tools)
             yield tools
 
 
@@ -109,5 +110,19 @@ def build(agent: AgentConfig, config_root: Path) -> Toolbox:
     if agent.mcp_servers:  # (the MCP SDK is imported only by agents that use it)
         from fleet.agents.tools.mcp import McpToolServer
 
-        servers.extend(McpToolServer(server) for server in agent.mcp_servers)
+        servers.extend(McpToolServer(server, cwd=config_root) for server in agent.mcp_servers)
     return Toolbox(static=static, servers=tuple(servers), default_timeout=agent.tool_timeout)
+
+
+def _distinct_on_the_wire(tools: Mapping[str, Tool]) -> None:
+    """Two tools must not reach a model under one name (``a.b`` and ``a__b`` would)."""
+    from fleet.agents.models.base import wire_name
+
+    seen: dict[str, str] = {}
+    for name in tools:
+        other = seen.setdefault(wire_name(name), name)
+        if other != name:
+            raise ToolServerError(
+                f"tools {other!r} and {name!r} reach the model under one name "
+                f"({wire_name(name)!r}); rename one (name = '...' or an MCP include/exclude)"
+            )
