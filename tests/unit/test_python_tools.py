@@ -272,3 +272,31 @@ def test_a_replaced_builtin_keeps_its_function(tmp_path: Path):
     pause = box.static["pause"]
     assert dataclasses.replace(pause, name="wait").fn is pause.fn
     assert call(pause, {"seconds": 0}).text == "waited 0s"
+
+
+def test_two_tools_that_would_reach_the_model_under_one_name_are_refused(tmp_path: Path):
+    from fleet.agents.tools.toolbox import ToolServerError
+
+    cfg = agent_config(tmp_path, '["current_time"]')
+    box = toolbox.build(cfg.agents["a"], cfg.root)
+    clash = dataclasses.replace(box.static["current_time"], name="srv.clock")
+    other = dataclasses.replace(box.static["current_time"], name="srv__clock")
+    with pytest.raises(ToolServerError, match="reach the model under one name"):
+        with box.opened(ctx(), extra=[clash, other]):
+            pass
+
+
+def test_config_secrets_are_collected_for_redaction(tmp_path: Path):
+    root = write_config(
+        tmp_path / "config",
+        agents={
+            "a": 'model = "echo"\n[[mcp_servers]]\nname = "gh"\nurl = "http://127.0.0.1:9/mcp"\n'
+            'headers_env = { Authorization = "FLEET_T_GH" }\n'
+        },
+        deployments={"d": 'agent = "a"\n'},
+    )
+    cfg = load_config(root)
+    assert cfg.secret_values({"FLEET_T_GH": "Bearer ghp_secret", "OTHER": "x"}) == (
+        "Bearer ghp_secret",
+    )
+    assert cfg.secret_values({}) == ()
