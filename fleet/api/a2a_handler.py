@@ -259,6 +259,7 @@ class FleetRequestHandler(RequestHandler):
                 key=key,
                 labels=labels,
                 idempotency_key=msg.message_id or None,
+                caller=caller.name,
             )
             task = await self._wait(admission.task, wait)
             history = (

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from fleet import views
-from fleet.api.auth import Caller
+from fleet.api.auth import ANONYMOUS, Caller
 from fleet.api.deps import CallerDep, RuntimeDep
 from fleet.api.schemas import (
     CancelTaskResponse,
@@ -109,6 +109,7 @@ def submit_task(body: SubmitTaskRequest, rt: RuntimeDep, caller: CallerDep) -> J
         key=body.conversation_key,
         labels=body.labels,
         idempotency_key=body.idempotency_key,
+        caller=None if caller is ANONYMOUS else caller.name,
     )
     return JSONResponse(
         views.admission_json(adm),

@@ -80,8 +80,10 @@ def authenticate(
     body: bytes,
     headers: dict[str, str],
     authorization: str | None,
-) -> None:
-    """Apply the rules in the module docstring; raise 401/403/503 errors, return when allowed."""
+) -> str | None:
+    """Apply the rules in the module docstring; raise 401/403/503 errors, or return who sent
+    the delivery: a webhook caller's name, ``trigger:<name>`` for a verified signature, None
+    for an open trigger."""
     scope = f"webhook:{trigger.name}"
     if trigger.signature is not None:
         secret = os.environ.get(trigger.signature.secret_env, "")
@@ -96,7 +98,7 @@ def authenticate(
                 "on the server; retry the delivery later"
             )
         webhooks.verify(trigger.signature, secret.encode(), body, headers, now=time.time())
-        return
+        return f"trigger:{trigger.name}"
     if not any(c.scope == scope for c in config.callers.values()):
         if not (trigger.public or ring.open):
             raise Unauthorized(
@@ -106,10 +108,11 @@ def authenticate(
         if trigger.name not in _warned_open:
             _warned_open.add(trigger.name)
             log.warning("trigger %r has no signature and no callers: anyone may deliver", scope)
-        return
+        return None
     caller: Caller = ring.authenticate(authorization)
     caller.check_source(scope)
     caller.check_deployment(trigger.deployment)
+    return caller.name
 
 
 @router.post(
@@ -137,7 +140,7 @@ async def deliver(
     trigger = find_trigger(rt.config, name)
     body = await read_body(request)
     headers = {k.lower(): v for k, v in request.headers.items()}
-    authenticate(
+    sender = authenticate(
         trigger,
         rt.config,
         request.app.state.keyring,
@@ -154,5 +157,6 @@ async def deliver(
         key=delivery.key,
         labels=delivery.labels,
         idempotency_key=delivery.idempotency_key,
+        caller=sender,
     )
     return JSONResponse(admission_json(admission), status_code=200 if admission.duplicate else 202)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fleet import metrics
+from fleet import metrics, policy
 from fleet.agents import models as model_adapters
 from fleet.agents import prompt, telemetry
 from fleet.agents.runner import RunPorts, run_agent
@@ -32,7 +32,7 @@ from fleet.domain.admission import QueuePolicy, Submission
 from fleet.domain.labels import merge_labels
 from fleet.domain.runs import Outcome
 from fleet.domain.values import CLAIMABLE, Admission, Task, TaskStatus
-from fleet.errors import InputError, LeaseLost, NotFound
+from fleet.errors import Forbidden, InputError, LeaseLost, NotFound
 from fleet.memory import render
 from fleet.memory import tools as memory_tools
 from fleet.memory.binding import StoreMemory
@@ -77,6 +77,9 @@ class Dispatcher:
         self.worker = worker or worker_name()
         self._models: dict[str, model_adapters.Model] = {}
         self._toolboxes: dict[str, Toolbox] = {}
+        toolbox.importable(config.root)
+        #: The authorize policy of config/fleet.toml (or the scope rules alone).
+        self.policy = policy.load(config.app.authorize, str(config.root / "fleet.toml"))
         #: The most history any agent may need (bounds the claim's history read).
         self._history_cap = max(
             (prompt.history_reads(a.history.max_items) for a in config.agents.values()), default=1
@@ -95,8 +98,13 @@ class Dispatcher:
         key: str | None = None,
         labels: dict[str, str] | None = None,
         idempotency_key: str | None = None,
+        caller: str | None = None,
     ) -> Admission:
-        """Admit a submission (one transaction), then send a wake-up hint for its conversation."""
+        """Admit a submission (one transaction), then send a wake-up hint for its conversation.
+
+        ``caller`` (a configured caller's name) is what the authorize policy is asked about, now
+        (dispatch) and when its run starts (recall) or uses memory.
+        """
         try:
             dep = self.config.deployment(deployment)
         except NotFound as exc:
@@ -104,6 +112,20 @@ class Dispatcher:
         agent = self.config.agents[dep.agent]
         parts, size = inputs.parse(input, agent.max_input_bytes)
         ref = keys.resolve(dep.kind, scope, key)
+        if self.policy is not policy.allow_all:
+            found = self.store.find_conversation(dep.name, ref.scope, ref.key)
+            policy.check(
+                self.policy,
+                policy.Access(
+                    "dispatch",
+                    caller,
+                    ref.scope,
+                    dep.name,
+                    f"{ref.scope}:{ref.key}",
+                    found,
+                    dep.namespace,
+                ),
+            )
         sub = Submission(
             deployment=dep.name,
             scope=ref.scope,
@@ -116,6 +138,7 @@ class Dispatcher:
             max_attempts=dep.max_attempts or self.settings.max_attempts,
             max_input_bytes=agent.max_input_bytes,
             caller_scope=scope,
+            caller=caller,
         )
         admission = self.store.admit(sub, self.clock())
         if not admission.duplicate:
@@ -325,14 +348,33 @@ class Dispatcher:
             context_tokens=agent.context_tokens,
             tracer=telemetry.tracer(),
         )
+        namespace = self.config.deployment(task.deployment).namespace
+
+        def authorize(action: policy.Action) -> None:
+            access = policy.Access(
+                action,
+                task.caller,
+                task.scope,
+                task.deployment,
+                task.conversation,
+                task.conversation_id,
+                namespace,
+            )
+            policy.check(self.policy, access)
+
+        try:
+            authorize("recall")  # the run starts (or resumes) with the conversation's context
+        except Forbidden as exc:
+            return Outcome(TaskStatus.FAILED, None, exc.message, {})
         extra: list[Tool] = []
         if agent.memory or agent.notes:
             port = StoreMemory(
                 self.store,
-                namespace=self.config.deployment(task.deployment).namespace,
+                namespace=namespace,
                 conversation_id=task.conversation_id,
                 run_id=run_id,
                 clock=self.clock,
+                authorize=authorize,  # type: ignore[arg-type]
             )
             update = memory_tools.block_tool(agent.memory, port)
             extra = [update] if update is not None else []

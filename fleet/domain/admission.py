@@ -104,6 +104,8 @@ class Submission:
     #: Where the submission came from; idempotency keys live here (a singleton's conversation
     #: scope is shared by every source, its callers' keys must not be).
     caller_scope: str = ""
+    #: Who submitted it (a configured caller's name), for the authorize policy at run time.
+    caller: str | None = None
 
     @property
     def idempotency_scope(self) -> str:

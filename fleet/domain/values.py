@@ -88,6 +88,8 @@ class Task(_Frozen):
     finished_at: datetime | None = None
     error: str | None = None
     result: dict[str, Any] | None = None
+    #: The configured caller that submitted it (None: the operator's CLI or an open API).
+    caller: str | None = None
 
     @property
     def conversation(self) -> str:

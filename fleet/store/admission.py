@@ -50,6 +50,7 @@ class AdmissionStore(StoreBase):
             "input_bytes": sub.input_bytes,
             "labels": json.dumps(self.redactor.json(sub.labels)),
             "max_attempts": sub.max_attempts,
+            "caller": sub.caller,
         }
         row = self.first(pg.ADMIT_FOLLOWUP, params)
         assert row is not None  # an INSERT … SELECT from an upsert always returns its row
@@ -135,6 +136,7 @@ class AdmissionStore(StoreBase):
                     "labels": self.redactor.json(sub.labels),
                     "max_attempts": sub.max_attempts,
                     "created_at": now,
+                    "caller": sub.caller,
                 },
             ).one()
         task = rows.task(row)

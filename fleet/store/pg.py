@@ -22,7 +22,7 @@ _TASK_COLUMNS = (
     "id, conversation_id, seq, generation, deployment, scope, conversation_key, status, input, "
     "submissions, input_bytes, not_before, idempotency_key, labels, attempts, max_attempts, "
     "fence, cancel_requested, worker, created_at, leased_at, started_at, finished_at, error, "
-    "result"
+    "result, caller"
 )
 
 #: The conversation's lowest unfinished task, with the frozen context of its latest run (a retry
@@ -240,10 +240,10 @@ WITH conv AS (
 )
 INSERT INTO tasks (id, conversation_id, seq, generation, deployment, scope, conversation_key,
                    status, input, submissions, input_bytes, not_before, idempotency_key, labels,
-                   attempts, max_attempts, fence, cancel_requested, created_at)
+                   attempts, max_attempts, fence, cancel_requested, created_at, caller)
 SELECT %(task_id)s, conv.id, conv.last_seq, conv.generation, %(deployment)s, %(scope)s,
        %(key)s, 'queued', CAST(%(input)s AS jsonb), 1, %(input_bytes)s, %(now)s, NULL,
-       CAST(%(labels)s AS jsonb), 0, %(max_attempts)s, 0, false, %(now)s
+       CAST(%(labels)s AS jsonb), 0, %(max_attempts)s, 0, false, %(now)s, %(caller)s
 FROM conv
 RETURNING {_TASK_COLUMNS}
 """

@@ -46,6 +46,7 @@ def task(row: Any) -> Task:
         finished_at=m["finished_at"],
         error=m["error"],
         result=m["result"],
+        caller=m.get("caller"),
     )
 
 
