@@ -1,0 +1,188 @@
+"""How ``fleet tasks show`` reads and prints a task's runs: outcome, context provenance, steps.
+
+Runs come in the API's JSON shape (:func:`fleet.views.run_json`) from the store or from
+``fleet serve``. Every cell that holds user, model or tool text is a Rich ``Text``, so markup in
+it (``[bold]x[/bold]``, an echo reply's ``[history: 2]``) prints literally.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from fleet.cli_tasks import LocalTasks, RemoteTasks, Tasks
+
+View = dict[str, Any]
+
+#: Characters of a tool's arguments or result, a model's reply or an error in the trace table
+#: (``--json`` has them whole).
+TRACE_CELL_CHARS = 60
+
+
+def fetch_runs(tasks: Tasks, task_id: str, *, steps: bool, messages: bool) -> list[View]:
+    """The task's runs, first attempt first; with their steps and the prompt's messages if asked."""
+    if isinstance(tasks, RemoteTasks):
+        runs: list[View] = tasks.client.list_runs(task_id)
+        if steps or messages:
+            runs = [tasks.client.get_run(r["id"], messages=messages) for r in runs]
+            if not steps:
+                for run in runs:
+                    run.pop("steps", None)
+        return runs
+    if isinstance(tasks, LocalTasks):
+        from fleet.views import run_json
+
+        store = tasks.rt.store
+        out = []
+        for run in store.list_runs(uuid.UUID(task_id)):
+            found = store.get_run(run.id).steps if steps else None
+            out.append(run_json(run, found, messages=messages))
+        return out
+    raise TypeError(f"cannot read runs through {type(tasks).__name__}")
+
+
+# -- printing ----------------------------------------------------------------------------------
+
+
+def _when(value: str | None) -> str:
+    """``2024-05-01T10:00:00.123456Z`` → ``2024-05-01 10:00:00``."""
+    return value[:19].replace("T", " ") if value else "-"
+
+
+def _cut(value: Any, limit: int | None = TRACE_CELL_CHARS) -> str:
+    """One line (JSON for anything but text), of at most ``limit`` characters when given."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _table(*columns: str) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name in columns:
+        table.add_column(name, overflow="fold")
+    return table
+
+
+def _row(table: Table, *cells: Any) -> None:
+    table.add_row(*(Text(str(c)) for c in cells))  # Text: never read as Rich markup
+
+
+def _heading(out: Console, run: View, what: str) -> None:
+    out.print()
+    out.print(Text(f"run {run['id']} · attempt {run['attempt']} · {what}", style="bold"))
+
+
+def show_runs(out: Console, runs: list[View]) -> None:
+    """The runs table under a task: who ran each attempt, when, how it ended, what it cost."""
+    if not runs:
+        return
+    errors = any(r["error"] for r in runs)
+    columns = ["attempt", "worker", "started", "finished", "status", "tokens in/out", "steps"]
+    table = _table(*columns, "replayed", *(["error"] if errors else []))
+    for r in runs:
+        usage = r["usage"]
+        cells = [
+            r["attempt"],
+            r["worker"] or "-",
+            _when(r["startedAt"]),
+            _when(r["finishedAt"]),
+            r["status"],
+            f"{usage['promptTokens']}/{usage['completionTokens']}",
+            usage["steps"],
+            ", ".join(str(n) for n in r["replayedSteps"]) or "-",
+        ]
+        _row(table, *cells, *([r["error"] or ""] if errors else []))
+    out.print()
+    out.print(Text("runs", style="bold"))
+    out.print(table)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def show_context(out: Console, runs: list[View]) -> None:
+    """Each run's frozen context: every message injected, every one dropped and why."""
+    if not runs:
+        out.print(Text("no runs yet: the context is built when the task starts"))
+    for run in runs:
+        ctx = run["context"]
+        _heading(out, run, "context")
+        limits = ", ".join(f"{_snake(k)} {v}" for k, v in ctx["limits"].items())
+        out.print(Text(f"limits: {limits or '-'}"))
+        injected, dropped = ctx["injected"], ctx["dropped"]
+        out.print(Text(f"injected: {len(injected)} messages, {ctx['injectedBytes']} bytes"))
+        if injected:
+            table = _table("id", "role", "bytes", "preview")
+            for m in injected:
+                _row(table, m["id"], m["role"], m["bytes"], _cut(m["preview"], None))
+            out.print(table)
+        out.print(Text(f"dropped: {len(dropped)} messages"))
+        if dropped:
+            table = _table("id", "role", "bytes", "reason", "preview")
+            for m in dropped:
+                _row(table, m["id"], m["role"], m["bytes"], m["reason"], _cut(m["preview"], None))
+            out.print(table)
+        if ctx["olderUnseen"]:
+            out.print(Text("older messages not examined: the history read stops at the item limit"))
+
+
+def _marks(step: View) -> str:
+    marks = ["replayed"] if step["replayed"] else []
+    if step["status"] == "started":
+        marks.append("in flight")
+    return ", ".join(marks)
+
+
+def show_trace(out: Console, runs: list[View]) -> None:
+    """Each run's steps: model calls (tokens, latency, finish) and tool calls (arguments,
+    result, duration, error), marked when replayed from the journal or left in flight."""
+    if not runs:
+        out.print(Text("no runs yet"))
+    for run in runs:
+        _heading(out, run, "steps")
+        steps = run.get("steps") or []
+        if not steps:
+            out.print(Text("no steps recorded"))
+            continue
+        table = _table(
+            "step", "kind", "name", "tokens in/out", "finish", "ms", "arguments", "result"
+        )
+        table.add_column("error", overflow="fold")
+        table.add_column("mark", overflow="fold")
+        for st in steps:
+            model, tool = st.get("model"), st.get("tool")
+            tokens = finish = arguments = result = ""
+            if model is not None:
+                tokens = f"{model['tokens']['prompt']}/{model['tokens']['completion']}"
+                finish = model["finishReason"] or ""
+                calls = model["toolCalls"]
+                result = (
+                    "calls " + ", ".join(str(c["name"]) for c in calls)
+                    if calls
+                    else model["content"]
+                )
+            elif tool is not None:
+                arguments, result = tool["arguments"], tool["result"]
+            _row(
+                table,
+                st["step"],
+                st["kind"],
+                st["name"],
+                tokens,
+                finish,
+                f"{st['durationMs']:.1f}",
+                _cut(arguments),
+                _cut(result),
+                _cut(st["error"]),
+                _marks(st),
+            )
+        out.print(table)
