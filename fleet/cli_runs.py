@@ -105,6 +105,10 @@ def show_runs(out: Console, runs: list[View]) -> None:
     out.print(table)
 
 
+def _count(found: list[Any]) -> str:
+    return f"{len(found)} message" + ("" if len(found) == 1 else "s")
+
+
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
@@ -119,13 +123,13 @@ def show_context(out: Console, runs: list[View]) -> None:
         limits = ", ".join(f"{_snake(k)} {v}" for k, v in ctx["limits"].items())
         out.print(Text(f"limits: {limits or '-'}"))
         injected, dropped = ctx["injected"], ctx["dropped"]
-        out.print(Text(f"injected: {len(injected)} messages, {ctx['injectedBytes']} bytes"))
+        out.print(Text(f"injected: {_count(injected)}, {ctx['injectedBytes']} bytes"))
         if injected:
             table = _table("id", "role", "bytes", "preview")
             for m in injected:
                 _row(table, m["id"], m["role"], m["bytes"], _cut(m["preview"], None))
             out.print(table)
-        out.print(Text(f"dropped: {len(dropped)} messages"))
+        out.print(Text(f"dropped: {_count(dropped)}"))
         if dropped:
             table = _table("id", "role", "bytes", "reason", "preview")
             for m in dropped:
@@ -153,11 +157,9 @@ def show_trace(out: Console, runs: list[View]) -> None:
         if not steps:
             out.print(Text("no steps recorded"))
             continue
-        table = _table(
-            "step", "kind", "name", "tokens in/out", "finish", "ms", "arguments", "result"
-        )
-        table.add_column("error", overflow="fold")
-        table.add_column("mark", overflow="fold")
+        errors = any(st["error"] for st in steps)
+        columns = ["step", "kind", "name", "tokens in/out", "finish", "ms", "arguments", "result"]
+        table = _table(*columns, *(["error"] if errors else []), "mark")
         for st in steps:
             model, tool = st.get("model"), st.get("tool")
             tokens = finish = arguments = result = ""
@@ -172,17 +174,13 @@ def show_trace(out: Console, runs: list[View]) -> None:
                 )
             elif tool is not None:
                 arguments, result = tool["arguments"], tool["result"]
+            cells = [st["step"], st["kind"], st["name"], tokens, finish, f"{st['durationMs']:.1f}"]
             _row(
                 table,
-                st["step"],
-                st["kind"],
-                st["name"],
-                tokens,
-                finish,
-                f"{st['durationMs']:.1f}",
+                *cells,
                 _cut(arguments),
                 _cut(result),
-                _cut(st["error"]),
+                *([_cut(st["error"])] if errors else []),
                 _marks(st),
             )
         out.print(table)

@@ -1,0 +1,140 @@
+"""How `fleet tasks show` prints runs: every text literally, marks for replayed and in-flight
+steps, long tool results cut in the table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+from fleet.cli_runs import TRACE_CELL_CHARS, show_context, show_runs, show_trace
+
+MARKUP = "[bold]x[/bold]"
+
+
+def printed(show: Any, runs: list[dict[str, Any]]) -> str:
+    out = Console(record=True, width=250, highlight=False, soft_wrap=True)
+    show(out, runs)
+    return out.export_text()
+
+
+def run(**changes: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "id": "11111111-2222-3333-4444-555555555555",
+        "taskId": "99999999-2222-3333-4444-555555555555",
+        "attempt": 2,
+        "worker": "host-a:4242",
+        "status": "succeeded",
+        "model": "echo",
+        "startedAt": "2026-01-01T12:00:00.123456Z",
+        "finishedAt": "2026-01-01T12:00:01.5Z",
+        "error": None,
+        "usage": {"promptTokens": 30, "completionTokens": 7, "totalTokens": 37, "steps": 3},
+        "replayedSteps": [1, 2],
+        "context": {
+            "limits": {"maxItems": 5, "maxBytes": 200},
+            "injected": [{"id": 7, "role": "user", "bytes": 14, "preview": MARKUP}],
+            "injectedBytes": 14,
+            "dropped": [
+                {
+                    "id": 6,
+                    "role": "assistant",
+                    "bytes": 320,
+                    "preview": "y…",
+                    "reason": "oversized",
+                },
+                {"id": 5, "role": "user", "bytes": 190, "preview": "z…", "reason": "byte_limit"},
+            ],
+            "olderUnseen": True,
+        },
+        "steps": [
+            step(1, "model", replayed=True, model=model_call(calls=("wait",))),
+            step(
+                2,
+                "tool",
+                name="wait",
+                replayed=True,
+                tool={"callId": "c1", "arguments": {"seconds": MARKUP}, "result": "r" * 500},
+                error=f"seconds must be a number, got {MARKUP!r}",
+            ),
+            step(
+                3,
+                "tool",
+                name="wait",
+                status="started",
+                tool={"callId": "c2", "arguments": {}, "result": None},
+            ),
+            step(4, "model", model=model_call(content="echo: hi [history: 2]")),
+        ],
+    }
+    return base | changes
+
+
+def step(n: int, kind: str, **changes: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "step": n,
+        "kind": kind,
+        "name": "echo",
+        "status": "finished",
+        "replayed": False,
+        "startedAt": "2026-01-01T12:00:00Z",
+        "durationMs": 12.345,
+        "error": None,
+        "model": None,
+        "tool": None,
+    }
+    return base | changes
+
+
+def model_call(*, content: str = "", calls: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        "tokens": {"prompt": 30, "completion": 7},
+        "finishReason": "tool_calls" if calls else "stop",
+        "messages": 3,
+        "content": content,
+        "toolCalls": [{"id": f"c{i}", "name": c, "arguments": {}} for i, c in enumerate(calls)],
+    }
+
+
+def line_with(text: str, needle: str) -> str:
+    return next(line for line in text.splitlines() if needle in line)
+
+
+def test_the_runs_table_shows_each_attempt() -> None:
+    text = printed(show_runs, [run(attempt=1, status="interrupted", error="worker lost"), run()])
+    first, second = line_with(text, "interrupted"), line_with(text, "succeeded")
+    for cell in ("1", "host-a:4242", "2026-01-01 12:00:00", "2026-01-01 12:00:01", "30/7"):
+        assert cell in second
+    assert "1, 2" in second and "worker lost" in first
+    assert printed(show_runs, []) == ""
+
+
+def test_context_lists_injected_and_dropped_messages_with_reasons() -> None:
+    text = printed(show_context, [run()])
+    assert "limits: max_items 5, max_bytes 200" in text
+    assert "injected: 1 message, 14 bytes" in text
+    assert line_with(text, MARKUP).split() == [
+        "7",
+        "user",
+        "14",
+        MARKUP,
+    ]  # markup in a preview prints as typed
+    assert "oversized" in line_with(text, "320") and "byte_limit" in line_with(text, "190")
+    assert "older messages not examined" in text
+    quiet = run(context={**run()["context"], "olderUnseen": False, "dropped": []})
+    assert "dropped: 0 messages" in printed(show_context, [quiet])
+    assert "older messages" not in printed(show_context, [quiet])
+
+
+def test_trace_shows_calls_marks_and_literal_text() -> None:
+    text = printed(show_trace, [run()])
+    asked = line_with(text, "calls wait")
+    assert "30/7" in asked and "tool_calls" in asked and "12.3" in asked and "replayed" in asked
+    called = line_with(text, "seconds")
+    assert '{"seconds": "[bold]x[/bold]"}' in called  # arguments, as typed
+    assert f"got '{MARKUP}'" in called  # the error, as typed
+    assert "r" * (TRACE_CELL_CHARS - 1) + "…" in called and "r" * TRACE_CELL_CHARS not in called
+    flight = line_with(text, "in flight")
+    assert flight.split()[0] == "3" and "replayed" not in flight
+    assert "echo: hi [history: 2]" in line_with(text, "stop")  # an echo reply keeps its brackets
+    assert "no steps recorded" in printed(show_trace, [run(steps=[])])
