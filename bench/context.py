@@ -98,25 +98,27 @@ class Conversation:
         """Admit a task; time reading its head and assembling its prompt, then its claim."""
         self.store.admit(submission(f"c{self.size}", "next"), now())
         items = self.agent.history.max_items
+        reads = prompt.history_reads(items)  # what a worker's claim reads (as the dispatcher)
         t0 = time.perf_counter()
-        row = self.store.first(pg.HEAD_WITH_CONTEXT, {"conv": self.conv, "history": items + 1})
+        row = self.store.first(pg.HEAD_WITH_CONTEXT, {"conv": self.conv, "history": reads + 1})
         assert row is not None
         found = tuple(Record(i, role, content) for i, role, content in row["history"])
         context = prompt.assemble(
-            self.agent, rows.task(row), found[:items], more_history=len(found) > items
+            self.agent, rows.task(row), found[:reads], more_history=len(found) > reads
         )
         t1 = time.perf_counter()
         started = self.store.start_next(
             self.conv,
             "bench",
             now(),
-            history_items=lambda _: items,
+            history_items=lambda _: reads,
             prepare=self.prepare,
-            history_cap=items,
+            history_cap=reads,
         )
         t2 = time.perf_counter()
         assert isinstance(started, Started), started
-        assert len(context["injected"]) == items == len(started.context["injected"])
+        for built in (context, started.context):
+            assert len(built["injected"]) == items and len(built["dropped"]) == reads - items
         self.store.settle(
             started.task,
             started.run_id,

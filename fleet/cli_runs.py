@@ -123,32 +123,44 @@ def show_context(out: Console, runs: list[View]) -> None:
         limits = ", ".join(f"{_snake(k)} {v}" for k, v in ctx["limits"].items())
         out.print(Text(f"limits: {limits or '-'}"))
         injected, dropped = ctx["injected"], ctx["dropped"]
-        out.print(Text(f"injected: {_count(injected)}, {ctx['injectedBytes']} bytes"))
+        size = f"injected: {_count(injected)}, {ctx['injectedBytes']} bytes"
+        if ctx.get("injectedTokens") is not None:
+            size += f", {ctx['injectedTokens']} tokens ({ctx.get('tokenizer') or 'counted'})"
+        out.print(Text(size))
+        priced = any("tokens" in m for m in (*injected, *dropped))
+        tokens = ["tokens"] if priced else []
         if injected:
-            table = _table("id", "role", "bytes", "preview")
+            table = _table("id", "role", "bytes", *tokens, "preview")
             for m in injected:
-                _row(table, m["id"], m["role"], m["bytes"], _cut(m["preview"], None))
+                cost = [m.get("tokens", "-")] if priced else []
+                _row(table, m["id"], m["role"], m["bytes"], *cost, _cut(m["preview"], None))
             out.print(table)
         out.print(Text(f"dropped: {_count(dropped)}"))
         if dropped:
-            table = _table("id", "role", "bytes", "reason", "preview")
+            table = _table("id", "role", "bytes", *tokens, "reason", "preview")
             for m in dropped:
-                _row(table, m["id"], m["role"], m["bytes"], m["reason"], _cut(m["preview"], None))
+                cost = [m.get("tokens", "-")] if priced else []
+                cells = [m["id"], m["role"], m["bytes"], *cost, m["reason"]]
+                _row(table, *cells, _cut(m["preview"], None))
             out.print(table)
         if ctx["olderUnseen"]:
             out.print(Text("older messages not examined: the history read stops at the item limit"))
 
 
-def _marks(step: View) -> str:
+def _marks(step: View, shortened: dict[Any, Any]) -> str:
     marks = ["replayed"] if step["replayed"] else []
     if step["status"] == "started":
         marks.append("in flight")
+    call = (step.get("tool") or {}).get("callId")
+    if call is not None and call in shortened:
+        marks.append(f"sent shortened from step {shortened[call]}")
     return ", ".join(marks)
 
 
 def show_trace(out: Console, runs: list[View]) -> None:
     """Each run's steps: model calls (tokens, latency, finish) and tool calls (arguments,
-    result, duration, error), marked when replayed from the journal or left in flight."""
+    result, duration, error), marked when replayed from the journal, left in flight or sent
+    shortened to fit the token budget."""
     if not runs:
         out.print(Text("no runs yet"))
     for run in runs:
@@ -157,6 +169,7 @@ def show_trace(out: Console, runs: list[View]) -> None:
         if not steps:
             out.print(Text("no steps recorded"))
             continue
+        shortened = {r["callId"]: r["step"] for r in run.get("shortened") or ()}
         errors = any(st["error"] for st in steps)
         columns = ["step", "kind", "name", "tokens in/out", "finish", "ms", "arguments", "result"]
         table = _table(*columns, *(["error"] if errors else []), "mark")
@@ -181,6 +194,6 @@ def show_trace(out: Console, runs: list[View]) -> None:
                 _cut(arguments),
                 _cut(result),
                 *([_cut(st["error"])] if errors else []),
-                _marks(st),
+                _marks(st, shortened),
             )
         out.print(table)

@@ -79,6 +79,16 @@ def run_json(
             "steps": usage.get("steps", 0),
         },
         "replayedSteps": [int(n) for n in run.details.get("replayed") or ()],
+        "shortened": [
+            {
+                "callId": r.get("call_id"),
+                "tool": r.get("tool"),
+                "step": r.get("step"),
+                "tokens": r.get("tokens"),
+                "kept": r.get("kept"),
+            }
+            for r in run.details.get("shortened") or ()
+        ],
         "context": context_json(run.context, messages=messages),
     }
     if steps is not None:
@@ -92,6 +102,8 @@ def context_json(frozen: dict[str, Any], *, messages: bool = False) -> dict[str,
         "limits": {to_camel(k): v for k, v in (frozen.get("limits") or {}).items()},
         "injected": [_ref(r) for r in frozen.get("injected") or ()],
         "injectedBytes": frozen.get("injected_bytes", 0),
+        "injectedTokens": frozen.get("injected_tokens"),
+        "tokenizer": frozen.get("tokenizer"),
         "dropped": [_ref(r) for r in frozen.get("dropped") or ()],
         "olderUnseen": bool(frozen.get("older_unseen", False)),
     }
@@ -101,10 +113,12 @@ def context_json(frozen: dict[str, Any], *, messages: bool = False) -> dict[str,
 
 
 def _ref(record: dict[str, Any]) -> dict[str, Any]:
-    """A message the context injected or dropped (``reason`` for dropped ones)."""
+    """A message the context injected or dropped (``reason`` for dropped ones; ``tokens`` when
+    a token budget priced it)."""
     out = {k: record.get(k) for k in ("id", "role", "bytes", "preview")}
-    if "reason" in record:
-        out["reason"] = record["reason"]
+    for optional in ("tokens", "reason"):
+        if optional in record:
+            out[optional] = record[optional]
     return out
 
 

@@ -29,14 +29,17 @@ class ContextMessage(_Camel):
     role: str
     bytes: int = Field(description="UTF-8 bytes of its content.")
     preview: str = Field(description="Its first characters (`…` when cut).")
+    tokens: int | None = Field(
+        default=None, description="Its tokens, when the agent has `context_tokens`."
+    )
 
 
 class DroppedMessage(ContextMessage):
     """A stored message the context left out, and why."""
 
     reason: str = Field(
-        description="`item_limit`, `byte_limit` (the history budgets were full) or `oversized` "
-        "(larger than the whole byte budget)."
+        description="`item_limit`, `byte_limit`, `token_limit` (a history budget was full) or "
+        "`oversized` (larger than a whole budget)."
     )
 
 
@@ -46,6 +49,8 @@ class ContextProvenance(_Camel):
     limits: dict[str, int] = Field(description="The budgets it was selected under (`maxItems`, …).")
     injected: list[ContextMessage] = Field(description="Oldest first, as the model saw them.")
     injected_bytes: int
+    injected_tokens: int | None = Field(description="With `context_tokens`: their tokens.")
+    tokenizer: str | None = Field(description="With `context_tokens`: what counted them.")
     dropped: list[DroppedMessage] = Field(description="Newest first, each with its reason.")
     older_unseen: bool = Field(
         description="Older messages exist that were not examined (the read stopped at the limit)."
@@ -55,6 +60,16 @@ class ContextProvenance(_Camel):
         description="The prompt exactly as the first model step saw it; only with "
         "`include=messages`.",
     )
+
+
+class ShortenedResult(_Camel):
+    """A tool result cut in what the run sent, to fit `context_tokens` (the journal keeps it)."""
+
+    call_id: str | None
+    tool: str | None
+    step: int | None = Field(description="The first model step that was sent it shortened.")
+    tokens: int | None = Field(description="Tokens of the whole result.")
+    kept: int | None = Field(description="Tokens of it that were sent.")
 
 
 class TokenCount(_Camel):
@@ -114,6 +129,9 @@ class RunView(_Camel):
     error: str | None
     usage: RunUsage
     replayed_steps: list[int] = Field(description="Steps replayed from an earlier attempt.")
+    shortened: list[ShortenedResult] = Field(
+        description="Tool results shortened in what was sent to fit `context_tokens`."
+    )
     context: ContextProvenance
     steps: list[StepView] | None = Field(
         default=None, description="Every model and tool step, in order (GetRun only)."

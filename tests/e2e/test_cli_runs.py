@@ -34,7 +34,7 @@ def cli(tmp_path: Path) -> Cli:
 
 
 def conversation(cli: Cli) -> dict[str, Any]:
-    """Four turns; the last one's context drops three of the five messages it read."""
+    """Four turns; the last one's context injects one of the six messages before it."""
     for text in (MARKUP, "z" * 120, "y" * 300):
         cli.ok("run", "inspect", text, "-c", "p")
     task: dict[str, Any] = cli.json(
@@ -58,7 +58,7 @@ def test_tasks_show_prints_runs_context_and_trace(cli: Cli) -> None:
     runs = shown[shown.index("\nruns\n") :]
     assert line_with(runs, "succeeded").split()[0] == "1"  # attempt 1, no error, none replayed
 
-    context = shown[shown.index("· context") : shown.index("· steps")]
+    context = shown[shown.index("· context") : shown.rindex("\nrun ", 0, shown.index("· steps"))]
     assert "limits: max_items 5, max_bytes 200" in context
     injected = line_with(context, "zzz")
     assert injected.split()[1:3] == ["assistant", "139"]  # echo: z…z [history: 2]
@@ -66,9 +66,11 @@ def test_tasks_show_prints_runs_context_and_trace(cli: Cli) -> None:
     assert (reply_y[1], reply_y[3]) == ("assistant", "oversized")
     assert line_with(context, "300").split()[1:4] == ["user", "300", "oversized"]
     assert line_with(context, "120").split()[1:4] == ["user", "120", "byte_limit"]
-    # the first reply was read too (five messages) and dropped; the first input was not read
+    # the first exchange was read too, and dropped: the byte budget was full
     assert line_with(context, f"echo: {MARKUP} [history: 0]").split()[3] == "byte_limit"
-    assert "older messages not examined" in context
+    first_input = context.rstrip().splitlines()[-1].split()
+    assert first_input[1:] == ["user", str(len(MARKUP)), "byte_limit", MARKUP]  # literally
+    assert "older messages not examined" not in context  # all six were read
 
     steps = shown[shown.index("· steps") :]
     asked = line_with(steps, "calls wait")
@@ -96,8 +98,9 @@ def test_tasks_show_json_adds_the_runs(cli: Cli) -> None:
         ("user", "oversized"),
         ("user", "byte_limit"),
         ("assistant", "byte_limit"),
+        ("user", "byte_limit"),
     ]
-    assert ctx["olderUnseen"] is True
+    assert ctx["olderUnseen"] is False
     assert ctx["messages"][-1]["content"] == '/tool wait {"seconds": "' + MARKUP + '"}'
     model, tool, reply = run["steps"]
     assert tool["tool"]["arguments"] == {"seconds": MARKUP}

@@ -95,7 +95,12 @@ def test_runs_and_their_steps_read_back_in_order(store: Store) -> None:
         None,
         {"prompt_tokens": 20, "completion_tokens": 9, "total_tokens": 29, "steps": 3},
         traces=[*replayed, final],
-        details={"replayed": [1]},
+        details={
+            "replayed": [1],
+            "shortened": [
+                {"call_id": "call_1", "tool": "lookup", "tokens": 900, "kept": 64, "step": 3}
+            ],
+        },
     )
     store.settle(second.task, second.run_id, outcome, T0 + timedelta(seconds=5))
 
@@ -104,7 +109,11 @@ def test_runs_and_their_steps_read_back_in_order(store: Store) -> None:
         (1, "interrupted", "host:1"),
         (2, "succeeded", "host:2"),
     ]
-    assert runs[1].details == {"replayed": [1]} and runs[1].usage["total_tokens"] == 29
+    assert runs[1].details["replayed"] == [1] and runs[1].usage["total_tokens"] == 29
+    assert views.run_json(runs[1])["shortened"] == [
+        {"callId": "call_1", "tool": "lookup", "step": 3, "tokens": 900, "kept": 64}
+    ]
+    assert views.run_json(runs[1])["replayedSteps"] == [1]
     assert runs[0].error == "worker lost" and runs[0].finished_at is not None
     with pytest.raises(ValidationError):
         runs[0].status = "succeeded"  # type: ignore[misc]  # frozen values
@@ -150,8 +159,10 @@ def test_run_json_shows_provenance_usage_and_steps(store: Store) -> None:
         "totalTokens": 17,
         "steps": 2,
     }
+    assert body["replayedSteps"] == [] and body["shortened"] == []
     ctx = body["context"]
     assert ctx["limits"] == {"maxItems": 3, "maxBytes": 30}
+    assert ctx["injectedTokens"] is None and ctx["tokenizer"] is None
     assert [(m["id"], m["role"], m["bytes"]) for m in ctx["injected"]] == [(4, "assistant", 20)]
     assert [(m["id"], m["reason"]) for m in ctx["dropped"]] == [(3, "oversized"), (2, "byte_limit")]
     assert ctx["olderUnseen"] is True and ctx["injectedBytes"] == 20

@@ -31,10 +31,13 @@ def run(**changes: Any) -> dict[str, Any]:
         "error": None,
         "usage": {"promptTokens": 30, "completionTokens": 7, "totalTokens": 37, "steps": 3},
         "replayedSteps": [1, 2],
+        "shortened": [],
         "context": {
             "limits": {"maxItems": 5, "maxBytes": 200},
             "injected": [{"id": 7, "role": "user", "bytes": 14, "preview": MARKUP}],
             "injectedBytes": 14,
+            "injectedTokens": None,
+            "tokenizer": None,
             "dropped": [
                 {
                     "id": 6,
@@ -138,3 +141,33 @@ def test_trace_shows_calls_marks_and_literal_text() -> None:
     assert flight.split()[0] == "3" and "replayed" not in flight
     assert "echo: hi [history: 2]" in line_with(text, "stop")  # an echo reply keeps its brackets
     assert "no steps recorded" in printed(show_trace, [run(steps=[])])
+
+
+def test_a_token_budget_adds_tokens_and_marks_shortened_results() -> None:
+    priced = {
+        "limits": {"maxItems": 5, "maxBytes": 200, "contextTokens": 256, "historyTokens": 200},
+        "injected": [{"id": 7, "role": "user", "bytes": 14, "preview": "greeting", "tokens": 5}],
+        "injectedBytes": 14,
+        "injectedTokens": 5,
+        "tokenizer": "cl100k_base",
+        "dropped": [
+            {
+                "id": 6,
+                "role": "user",
+                "bytes": 99,
+                "preview": "z",
+                "tokens": 300,
+                "reason": "oversized",
+            }
+        ],
+        "olderUnseen": False,
+    }
+    text = printed(show_context, [run(context=priced)])
+    assert "limits: max_items 5, max_bytes 200, context_tokens 256, history_tokens 200" in text
+    assert "injected: 1 message, 14 bytes, 5 tokens (cl100k_base)" in text
+    assert line_with(text, "greeting").split() == ["7", "user", "14", "5", "greeting"]
+    assert line_with(text, "oversized").split() == ["6", "user", "99", "300", "oversized", "z"]
+    cut = {"callId": "c1", "tool": "wait", "step": 4, "tokens": 900, "kept": 64}
+    trace = printed(show_trace, [run(shortened=[cut])])
+    assert "sent shortened from step 4" in line_with(trace, "seconds")
+    assert "shortened" not in line_with(trace, "in flight")  # another call

@@ -16,14 +16,25 @@ from fastapi.testclient import TestClient
 
 from fleet.api.app import create_app
 from fleet.api.run_schemas import RunList, RunView
+from fleet.config import Settings
 from fleet.dispatch.embedded import run_until_done
-from fleet.runtime import Runtime
-from tests.unit.test_api_problems import KEYS, _runtime, as_, assert_problem
+from fleet.runtime import Runtime, build
+from tests.conftest import AGENTS, DEPLOYMENTS, write_config
+from tests.unit.test_api_problems import KEYS, _write_callers, as_, assert_problem
+
+#: A token budget small enough that one long tool result is shortened in what is sent.
+BUDGET = 'model = "echo"\ncontext_tokens = 256\ntools = ["tests.support.shop_tools:report"]\n'
 
 
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[Runtime]:
-    runtime = _runtime(tmp_path, callers=True)
+    config = write_config(
+        tmp_path / "config",
+        {**AGENTS, "budget": BUDGET},
+        {**DEPLOYMENTS, "budget": 'agent = "budget"\n'},
+    )
+    _write_callers(config)
+    runtime = build(Settings(home=tmp_path / "home", config_dir=config))
     yield runtime
     runtime.close()
 
@@ -83,13 +94,41 @@ def test_a_tool_run_reads_back_with_its_steps(rt: Runtime, client: TestClient) -
 def test_context_provenance_lists_what_was_dropped(rt: Runtime, client: TestClient) -> None:
     finished(rt, client, "short", "a", conversationKey="p")
     finished(rt, client, "short", "y" * 300, conversationKey="p")  # bigger than max_bytes 200
-    task = finished(rt, client, "short", "b", conversationKey="p")
+    finished(rt, client, "short", "c", conversationKey="p")
+    task = finished(rt, client, "short", "d", conversationKey="p")
     (run,) = client.get(f"/v1/tasks/{task['id']}/runs").json()["runs"]
     ctx = run["context"]
     assert ctx["limits"] == {"maxItems": 3, "maxBytes": 200}
-    assert [m["reason"] for m in ctx["dropped"]] == ["oversized", "oversized"]
-    assert [m["role"] for m in ctx["injected"]] == ["assistant"]
-    assert ctx["injected"][0]["preview"] == "echo: a [history: 0]"
+    assert [(m["role"], m["preview"]) for m in ctx["injected"]] == [
+        ("assistant", "echo: a [history: 0]"),
+        ("user", "c"),
+        ("assistant", "echo: c [history: 2]"),
+    ]
+    assert [(m["role"], m["reason"]) for m in ctx["dropped"]] == [
+        ("assistant", "oversized"),
+        ("user", "oversized"),
+        ("user", "item_limit"),
+    ]
+    assert ctx["olderUnseen"] is False
+    assert ctx["injectedTokens"] is None and ctx["tokenizer"] is None  # no token budget
+
+
+def test_a_token_budget_shows_tokens_and_shortened_results(rt: Runtime, client: TestClient) -> None:
+    finished(rt, client, "budget", "hello", conversationKey="b")
+    task = finished(rt, client, "budget", '/tool report {"lines": 200}', conversationKey="b")
+    assert task["status"] == "succeeded", task
+    (listed,) = client.get(f"/v1/tasks/{task['id']}/runs").json()["runs"]
+    ctx = listed["context"]
+    assert ctx["limits"]["contextTokens"] == 256 and ctx["limits"]["historyTokens"] > 0
+    assert ctx["tokenizer"] and ctx["injectedTokens"] == sum(m["tokens"] for m in ctx["injected"])
+    assert [m["role"] for m in ctx["injected"]] == ["user", "assistant"]
+    (cut,) = listed["shortened"]
+    run = client.get(f"/v1/runs/{listed['id']}").json()
+    RunView.model_validate(run)
+    called = run["steps"][1]
+    assert (cut["callId"], cut["tool"], cut["step"]) == (called["tool"]["callId"], "report", 3)
+    assert cut["kept"] < cut["tokens"]
+    assert called["tool"]["result"].count("\n") == 199  # the journal keeps the result whole
 
 
 def test_runs_are_seen_in_the_callers_scope_only(rt: Runtime, client: TestClient) -> None:
