@@ -64,10 +64,11 @@ def _cut(value: Any, limit: int | None = TRACE_CELL_CHARS) -> str:
     return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _table(*columns: str) -> Table:
+def _table(*columns: str, whole: tuple[str, ...] = ()) -> Table:
+    """Columns fold their text when the terminal is narrow, except the ``whole`` ones."""
     table = Table(box=None, pad_edge=False, header_style="bold")
     for name in columns:
-        table.add_column(name, overflow="fold")
+        table.add_column(name, overflow="fold", no_wrap=name in whole)
     return table
 
 
@@ -81,27 +82,39 @@ def _heading(out: Console, run: View, what: str) -> None:
 
 
 def show_runs(out: Console, runs: list[View]) -> None:
-    """The runs table under a task: who ran each attempt, when, how it ended, what it cost."""
+    """The runs table under a task: who ran each attempt, when, how it ended, what it cost.
+
+    ``replayed`` and ``error`` columns appear when a run has one (80 columns fit the rest).
+    """
     if not runs:
         return
+    replays = any(r["replayedSteps"] for r in runs)
     errors = any(r["error"] for r in runs)
-    columns = ["attempt", "worker", "started", "finished", "status", "tokens in/out", "steps"]
-    table = _table(*columns, "replayed", *(["error"] if errors else []))
+    columns = ["attempt", "worker", "started", "finished", "status", "tokens", "steps"]
+    extra = [name for name, shown in (("replayed", replays), ("error", errors)) if shown]
+    whole = ("attempt", "started", "finished", "status", "tokens")
+    table = _table(*columns, *extra, whole=whole)
     for r in runs:
         usage = r["usage"]
+        started, finished = _when(r["startedAt"]), _when(r["finishedAt"])
+        if finished[:10] == started[:10]:
+            finished = finished[11:]  # the same day: the time says it
         cells = [
             r["attempt"],
             r["worker"] or "-",
-            _when(r["startedAt"]),
-            _when(r["finishedAt"]),
+            started,
+            finished,
             r["status"],
             f"{usage['promptTokens']}/{usage['completionTokens']}",
             usage["steps"],
-            ", ".join(str(n) for n in r["replayedSteps"]) or "-",
         ]
-        _row(table, *cells, *([r["error"] or ""] if errors else []))
+        if replays:
+            cells.append(", ".join(str(n) for n in r["replayedSteps"]) or "-")
+        if errors:
+            cells.append(r["error"] or "")
+        _row(table, *cells)
     out.print()
-    out.print(Text("runs", style="bold"))
+    out.print(Text("runs (tokens: prompt/completion)", style="bold"))
     out.print(table)
 
 
@@ -157,10 +170,31 @@ def _marks(step: View, shortened: dict[Any, Any]) -> str:
     return ", ".join(marks)
 
 
+def _call(step: View) -> tuple[str, str, str]:
+    """What went in and came out of a step, as table cells (call, in, out). Arguments, results
+    and replies are cut to ``TRACE_CELL_CHARS``; an error is shown whole."""
+    error = _cut(step["error"], None)
+    model, tool = step.get("model"), step.get("tool")
+    if model is not None:
+        tokens = model["tokens"]
+        calls = ", ".join(str(c["name"]) for c in model["toolCalls"])
+        said = f"→ {calls}" if calls else _cut(model["content"])
+        finish = model["finishReason"] or "no finish reason"
+        out = f"error: {error}" if error else f"{tokens['completion']} tokens, {finish}: {said}"
+        return f"model {step['name']}", f"{tokens['prompt']} tokens", out
+    tool = tool or {}
+    arguments, result = tool.get("arguments"), tool.get("result")
+    out = _cut(result)
+    if error:  # the result usually restates it ("error: …"); if not, both are shown
+        restated = isinstance(result, str) and error in _cut(result, None)
+        out = f"error: {error}" + ("" if restated or result is None else f"; {out}")
+    return f"tool {step['name']}", _cut(arguments), out
+
+
 def show_trace(out: Console, runs: list[View]) -> None:
-    """Each run's steps: model calls (tokens, latency, finish) and tool calls (arguments,
-    result, duration, error), marked when replayed from the journal, left in flight or sent
-    shortened to fit the token budget."""
+    """Each run's steps: model calls (tokens, latency, finish reason) and tool calls
+    (arguments, result or error, duration), marked when replayed from the journal, left in
+    flight, or sent shortened to fit the token budget."""
     if not runs:
         out.print(Text("no runs yet"))
     for run in runs:
@@ -170,30 +204,10 @@ def show_trace(out: Console, runs: list[View]) -> None:
             out.print(Text("no steps recorded"))
             continue
         shortened = {r["callId"]: r["step"] for r in run.get("shortened") or ()}
-        errors = any(st["error"] for st in steps)
-        columns = ["step", "kind", "name", "tokens in/out", "finish", "ms", "arguments", "result"]
-        table = _table(*columns, *(["error"] if errors else []), "mark")
-        for st in steps:
-            model, tool = st.get("model"), st.get("tool")
-            tokens = finish = arguments = result = ""
-            if model is not None:
-                tokens = f"{model['tokens']['prompt']}/{model['tokens']['completion']}"
-                finish = model["finishReason"] or ""
-                calls = model["toolCalls"]
-                result = (
-                    "calls " + ", ".join(str(c["name"]) for c in calls)
-                    if calls
-                    else model["content"]
-                )
-            elif tool is not None:
-                arguments, result = tool["arguments"], tool["result"]
-            cells = [st["step"], st["kind"], st["name"], tokens, finish, f"{st['durationMs']:.1f}"]
-            _row(
-                table,
-                *cells,
-                _cut(arguments),
-                _cut(result),
-                *([_cut(st["error"])] if errors else []),
-                _marks(st, shortened),
-            )
+        marks = [_marks(st, shortened) for st in steps]
+        columns = ["step", "call", "in", "out", "ms", *(["mark"] if any(marks) else [])]
+        table = _table(*columns, whole=("step", "ms"))
+        for st, mark in zip(steps, marks, strict=True):
+            cells = [st["step"], *_call(st), f"{st['durationMs']:.1f}"]
+            _row(table, *cells, *([mark] if any(marks) else []))
         out.print(table)

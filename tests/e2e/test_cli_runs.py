@@ -55,7 +55,7 @@ def test_tasks_show_prints_runs_context_and_trace(cli: Cli) -> None:
     # wide enough that no cell of the tables wraps
     shown = cli.ok("tasks", "show", task["id"], "--context", "--trace", COLUMNS="300")
 
-    runs = shown[shown.index("\nruns\n") :]
+    runs = shown[shown.index("\nruns (tokens: prompt/completion)\n") :]
     assert line_with(runs, "succeeded").split()[0] == "1"  # attempt 1, no error, none replayed
 
     context = shown[shown.index("· context") : shown.rindex("\nrun ", 0, shown.index("· steps"))]
@@ -73,7 +73,7 @@ def test_tasks_show_prints_runs_context_and_trace(cli: Cli) -> None:
     assert "older messages not examined" not in context  # all six were read
 
     steps = shown[shown.index("· steps") :]
-    asked = line_with(steps, "calls wait")
+    asked = line_with(steps, "→ wait")
     assert asked.split()[:3] == ["1", "model", "echo"] and "tool_calls" in asked
     called = line_with(steps, "seconds")
     assert called.split()[:3] == ["2", "tool", "wait"]
@@ -82,7 +82,6 @@ def test_tasks_show_prints_runs_context_and_trace(cli: Cli) -> None:
     answered = line_with(steps, "stop")
     assert answered.split()[:3] == ["3", "model", "echo"]
     assert "[history: 1]" in answered  # the reply keeps its brackets
-
 
 def test_tasks_show_json_adds_the_runs(cli: Cli) -> None:
     task = conversation(cli)
@@ -118,5 +117,5 @@ def test_a_queued_task_has_no_runs_yet(cli: Cli) -> None:
     cli.ok("run", "inspect", "first", "-c", "q")
     queued = cli.json("run", "inspect", "later", "-c", "q", "--no-wait")
     shown = cli.ok("tasks", "show", queued["id"], "--context", "--trace")
-    assert "no runs yet" in shown and "\nruns\n" not in shown
+    assert "no runs yet" in shown and "\nruns (" not in shown
     assert cli.json("tasks", "show", queued["id"], "--trace")["runs"] == []

@@ -106,10 +106,21 @@ def line_with(text: str, needle: str) -> str:
 def test_the_runs_table_shows_each_attempt() -> None:
     text = printed(show_runs, [run(attempt=1, status="interrupted", error="worker lost"), run()])
     first, second = line_with(text, "interrupted"), line_with(text, "succeeded")
-    for cell in ("1", "host-a:4242", "2026-01-01 12:00:00", "2026-01-01 12:00:01", "30/7"):
-        assert cell in second
+    assert second.split()[:8] == [
+        "2",
+        "host-a:4242",
+        "2026-01-01",
+        "12:00:00",
+        "12:00:01",  # finished the same day: the time only
+        "succeeded",
+        "30/7",
+        "3",
+    ]
     assert "1, 2" in second and "worker lost" in first
     assert printed(show_runs, []) == ""
+    # no replayed or error column when no run has one
+    plain = printed(show_runs, [run(replayedSteps=[])]).splitlines()[2].split()
+    assert plain == ["attempt", "worker", "started", "finished", "status", "tokens", "steps"]
 
 
 def test_context_lists_injected_and_dropped_messages_with_reasons() -> None:
@@ -131,16 +142,29 @@ def test_context_lists_injected_and_dropped_messages_with_reasons() -> None:
 
 def test_trace_shows_calls_marks_and_literal_text() -> None:
     text = printed(show_trace, [run()])
-    asked = line_with(text, "calls wait")
-    assert "30/7" in asked and "tool_calls" in asked and "12.3" in asked and "replayed" in asked
+    asked = line_with(text, "→ wait")
+    assert asked.split()[:5] == ["1", "model", "echo", "30", "tokens"]
+    assert "7 tokens, tool_calls: → wait" in asked and "12.3" in asked and "replayed" in asked
     called = line_with(text, "seconds")
+    assert called.split()[:3] == ["2", "tool", "wait"]
     assert '{"seconds": "[bold]x[/bold]"}' in called  # arguments, as typed
-    assert f"got '{MARKUP}'" in called  # the error, as typed
+    assert f"error: seconds must be a number, got '{MARKUP}'; " in called  # literally, whole
     assert "r" * (TRACE_CELL_CHARS - 1) + "…" in called and "r" * TRACE_CELL_CHARS not in called
     flight = line_with(text, "in flight")
-    assert flight.split()[0] == "3" and "replayed" not in flight
-    assert "echo: hi [history: 2]" in line_with(text, "stop")  # an echo reply keeps its brackets
+    assert flight.split()[:4] == ["3", "tool", "wait", "{}"] and "replayed" not in flight
+    answered = line_with(text, "stop")
+    assert "7 tokens, stop: echo: hi [history: 2]" in answered  # the reply keeps its brackets
     assert "no steps recorded" in printed(show_trace, [run(steps=[])])
+    # a result that restates its error is shown once
+    restated = step(
+        1,
+        "tool",
+        name="wait",
+        tool={"callId": "c", "arguments": {}, "result": "error: too slow"},
+        error="too slow",
+    )
+    cells = line_with(printed(show_trace, [run(steps=[restated])]), "slow").split()
+    assert cells[3:] == ["{}", "error:", "too", "slow", "12.3"]  # no mark column either
 
 
 def test_a_token_budget_adds_tokens_and_marks_shortened_results() -> None:
