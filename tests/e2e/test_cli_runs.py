@@ -83,6 +83,7 @@ def test_tasks_show_prints_runs_context_and_trace(cli: Cli) -> None:
     assert answered.split()[:3] == ["3", "model", "echo"]
     assert "[history: 1]" in answered  # the reply keeps its brackets
 
+
 def test_tasks_show_json_adds_the_runs(cli: Cli) -> None:
     task = conversation(cli)
     plain = cli.json("tasks", "show", task["id"])
