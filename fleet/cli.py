@@ -20,6 +20,7 @@ from rich.console import Console
 
 from fleet import __version__
 from fleet.cli_memory import memory_app
+from fleet.cli_runs import fetch_runs, show_context, show_runs, show_trace
 from fleet.cli_tasks import (
     Tasks,
     cancel_message,
@@ -167,15 +168,29 @@ def tasks_show(
         str, typer.Argument(help="Task id, or a unique prefix of it (at least 6 hex characters).")
     ],
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    context: Annotated[
+        bool, typer.Option("--context", help="Each run's context: injected and dropped messages.")
+    ] = False,
+    trace: Annotated[
+        bool, typer.Option("--trace", help="Each run's model and tool calls.")
+    ] = False,
 ) -> None:
-    """Show one task."""
+    """Show one task and its runs."""
     ref = _parse_id(task_id)
     with _tasks(ctx) as tasks:
         task = tasks.get(resolve_id(tasks, ref))
+        runs = None
+        if context or trace or not as_json:
+            runs = fetch_runs(tasks, task["id"], steps=trace, messages=context and as_json)
     if as_json:
-        _print_json(task)
+        _print_json(task if runs is None else {**task, "runs": runs})
     else:
         show_task(out, task)
+        show_runs(out, runs or [])
+        if context:
+            show_context(out, runs or [])
+        if trace:
+            show_trace(out, runs or [])
 
 
 @tasks_app.command("ls")

@@ -170,6 +170,17 @@ class FleetClient:
         result: dict[str, Any] = self._call("POST", f"/v1/tasks/{task_id}/cancel")
         return result
 
+    def list_runs(self, task_id: str) -> list[dict[str, Any]]:
+        """ListTaskRuns: the task's runs, first attempt first, without their steps."""
+        runs: list[dict[str, Any]] = self._call("GET", f"/v1/tasks/{task_id}/runs")["runs"]
+        return runs
+
+    def get_run(self, run_id: str, *, messages: bool = False) -> dict[str, Any]:
+        """GetRun: the run with its steps (``messages``: also the frozen prompt's messages)."""
+        params = {"include": "messages"} if messages else None
+        result: dict[str, Any] = self._call("GET", f"/v1/runs/{run_id}", params=params)
+        return result
+
     def messages(
         self, conversation_key: str, deployment: str, *, limit: int = 100
     ) -> dict[str, Any]:

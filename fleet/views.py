@@ -1,11 +1,14 @@
-"""How tasks and messages look to users: one JSON shape for the CLI's ``--json`` and the API."""
+"""How tasks, messages and runs look to users: one JSON shape for CLI `--json` and the API."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from fleet.domain.values import Admission, Message, Task
+from pydantic.alias_generators import to_camel
+
+from fleet.domain.values import Admission, Message, Run, Step, Task
 
 
 def iso(ts: datetime | None) -> str | None:
@@ -52,3 +55,107 @@ def message_json(msg: Message) -> dict[str, Any]:
         "delivery": msg.delivery,
         "createdAt": iso(msg.created_at),
     }
+
+
+def run_json(
+    run: Run, steps: Iterable[Step] | None = None, *, messages: bool = False
+) -> dict[str, Any]:
+    """A run; ``steps`` (GetRun) adds its recorded steps, ``messages`` its frozen prompt."""
+    usage = run.usage
+    out: dict[str, Any] = {
+        "id": str(run.id),
+        "taskId": str(run.task_id),
+        "attempt": run.attempt,
+        "worker": run.worker,
+        "status": run.status,
+        "model": run.model,
+        "startedAt": iso(run.started_at),
+        "finishedAt": iso(run.finished_at),
+        "error": run.error,
+        "usage": {
+            "promptTokens": usage.get("prompt_tokens", 0),
+            "completionTokens": usage.get("completion_tokens", 0),
+            "totalTokens": usage.get("total_tokens", 0),
+            "steps": usage.get("steps", 0),
+        },
+        "replayedSteps": [int(n) for n in run.details.get("replayed") or ()],
+        "shortened": [
+            {
+                "callId": r.get("call_id"),
+                "tool": r.get("tool"),
+                "step": r.get("step"),
+                "tokens": r.get("tokens"),
+                "kept": r.get("kept"),
+            }
+            for r in run.details.get("shortened") or ()
+        ],
+        "context": context_json(run.context, messages=messages),
+    }
+    if steps is not None:
+        out["steps"] = [step_json(st) for st in steps]
+    return out
+
+
+def context_json(frozen: dict[str, Any], *, messages: bool = False) -> dict[str, Any]:
+    """The provenance of a run's frozen context (and, asked for, the prompt's messages)."""
+    out: dict[str, Any] = {
+        "limits": {to_camel(k): v for k, v in (frozen.get("limits") or {}).items()},
+        "injected": [_ref(r) for r in frozen.get("injected") or ()],
+        "injectedBytes": frozen.get("injected_bytes", 0),
+        "injectedTokens": frozen.get("injected_tokens"),
+        "tokenizer": frozen.get("tokenizer"),
+        "dropped": [_ref(r) for r in frozen.get("dropped") or ()],
+        "olderUnseen": bool(frozen.get("older_unseen", False)),
+    }
+    if messages:
+        out["messages"] = list(frozen.get("messages") or ())
+    return out
+
+
+def _ref(record: dict[str, Any]) -> dict[str, Any]:
+    """A message the context injected or dropped (``reason`` for dropped ones; ``tokens`` when
+    a token budget priced it)."""
+    out = {k: record.get(k) for k in ("id", "role", "bytes", "preview")}
+    for optional in ("tokens", "reason"):
+        if optional in record:
+            out[optional] = record[optional]
+    return out
+
+
+def step_json(step: Step) -> dict[str, Any]:
+    """One model or tool step: what went in, what came out, how long it took."""
+    out: dict[str, Any] = {
+        "step": step.step,
+        "kind": step.kind,
+        "name": step.name,
+        "status": step.status,
+        "replayed": step.replayed,
+        "startedAt": iso(step.started_at),
+        "durationMs": step.duration_ms,
+        "error": step.error,
+        "model": None,
+        "tool": None,
+    }
+    if step.kind == "model":
+        output = step.output if isinstance(step.output, dict) else {}
+        sent = step.input.get("messages") if isinstance(step.input, dict) else None
+        out["model"] = {
+            "tokens": {
+                "prompt": step.usage.get("prompt_tokens", 0),
+                "completion": step.usage.get("completion_tokens", 0),
+            },
+            "finishReason": output.get("finish_reason"),
+            "messages": sent if isinstance(sent, int) else None,
+            "content": output.get("content"),
+            "toolCalls": [
+                {"id": c.get("id"), "name": c.get("name"), "arguments": c.get("arguments")}
+                for c in output.get("tool_calls") or ()
+                if isinstance(c, dict)
+            ],
+        }
+    else:
+        args = step.input
+        if isinstance(args, dict):  # ``_meta`` (labels, task id) is fleet's, not the model's
+            args = {k: v for k, v in args.items() if k != "_meta"}
+        out["tool"] = {"callId": step.call_id, "arguments": args, "result": step.output}
+    return out

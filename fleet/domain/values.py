@@ -142,3 +142,34 @@ class Run(_Frozen):
     error: str | None
     started_at: datetime
     finished_at: datetime | None
+    #: ``host:pid`` of the worker process that ran it.
+    worker: str | None = None
+    #: What the run did besides its steps: ``replayed`` step numbers, ``shortened`` results.
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class Step(_Frozen):
+    """One recorded step of a run, a model call or a tool call, as readers see it."""
+
+    step: int
+    #: ``model`` or ``tool``.
+    kind: str
+    name: str
+    #: ``finished``, or ``started``: a tool call journaled before it ran and never finished.
+    status: str
+    input: Any
+    output: Any
+    error: str | None
+    usage: dict[str, int]
+    started_at: datetime
+    duration_ms: float
+    call_id: str | None
+    #: Copied from an earlier attempt's journal instead of being computed again.
+    replayed: bool
+
+
+class RunDetail(_Frozen):
+    """A run with its recorded steps, in step order."""
+
+    run: Run
+    steps: tuple[Step, ...]

@@ -10,7 +10,16 @@ from typing import Any
 from sqlalchemy import Select, func, select, update
 
 from fleet.domain.ids import IdPrefix
-from fleet.domain.values import ACTIVE, CLAIMABLE, UNFINISHED, Message, Run, Task, TaskStatus
+from fleet.domain.values import (
+    ACTIVE,
+    CLAIMABLE,
+    UNFINISHED,
+    Message,
+    Run,
+    RunDetail,
+    Task,
+    TaskStatus,
+)
 from fleet.errors import NotFound
 from fleet.store import rows
 from fleet.store import schema as s
@@ -143,6 +152,31 @@ class QueryStore(StoreBase):
                 select(s.runs).where(s.runs.c.task_id == task_id).order_by(s.runs.c.attempt)
             ).all()
         return [rows.run(r) for r in found]
+
+    def list_runs(self, task_id: uuid.UUID, *, scope: str | None = None) -> list[Run]:
+        """The task's runs, first attempt first; NotFound if the task is not in ``scope``."""
+        self.get_task(task_id, scope=scope)
+        r = s.runs.c
+        with self.read() as conn:
+            found = conn.execute(
+                select(s.runs).where(r.task_id == task_id).order_by(r.attempt, r.started_at)
+            ).all()
+        return [rows.run(row) for row in found]
+
+    def get_run(self, run_id: uuid.UUID, *, scope: str | None = None) -> RunDetail:
+        """The run with its steps in step order; NotFound also when its task is not in ``scope``."""
+        r, tr = s.runs.c, s.traces.c
+        query = select(s.runs).where(r.id == run_id)
+        if scope is not None:
+            query = query.join(t, t.c.id == r.task_id).where(t.c.scope == scope)
+        with self.read() as conn:
+            row = conn.execute(query).first()
+            if row is None:
+                raise NotFound(f"no run with id {run_id}", field="id")
+            steps = conn.execute(
+                select(s.traces).where(tr.run_id == run_id).order_by(tr.step)
+            ).all()
+        return RunDetail(run=rows.run(row), steps=tuple(rows.step(x) for x in steps))
 
     def traces_of(self, task_id: uuid.UUID) -> list[dict[str, Any]]:
         with self.read() as conn:

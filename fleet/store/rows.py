@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from fleet.domain.runs import TraceRow
-from fleet.domain.values import DataPart, Message, Run, Task, TaskStatus, TextPart
+from fleet.domain.values import DataPart, Message, Run, Step, Task, TaskStatus, TextPart
 from fleet.store import schema as s
 
 _PARTS = TypeAdapter(tuple[TextPart | DataPart, ...])
@@ -78,6 +78,26 @@ def run(row: Any) -> Run:
         error=m["error"],
         started_at=m["started_at"],
         finished_at=m["finished_at"],
+        worker=m["worker"],
+        details=m["details"] or {},
+    )
+
+
+def step(row: Any) -> Step:
+    m = _mapping(row)
+    return Step(
+        step=m["step"],
+        kind=m["kind"],
+        name=m["name"],
+        status=m["status"],
+        input=m["input"],
+        output=m["output"],
+        error=m["error"],
+        usage=m["usage"] or {},
+        started_at=m["started_at"],
+        duration_ms=m["duration_ms"],
+        call_id=m["call_id"],
+        replayed=m["replayed"],
     )
 
 

@@ -118,10 +118,16 @@ def test_no_source_reads_or_continues_another_sources_conversation(base: str, st
         "echo: from alice [history: 0]",
     }
 
+    runs = {who: store.list_runs(t.id)[0].id for who, t in tasks.items()}
+
     # -- the API caller ------------------------------------------------------------------------
     for other in ("hook", "alice"):
         tid = tasks[other].id
         assert httpx.get(f"{base}/v1/tasks/{tid}", headers=bearer("api")).status_code == 404
+        r = httpx.get(f"{base}/v1/tasks/{tid}/runs", headers=bearer("api"))
+        assert r.status_code == 404, r.text
+        r = httpx.get(f"{base}/v1/runs/{runs[other]}", headers=bearer("api"))
+        assert r.status_code == 404, r.text
         r = httpx.post(f"{base}/v1/tasks/{tid}/cancel", headers=bearer("api"))
         assert r.status_code == 404
         assert api_submit(base, "api", SCOPED[other], "continue?").status_code == 403
@@ -144,6 +150,9 @@ def test_no_source_reads_or_continues_another_sources_conversation(base: str, st
         f"{base}/v1/tasks", params={"idPrefix": str(api_task.id)[:8]}, headers=bearer("api")
     )
     assert [t["id"] for t in mine.json()["tasks"]] == [str(api_task.id)], mine.text
+    own = httpx.get(f"{base}/v1/tasks/{api_task.id}/runs", headers=bearer("api")).json()["runs"]
+    assert [r["id"] for r in own] == [str(runs["api"])]
+    assert httpx.get(f"{base}/v1/runs/{runs['api']}", headers=bearer("api")).status_code == 200
     assert deliver(base, "api", KEY, "as a hook?").status_code == 403
     assert a2a_send_raw(base, "api", KEY).status_code == 403
 
@@ -152,12 +161,18 @@ def test_no_source_reads_or_continues_another_sources_conversation(base: str, st
         assert deliver(base, "hook", SCOPED[other], "continue?").status_code == 403
         r = httpx.get(f"{base}/v1/tasks/{tasks[other].id}", headers=bearer("hook"))
         assert r.status_code == 403, r.text  # a webhook key is not an API key at all
+        r = httpx.get(f"{base}/v1/tasks/{tasks[other].id}/runs", headers=bearer("hook"))
+        assert r.status_code == 403, r.text
+        assert httpx.get(f"{base}/v1/runs/{runs[other]}", headers=bearer("hook")).status_code == 403
     assert api_submit(base, "hook", KEY, "as api?").status_code == 403
     assert a2a_send_raw(base, "hook", KEY).status_code == 403
 
     # -- the A2A caller ------------------------------------------------------------------------
     assert api_submit(base, "alice", KEY, "as api?").status_code == 403
     assert httpx.get(f"{base}/v1/tasks/{api_task.id}", headers=bearer("alice")).status_code == 403
+    r = httpx.get(f"{base}/v1/tasks/{api_task.id}/runs", headers=bearer("alice"))
+    assert r.status_code == 403, r.text
+    assert httpx.get(f"{base}/v1/runs/{runs['api']}", headers=bearer("alice")).status_code == 403
     assert deliver(base, "alice", KEY, "as a hook?").status_code == 403
 
     async def a2a_tries() -> str:

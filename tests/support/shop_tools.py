@@ -63,3 +63,8 @@ def count_then_hang(seconds: float, ctx: ToolContext) -> str:
         f.write(f"{ctx.task_id} {ctx.run_id}\n")
     ctx.sleep(seconds)
     return "hung up"
+
+
+def report(lines: int) -> str:
+    """A long report: ``lines`` numbered lines (outgrows a small token budget)."""
+    return "\n".join(f"line {i}: all parcels accounted for" for i in range(1, lines + 1))

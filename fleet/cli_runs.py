@@ -1,0 +1,213 @@
+"""How ``fleet tasks show`` reads and prints a task's runs: outcome, context provenance, steps.
+
+Runs come in the API's JSON shape (:func:`fleet.views.run_json`) from the store or from
+``fleet serve``. Every cell that holds user, model or tool text is a Rich ``Text``, so markup in
+it (``[bold]x[/bold]``, an echo reply's ``[history: 2]``) prints literally.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from fleet.cli_tasks import LocalTasks, RemoteTasks, Tasks
+
+View = dict[str, Any]
+
+#: Characters of a tool's arguments or result, a model's reply or an error in the trace table
+#: (``--json`` has them whole).
+TRACE_CELL_CHARS = 60
+
+
+def fetch_runs(tasks: Tasks, task_id: str, *, steps: bool, messages: bool) -> list[View]:
+    """The task's runs, first attempt first; with their steps and the prompt's messages if asked."""
+    if isinstance(tasks, RemoteTasks):
+        runs: list[View] = tasks.client.list_runs(task_id)
+        if steps or messages:
+            runs = [tasks.client.get_run(r["id"], messages=messages) for r in runs]
+            if not steps:
+                for run in runs:
+                    run.pop("steps", None)
+        return runs
+    if isinstance(tasks, LocalTasks):
+        from fleet.views import run_json
+
+        store = tasks.rt.store
+        out = []
+        for run in store.list_runs(uuid.UUID(task_id)):
+            found = store.get_run(run.id).steps if steps else None
+            out.append(run_json(run, found, messages=messages))
+        return out
+    raise TypeError(f"cannot read runs through {type(tasks).__name__}")
+
+
+# -- printing ----------------------------------------------------------------------------------
+
+
+def _when(value: str | None) -> str:
+    """``2024-05-01T10:00:00.123456Z`` → ``2024-05-01 10:00:00``."""
+    return value[:19].replace("T", " ") if value else "-"
+
+
+def _cut(value: Any, limit: int | None = TRACE_CELL_CHARS) -> str:
+    """One line (JSON for anything but text), of at most ``limit`` characters when given."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _table(*columns: str, whole: tuple[str, ...] = ()) -> Table:
+    """Columns fold their text when the terminal is narrow, except the ``whole`` ones."""
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name in columns:
+        table.add_column(name, overflow="fold", no_wrap=name in whole)
+    return table
+
+
+def _row(table: Table, *cells: Any) -> None:
+    table.add_row(*(Text(str(c)) for c in cells))  # Text: never read as Rich markup
+
+
+def _heading(out: Console, run: View, what: str) -> None:
+    out.print()
+    out.print(Text(f"run {run['id']} · attempt {run['attempt']} · {what}", style="bold"))
+
+
+def show_runs(out: Console, runs: list[View]) -> None:
+    """The runs table under a task: who ran each attempt, when, how it ended, what it cost.
+
+    ``replayed`` and ``error`` columns appear when a run has one (80 columns fit the rest).
+    """
+    if not runs:
+        return
+    replays = any(r["replayedSteps"] for r in runs)
+    errors = any(r["error"] for r in runs)
+    columns = ["attempt", "worker", "started", "finished", "status", "tokens", "steps"]
+    extra = [name for name, shown in (("replayed", replays), ("error", errors)) if shown]
+    whole = ("attempt", "started", "finished", "status", "tokens")
+    table = _table(*columns, *extra, whole=whole)
+    for r in runs:
+        usage = r["usage"]
+        started, finished = _when(r["startedAt"]), _when(r["finishedAt"])
+        if finished[:10] == started[:10]:
+            finished = finished[11:]  # the same day: the time says it
+        cells = [
+            r["attempt"],
+            r["worker"] or "-",
+            started,
+            finished,
+            r["status"],
+            f"{usage['promptTokens']}/{usage['completionTokens']}",
+            usage["steps"],
+        ]
+        if replays:
+            cells.append(", ".join(str(n) for n in r["replayedSteps"]) or "-")
+        if errors:
+            cells.append(r["error"] or "")
+        _row(table, *cells)
+    out.print()
+    out.print(Text("runs (tokens: prompt/completion)", style="bold"))
+    out.print(table)
+
+
+def _count(found: list[Any]) -> str:
+    return f"{len(found)} message" + ("" if len(found) == 1 else "s")
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def show_context(out: Console, runs: list[View]) -> None:
+    """Each run's frozen context: every message injected, every one dropped and why."""
+    if not runs:
+        out.print(Text("no runs yet: the context is built when the task starts"))
+    for run in runs:
+        ctx = run["context"]
+        _heading(out, run, "context")
+        limits = ", ".join(f"{_snake(k)} {v}" for k, v in ctx["limits"].items())
+        out.print(Text(f"limits: {limits or '-'}"))
+        injected, dropped = ctx["injected"], ctx["dropped"]
+        size = f"injected: {_count(injected)}, {ctx['injectedBytes']} bytes"
+        if ctx.get("injectedTokens") is not None:
+            size += f", {ctx['injectedTokens']} tokens ({ctx.get('tokenizer') or 'counted'})"
+        out.print(Text(size))
+        priced = any("tokens" in m for m in (*injected, *dropped))
+        tokens = ["tokens"] if priced else []
+        if injected:
+            table = _table("id", "role", "bytes", *tokens, "preview")
+            for m in injected:
+                cost = [m.get("tokens", "-")] if priced else []
+                _row(table, m["id"], m["role"], m["bytes"], *cost, _cut(m["preview"], None))
+            out.print(table)
+        out.print(Text(f"dropped: {_count(dropped)}"))
+        if dropped:
+            table = _table("id", "role", "bytes", *tokens, "reason", "preview")
+            for m in dropped:
+                cost = [m.get("tokens", "-")] if priced else []
+                cells = [m["id"], m["role"], m["bytes"], *cost, m["reason"]]
+                _row(table, *cells, _cut(m["preview"], None))
+            out.print(table)
+        if ctx["olderUnseen"]:
+            out.print(Text("older messages not examined: the history read stops at the item limit"))
+
+
+def _marks(step: View, shortened: dict[Any, Any]) -> str:
+    marks = ["replayed"] if step["replayed"] else []
+    if step["status"] == "started":
+        marks.append("in flight")
+    call = (step.get("tool") or {}).get("callId")
+    if call is not None and call in shortened:
+        marks.append(f"sent shortened from step {shortened[call]}")
+    return ", ".join(marks)
+
+
+def _call(step: View) -> tuple[str, str, str]:
+    """What went in and came out of a step, as table cells (call, in, out). Arguments, results
+    and replies are cut to ``TRACE_CELL_CHARS``; an error is shown whole."""
+    error = _cut(step["error"], None)
+    model, tool = step.get("model"), step.get("tool")
+    if model is not None:
+        tokens = model["tokens"]
+        calls = ", ".join(str(c["name"]) for c in model["toolCalls"])
+        said = f"→ {calls}" if calls else _cut(model["content"])
+        finish = model["finishReason"] or "no finish reason"
+        out = f"error: {error}" if error else f"{tokens['completion']} tokens, {finish}: {said}"
+        return f"model {step['name']}", f"{tokens['prompt']} tokens", out
+    tool = tool or {}
+    arguments, result = tool.get("arguments"), tool.get("result")
+    out = _cut(result)
+    if error:  # the result usually restates it ("error: …"); if not, both are shown
+        restated = isinstance(result, str) and error in _cut(result, None)
+        out = f"error: {error}" + ("" if restated or result is None else f"; {out}")
+    return f"tool {step['name']}", _cut(arguments), out
+
+
+def show_trace(out: Console, runs: list[View]) -> None:
+    """Each run's steps: model calls (tokens, latency, finish reason) and tool calls
+    (arguments, result or error, duration), marked when replayed from the journal, left in
+    flight, or sent shortened to fit the token budget."""
+    if not runs:
+        out.print(Text("no runs yet"))
+    for run in runs:
+        _heading(out, run, "steps")
+        steps = run.get("steps") or []
+        if not steps:
+            out.print(Text("no steps recorded"))
+            continue
+        shortened = {r["callId"]: r["step"] for r in run.get("shortened") or ()}
+        marks = [_marks(st, shortened) for st in steps]
+        columns = ["step", "call", "in", "out", "ms", *(["mark"] if any(marks) else [])]
+        table = _table(*columns, whole=("step", "ms"))
+        for st, mark in zip(steps, marks, strict=True):
+            cells = [st["step"], *_call(st), f"{st['durationMs']:.1f}"]
+            _row(table, *cells, *([mark] if any(marks) else []))
+        out.print(table)

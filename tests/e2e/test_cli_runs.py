@@ -1,0 +1,122 @@
+"""`fleet tasks show ID --context --trace` with the real console script, embedded (SQLite).
+
+The conversation is long enough for the context to drop messages (an oversized one, then the
+byte budget), and the last task makes the echo model call a tool with markup in its arguments.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import write_config
+from tests.e2e.test_cli import Cli
+
+MARKUP = "[bold]x[/bold]"
+AGENT = """
+model = "echo"
+tools = ["current_time", "wait"]
+[history]
+max_items = 5
+max_bytes = 200
+"""
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    config = write_config(tmp_path / "config", {"inspect": AGENT}, {"inspect": 'agent = "inspect"'})
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    home = tmp_path / "home"
+    return Cli(cwd, home, {"FLEET_CONFIG_DIR": str(config), "FLEET_HOME": str(home)})
+
+
+def conversation(cli: Cli) -> dict[str, Any]:
+    """Four turns; the last one's context injects one of the six messages before it."""
+    for text in (MARKUP, "z" * 120, "y" * 300):
+        cli.ok("run", "inspect", text, "-c", "p")
+    task: dict[str, Any] = cli.json(
+        "run", "inspect", '/tool wait {"seconds": "' + MARKUP + '"}', "-c", "p"
+    )
+    assert task["status"] == "succeeded", task
+    return task
+
+
+def line_with(text: str, needle: str) -> str:
+    found = [line for line in text.splitlines() if needle in line]
+    assert found, f"no line with {needle!r} in:\n{text}"
+    return found[0]
+
+
+def test_tasks_show_prints_runs_context_and_trace(cli: Cli) -> None:
+    task = conversation(cli)
+    # wide enough that no cell of the tables wraps
+    shown = cli.ok("tasks", "show", task["id"], "--context", "--trace", COLUMNS="300")
+
+    runs = shown[shown.index("\nruns (tokens: prompt/completion)\n") :]
+    assert line_with(runs, "succeeded").split()[0] == "1"  # attempt 1, no error, none replayed
+
+    context = shown[shown.index("· context") : shown.rindex("\nrun ", 0, shown.index("· steps"))]
+    assert "limits: max_items 5, max_bytes 200" in context
+    injected = line_with(context, "zzz")
+    assert injected.split()[1:3] == ["assistant", "139"]  # echo: z…z [history: 2]
+    reply_y = line_with(context, "yyy").split()
+    assert (reply_y[1], reply_y[3]) == ("assistant", "oversized")
+    assert line_with(context, "300").split()[1:4] == ["user", "300", "oversized"]
+    assert line_with(context, "120").split()[1:4] == ["user", "120", "byte_limit"]
+    # the first exchange was read too, and dropped: the byte budget was full
+    assert line_with(context, f"echo: {MARKUP} [history: 0]").split()[3] == "byte_limit"
+    first_input = context.rstrip().splitlines()[-1].split()
+    assert first_input[1:] == ["user", str(len(MARKUP)), "byte_limit", MARKUP]  # literally
+    assert "older messages not examined" not in context  # all six were read
+
+    steps = shown[shown.index("· steps") :]
+    asked = line_with(steps, "→ wait")
+    assert asked.split()[:3] == ["1", "model", "echo"] and "tool_calls" in asked
+    called = line_with(steps, "seconds")
+    assert called.split()[:3] == ["2", "tool", "wait"]
+    assert '{"seconds": "[bold]x[/bold]"}' in called  # markup in arguments prints as typed
+    assert f"got '{MARKUP}'" in called  # the tool's error, literally
+    answered = line_with(steps, "stop")
+    assert answered.split()[:3] == ["3", "model", "echo"]
+    assert "[history: 1]" in answered  # the reply keeps its brackets
+
+
+def test_tasks_show_json_adds_the_runs(cli: Cli) -> None:
+    task = conversation(cli)
+    plain = cli.json("tasks", "show", task["id"])
+    assert "runs" not in plain  # --json alone is the task record, as before
+    shown = cli.json("tasks", "show", task["id"], "--context", "--trace")
+    assert {k: v for k, v in shown.items() if k != "runs"} == plain
+    (run,) = shown["runs"]
+    assert (run["taskId"], run["attempt"], run["status"]) == (task["id"], 1, "succeeded")
+    ctx = run["context"]
+    assert [(m["role"], m["reason"]) for m in ctx["dropped"]] == [
+        ("assistant", "oversized"),
+        ("user", "oversized"),
+        ("user", "byte_limit"),
+        ("assistant", "byte_limit"),
+        ("user", "byte_limit"),
+    ]
+    assert ctx["olderUnseen"] is False
+    assert ctx["messages"][-1]["content"] == '/tool wait {"seconds": "' + MARKUP + '"}'
+    model, tool, reply = run["steps"]
+    assert tool["tool"]["arguments"] == {"seconds": MARKUP}
+    assert tool["error"] and MARKUP in tool["error"] and tool["tool"]["result"]
+    assert model["model"]["toolCalls"][0]["id"] == tool["tool"]["callId"]
+    assert reply["model"]["content"] == task["reply"]
+
+    trace_only = cli.json("tasks", "show", task["id"], "--trace")["runs"][0]
+    assert "messages" not in trace_only["context"] and trace_only["steps"] == run["steps"]
+    context_only = cli.json("tasks", "show", task["id"], "--context")["runs"][0]
+    assert "steps" not in context_only and context_only["context"] == ctx
+
+
+def test_a_queued_task_has_no_runs_yet(cli: Cli) -> None:
+    cli.ok("run", "inspect", "first", "-c", "q")
+    queued = cli.json("run", "inspect", "later", "-c", "q", "--no-wait")
+    shown = cli.ok("tasks", "show", queued["id"], "--context", "--trace")
+    assert "no runs yet" in shown and "\nruns (" not in shown
+    assert cli.json("tasks", "show", queued["id"], "--trace")["runs"] == []
