@@ -281,9 +281,11 @@ def test_two_tools_that_would_reach_the_model_under_one_name_are_refused(tmp_pat
     box = toolbox.build(cfg.agents["a"], cfg.root)
     clash = dataclasses.replace(box.static["current_time"], name="srv.clock")
     other = dataclasses.replace(box.static["current_time"], name="srv__clock")
-    with pytest.raises(ToolServerError, match="reach the model under one name"):
-        with box.opened(ctx(), extra=[clash, other]):
-            pass
+    with (
+        pytest.raises(ToolServerError, match="reach the model under one name"),
+        box.opened(ctx(), extra=[clash, other]),
+    ):
+        pass
 
 
 def test_config_secrets_are_collected_for_redaction(tmp_path: Path):
