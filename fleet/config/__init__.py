@@ -1,0 +1,50 @@
+"""Settings from ``FLEET_*`` environment variables and the agents/deployments in ``config/``.
+
+Every failure names the file (or ``environment``), the key and the reason, so a bad value is fixed
+where it is written. ``settings`` holds the environment, ``agents`` and ``intake`` the models of
+the files in ``config/``, ``loading`` reads and cross-checks them, ``base`` what they share.
+"""
+
+from fleet.config.agents import (
+    AgentConfig,
+    HistoryConfig,
+    McpServerConfig,
+    MemoryAttachment,
+    ModelConfig,
+    ToolRef,
+)
+from fleet.config.base import MAX_DURATION_S, Duration, parse_duration
+from fleet.config.intake import (
+    CallerConfig,
+    ConversationsConfig,
+    DeploymentConfig,
+    FieldRef,
+    SignatureConfig,
+    TriggerConfig,
+)
+from fleet.config.loading import AppConfig, FleetConfig, LimitDefaults, load_config
+from fleet.config.settings import Settings, load_settings
+
+__all__ = [
+    "MAX_DURATION_S",
+    "AgentConfig",
+    "AppConfig",
+    "CallerConfig",
+    "ConversationsConfig",
+    "DeploymentConfig",
+    "Duration",
+    "FieldRef",
+    "FleetConfig",
+    "HistoryConfig",
+    "LimitDefaults",
+    "McpServerConfig",
+    "MemoryAttachment",
+    "ModelConfig",
+    "Settings",
+    "SignatureConfig",
+    "ToolRef",
+    "TriggerConfig",
+    "load_config",
+    "load_settings",
+    "parse_duration",
+]

@@ -1,0 +1,193 @@
+"""``config/deployments``, ``callers``, ``triggers``: what runs, who may call, how work arrives."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import (
+    Field,
+    StrictBool,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
+
+from fleet.config.base import (
+    _ENV_NAME,
+    _NAME,
+    _POINTER,
+    Duration,
+    _Strict,
+)
+from fleet.constants import (
+    DEFAULT_DEBOUNCE_S,
+    MAX_DEBOUNCE_S,
+)
+
+
+class ConversationsConfig(_Strict):
+    """What a busy conversation does with a new task."""
+
+    queue_mode: Literal["followup", "collect"] = "followup"
+    debounce: Duration = DEFAULT_DEBOUNCE_S
+
+    @field_validator("queue_mode", mode="before")
+    @classmethod
+    def _not_yet(cls, v: Any) -> Any:
+        if v in ("steer", "interrupt"):
+            raise ValueError(
+                f"queue mode {v!r} is not implemented yet; use 'followup' or 'collect'"
+            )
+        return v
+
+    @field_validator("debounce")
+    @classmethod
+    def _bounded(cls, v: float) -> float:
+        if v > MAX_DEBOUNCE_S:
+            raise ValueError(f"must be at most {MAX_DEBOUNCE_S:g}s")
+        return v
+
+
+class DeploymentConfig(_Strict):
+    """A named, runnable agent: kind, queue mode, retry policy."""
+
+    name: str
+    agent: str
+    kind: Literal["pool", "task", "singleton"] = "pool"
+    conversations: ConversationsConfig = ConversationsConfig()
+    #: Overrides ``FLEET_MAX_ATTEMPTS`` for this deployment's tasks.
+    max_attempts: StrictInt | None = Field(default=None, ge=1, le=100)
+    #: Labels copied onto every task of this deployment.
+    labels: dict[str, str] = Field(default_factory=dict)
+    #: Which memory blocks its agents see: deployments of one namespace share them.
+    namespace: str = "default"
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError("must be 1-63 lowercase letters, digits, '-' or '_'")
+        return v
+
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class CallerConfig(_Strict):
+    """An API caller: where its key comes from (its scope) and which deployments it may use.
+
+    The key itself is never in the file: give its SHA-256 (``fleet keys hash``) or the name of an
+    environment variable holding it (hashed when loaded).
+    """
+
+    name: str
+    #: ``api``, ``a2a`` (scope ``a2a:<caller name>``) or ``webhook:<trigger>``.
+    source: str
+    key_sha256: str | None = None
+    key_env: str | None = None
+    #: Deployments this caller may use; ``["*"]`` means all.
+    deployments: tuple[str, ...] = ("*",)
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, v: str) -> str:
+        if v not in ("api", "a2a") and not re.match(r"^webhook:[a-z0-9][a-z0-9_-]{0,62}$", v):
+            raise ValueError("must be 'api', 'a2a' or 'webhook:<trigger name>'")
+        return v
+
+    @field_validator("key_sha256")
+    @classmethod
+    def _hash(cls, v: str | None) -> str | None:
+        if v is not None and not _SHA256.match(v):
+            raise ValueError("must be 64 lowercase hex characters (see `fleet keys hash`)")
+        return v
+
+    @field_validator("key_env")
+    @classmethod
+    def _env(cls, v: str | None) -> str | None:
+        if v is not None and not _ENV_NAME.match(v):
+            raise ValueError("must be an environment variable name like FLEET_KEY_OPS")
+        return v
+
+    @model_validator(mode="after")
+    def _one_key(self) -> CallerConfig:
+        if (self.key_sha256 is None) == (self.key_env is None):
+            raise ValueError("give exactly one of key_sha256 or key_env")
+        return self
+
+    @property
+    def scope(self) -> str:
+        return f"a2a:{self.name}" if self.source == "a2a" else self.source
+
+
+class FieldRef(_Strict):
+    """Where a trigger reads a value: a request header or a JSON pointer into the body."""
+
+    header: str | None = None
+    pointer: str | None = None
+
+    @field_validator("pointer")
+    @classmethod
+    def _pointer(cls, v: str | None) -> str | None:
+        if v is not None and not _POINTER.match(v):
+            raise ValueError("must be a JSON pointer like /issue/number (RFC 6901)")
+        return v
+
+    @model_validator(mode="after")
+    def _one(self) -> FieldRef:
+        if (self.header is None) == (self.pointer is None):
+            raise ValueError("give exactly one of header or pointer")
+        return self
+
+
+class SignatureConfig(_Strict):
+    """HMAC-SHA256 check of a webhook delivery; the secret comes from an environment variable."""
+
+    style: Literal["github", "stripe", "hmac"] = "github"
+    secret_env: str
+    #: ``hmac`` style: the header carrying the hex digest.
+    header: str = "X-Signature-256"
+    #: ``stripe`` style: how old a signed timestamp may be.
+    tolerance: Duration = 300.0
+
+    @field_validator("secret_env")
+    @classmethod
+    def _env(cls, v: str) -> str:
+        if not _ENV_NAME.match(v):
+            raise ValueError("must be an environment variable name like FLEET_GITHUB_SECRET")
+        return v
+
+
+class TriggerConfig(_Strict):
+    """A webhook at ``/v1/triggers/<name>`` that turns deliveries into tasks."""
+
+    name: str
+    deployment: str
+    #: Where the conversation key is; none means a new conversation per delivery.
+    conversation_key: FieldRef | None = None
+    #: JSON pointer of the input text; ``""`` sends the whole body as a data part.
+    input: str = ""
+    #: label name → JSON pointer of its value.
+    labels: dict[str, str] = Field(default_factory=dict)
+    #: Header whose value is the delivery id (idempotency key), e.g. ``X-GitHub-Delivery``.
+    idempotency_header: str | None = None
+    signature: SignatureConfig | None = None
+    #: Without a signature or webhook callers, accept anyone's deliveries (else only when the
+    #: server has no callers configured at all).
+    public: StrictBool = False
+
+    @field_validator("input")
+    @classmethod
+    def _input(cls, v: str) -> str:
+        if not _POINTER.match(v):
+            raise ValueError("must be a JSON pointer like /comment/body, or '' for the whole body")
+        return v
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, pointer in v.items():
+            if not _POINTER.match(pointer):
+                raise ValueError(f"label {name!r}: {pointer!r} is not a JSON pointer")
+        return v

@@ -1,0 +1,216 @@
+"""Loading ``config/``: each file validated and cross-checked, app-wide limits from fleet.toml."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
+
+from fleet.config.agents import AgentConfig
+from fleet.config.base import (
+    _NAME,
+    _TOOL_REF,
+    _TYPE_TAG,
+    HistoryBytes,
+    HistoryItems,
+    InputBytes,
+    NotesBytes,
+    Retention,
+    Steps,
+    StoredMessages,
+    _reason,
+    _Strict,
+)
+from fleet.config.intake import CallerConfig, DeploymentConfig, TriggerConfig
+from fleet.errors import ConfigError, NotFound
+
+
+class HistoryDefaults(_Strict):
+    max_items: HistoryItems | None = None
+    max_bytes: HistoryBytes | None = None
+
+
+class LimitDefaults(_Strict):
+    """``[limits]`` of ``config/fleet.toml``: app-wide values an agent file may override."""
+
+    history: HistoryDefaults = HistoryDefaults()
+    max_input_bytes: InputBytes | None = None
+    max_steps: Steps | None = None
+    notes_bytes: NotesBytes | None = None
+    retention: Retention | None = None
+    stored_messages: StoredMessages | None = None
+
+
+class AppConfig(_Strict):
+    """``config/fleet.toml``: what holds for every agent and deployment."""
+
+    name: str = "fleet"
+    limits: LimitDefaults = LimitDefaults()
+    #: ``module:function`` deciding who may dispatch into, recall from, or write notes and
+    #: memory in a conversation (see fleet.policy); unset: the scope rules alone.
+    authorize: str | None = None
+
+    @field_validator("authorize")
+    @classmethod
+    def _ref(cls, v: str | None) -> str | None:
+        if v is not None and not _TOOL_REF.match(v):
+            raise ValueError("must name a Python function as 'package.module:function'")
+        return v
+
+
+class FleetConfig(BaseModel):
+    """Everything in ``config/``, cross-checked."""
+
+    model_config = ConfigDict(frozen=True)
+
+    root: Path
+    agents: dict[str, AgentConfig]
+    deployments: dict[str, DeploymentConfig]
+    triggers: dict[str, TriggerConfig] = Field(default_factory=dict)
+    callers: dict[str, CallerConfig] = Field(default_factory=dict)
+    app: AppConfig = AppConfig()
+
+    def deployment(self, name: str) -> DeploymentConfig:
+        """The deployment called ``name``; NotFound lists the known ones."""
+        try:
+            return self.deployments[name]
+        except KeyError:
+            known = ", ".join(sorted(self.deployments)) or "none"
+            raise NotFound(
+                f"no deployment named {name!r} in {self.root}/deployments (known: {known})",
+                field="deployment",
+            ) from None
+
+    def secret_values(self, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+        """Values of the environment variables config names as secrets (MCP headers and
+        variables, webhook signing secrets, caller keys): redaction removes them everywhere."""
+        env = os.environ if environ is None else environ
+        names: list[str] = []
+        for agent in self.agents.values():
+            for server in agent.mcp_servers:
+                names.extend(server.secret_sources().values())
+        for trigger in self.triggers.values():
+            if trigger.signature is not None:
+                names.append(trigger.signature.secret_env)
+        names.extend(c.key_env for c in self.callers.values() if c.key_env)
+        return tuple(v for v in (env.get(n) for n in names) if v)
+
+    def agent_for(self, deployment: str) -> AgentConfig:
+        return self.agents[self.deployment(deployment).agent]
+
+
+def _load_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(path), "(syntax)", f"not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(str(path), "(file)", "is not UTF-8 text; save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(str(path), "(file)", f"cannot be read: {exc.strerror}") from None
+
+
+def _validate(model: type[_Strict], path: Path, data: dict[str, Any]) -> Any:
+    if "name" in data:
+        raise ConfigError(str(path), "name", "the name is the file name; remove this key")
+    try:
+        return model.model_validate({**data, "name": path.stem})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        # (a union's member, such as ``int``, is not a key: leave it out of the path)
+        key = ".".join(str(p) for p in err["loc"] if not _TYPE_TAG.fullmatch(str(p)))
+        key = key or "(top level)"
+        raise ConfigError(str(path), key, _reason(err)) from None
+
+
+def _with_defaults(defaults: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+    """An agent file's values over the app-wide ones (tables merged key by key)."""
+    merged = dict(defaults)
+    for key, value in data.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_config(root: Path) -> FleetConfig:
+    """Load and cross-check ``root/agents/*.toml`` and ``root/deployments/*.toml``."""
+    if not root.is_dir():
+        raise ConfigError(str(root), "(folder)", "config folder not found; set FLEET_CONFIG_DIR")
+    sections: dict[str, dict[str, Any]] = {}
+    kinds: tuple[tuple[str, type[_Strict]], ...] = (
+        ("agents", AgentConfig),
+        ("deployments", DeploymentConfig),
+        ("triggers", TriggerConfig),
+        ("callers", CallerConfig),
+    )
+    app_file = root / "fleet.toml"
+    app_data = _load_toml(app_file) if app_file.is_file() else {}
+    app: AppConfig = _validate(AppConfig, app_file, app_data)
+    # limits set app-wide are what an agent file that names none gets
+    defaults = app.limits.model_dump(exclude_unset=True, exclude_defaults=False)
+    raw_defaults = app_data.get("limits", {}) if isinstance(app_data.get("limits"), dict) else {}
+    for section, model in kinds:
+        found: dict[str, Any] = {}
+        for path in sorted((root / section).glob("*.toml")):
+            if not _NAME.match(path.stem):
+                raise ConfigError(
+                    str(path), "(file name)", "names are lowercase letters, digits, '-' and '_'"
+                )
+            data = _load_toml(path)
+            if section == "agents" and defaults:
+                data = _with_defaults(raw_defaults, data)
+            found[path.stem] = _validate(model, path, data)
+        sections[section] = found
+    agents, deployments = sections["agents"], sections["deployments"]
+    for name, dep in deployments.items():
+        if dep.agent not in agents:
+            known = ", ".join(sorted(agents)) or "none"
+            raise ConfigError(
+                str(root / "deployments" / f"{name}.toml"),
+                "agent",
+                f"no agent named {dep.agent!r} in {root}/agents (known: {known})",
+            )
+        from fleet.domain.labels import validate_labels
+
+        try:
+            validate_labels(dep.labels)
+        except Exception as exc:
+            raise ConfigError(
+                str(root / "deployments" / f"{name}.toml"), "labels", str(exc)
+            ) from None
+    for name, trig in sections["triggers"].items():
+        if trig.deployment not in deployments:
+            known = ", ".join(sorted(deployments)) or "none"
+            raise ConfigError(
+                str(root / "triggers" / f"{name}.toml"),
+                "deployment",
+                f"no deployment named {trig.deployment!r} (known: {known})",
+            )
+    for name, caller in sections["callers"].items():
+        where = str(root / "callers" / f"{name}.toml")
+        for dep_name in caller.deployments:
+            if dep_name != "*" and dep_name not in deployments:
+                raise ConfigError(where, "deployments", f"no deployment named {dep_name!r}")
+        if caller.source.startswith("webhook:") and caller.source[8:] not in sections["triggers"]:
+            raise ConfigError(where, "source", f"no trigger named {caller.source[8:]!r}")
+    return FleetConfig(
+        app=app,
+        root=root,
+        agents=agents,
+        deployments=deployments,
+        triggers=sections["triggers"],
+        callers=sections["callers"],
+    )

@@ -1,0 +1,97 @@
+"""Process settings from ``FLEET_*`` environment variables (12-factor)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from fleet.config.base import (
+    Duration,
+    _reason,
+)
+from fleet.errors import ConfigError
+
+
+class Settings(BaseSettings):
+    """Process settings; each field is also the environment variable ``FLEET_<NAME>``."""
+
+    model_config = SettingsConfigDict(env_prefix="FLEET_", extra="ignore", frozen=True)
+
+    #: Folder for the embedded SQLite database and other local state.
+    home: Path = Path(".fleet")
+    #: SQLAlchemy URL of the store; unset means the embedded SQLite file ``<home>/fleet.db``.
+    database_url: str | None = None
+    #: Redis URL of the broker and leases; unset means embedded mode (one process, no Redis).
+    redis_url: str | None = None
+    #: Folder with ``agents/`` and ``deployments/`` TOML files.
+    config_dir: Path = Path("config")
+    #: Base URL of the OpenAI-compatible endpoint used by ``provider = "openai"`` models.
+    openai_base_url: str = "https://api.openai.com/v1"
+    #: API key for that endpoint (never stored or logged).
+    openai_api_key: SecretStr | None = None
+    #: Base URL of the Anthropic Messages API used by ``provider = "anthropic"`` models.
+    anthropic_base_url: str = "https://api.anthropic.com"
+    #: API key for that endpoint (never stored or logged).
+    anthropic_api_key: SecretStr | None = None
+    #: Lease time-to-live: a dead worker's conversation is free again after this long.
+    lease_ttl: Duration = 10.0
+    #: How often the sweeper recovers expired leases and re-sends lost wake-ups.
+    sweep_interval: Duration = 5.0
+    #: How often a run is tried before its task fails (crash recovery retries).
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    #: How long one drain may keep a worker on one conversation before yielding to others.
+    drain_budget: Duration = 5.0
+    #: Log level of fleet's own loggers.
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    #: Base URL of a ``fleet serve`` the CLI should talk to instead of the store.
+    server: str | None = None
+    #: API key the CLI sends to ``server``.
+    api_key: SecretStr | None = None
+
+    @field_validator("lease_ttl")
+    @classmethod
+    def _ttl_positive(cls, v: float) -> float:
+        if v < 1.0:
+            raise ValueError("must be at least 1s so heartbeats can renew it")
+        return v
+
+    @field_validator("sweep_interval", "drain_budget")
+    @classmethod
+    def _positive(cls, v: float) -> float:
+        if v <= 0:
+            raise ValueError("must be greater than zero")
+        return v
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The store URL, defaulting to the embedded SQLite file."""
+        return self.database_url or f"sqlite:///{(self.home / 'fleet.db').as_posix()}"
+
+    @property
+    def embedded(self) -> bool:
+        """True when no Redis is configured: one process runs everything."""
+        return not self.redis_url
+
+    def secrets(self) -> tuple[str, ...]:
+        """Secret values that redaction must remove wherever they appear."""
+        keys = (self.openai_api_key, self.anthropic_api_key, self.api_key)
+        values = [s.get_secret_value() for s in keys if s]
+        return tuple(v for v in values if v)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read settings from the environment; a bad value raises ConfigError naming the variable."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = "FLEET_" + str(err["loc"][0]).upper() if err["loc"] else "FLEET_*"
+        raise ConfigError("environment", name, _reason(err)) from None
