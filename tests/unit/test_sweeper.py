@@ -1,0 +1,125 @@
+"""The sweeper loop's own rules: one sweep per interval among many, outages logged, prompt stop.
+
+fakeredis stands in for Redis here; tests/integration/test_fleet.py runs real `fleet beat`s.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator
+
+import fakeredis
+import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from fleet.constants import SWEEP_TICK_KEY
+from fleet.dispatch.manager import SweepReport
+from fleet.dispatch.sweeper import Sweeper
+from fleet.errors import Unavailable
+from tests.support.fleet import wait_for
+
+
+class Stub:
+    """A dispatcher whose sweeps follow a script: a report to return or an error to raise."""
+
+    def __init__(self, *script: SweepReport | Exception) -> None:
+        self.script = list(script)
+        self.calls = 0
+
+    def sweep(self) -> SweepReport:
+        self.calls += 1
+        step = self.script.pop(0) if self.script else SweepReport(0, 0)
+        if isinstance(step, Exception):
+            raise step
+        return step
+
+
+@pytest.fixture
+def redis() -> Iterator[fakeredis.FakeRedis]:
+    client = fakeredis.FakeRedis()
+    yield client
+    client.close()
+
+
+def test_of_several_sweepers_one_sweeps_per_interval(redis: fakeredis.FakeRedis) -> None:
+    a, b = Stub(), Stub()
+    first, second = Sweeper(a, redis, 60), Sweeper(b, redis, 60)
+    assert first.tick() == SweepReport(0, 0)
+    assert second.tick() is None and first.tick() is None
+    assert (a.calls, b.calls) == (1, 0)
+    ttl = redis.pttl(SWEEP_TICK_KEY)
+    assert 0.8 * 60_000 < ttl <= 0.9 * 60_000, "the tick must be gone by the next interval"
+    assert redis.get(SWEEP_TICK_KEY) == first.name.encode()
+
+
+def test_the_tick_expires_within_the_interval(redis: fakeredis.FakeRedis) -> None:
+    a, b = Stub(), Stub()
+    first, second = Sweeper(a, redis, 0.05), Sweeper(b, redis, 0.05)
+    assert first.tick() is not None
+    wait_for(lambda: second.tick() is not None, 5, interval=0.01, what="the tick to expire")
+    assert (a.calls, b.calls) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("error", "logged"),
+    [
+        (Unavailable("database unavailable: connection refused"), "sweep skipped: database"),
+        (RedisConnectionError("Error 111 connecting"), "sweep skipped: Redis unavailable"),
+        (RuntimeError("a bug"), "sweep failed: RuntimeError: a bug"),
+    ],
+    ids=["database", "redis", "bug"],
+)
+def test_a_failing_sweep_logs_a_warning_and_the_loop_goes_on(
+    redis: fakeredis.FakeRedis,
+    caplog: pytest.LogCaptureFixture,
+    error: Exception,
+    logged: str,
+) -> None:
+    stub = Stub(error, error, SweepReport(recovered=1, woken=2))
+    sweeper = Sweeper(stub, redis, 0.01)
+    stop = threading.Event()
+    thread = threading.Thread(target=sweeper.run, args=(stop,))
+    with caplog.at_level(logging.INFO, logger="fleet.dispatch.sweeper"):
+        thread.start()
+        try:
+            wait_for(lambda: stub.calls >= 4, 10, interval=0.01, what="four sweeps")
+        finally:
+            stop.set()
+            thread.join(10)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2 and all(w.startswith(logged) for w in warnings), warnings
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert "sweep: recovered 1, woke 2" in infos
+    assert infos[0].startswith("fleet sweeper started")
+    # sweeps with nothing to report stay quiet
+    assert sum(m.startswith("sweep:") for m in infos) == 1
+
+
+def test_a_redis_outage_at_the_tick_is_a_warning_too(caplog: pytest.LogCaptureFixture) -> None:
+    server = fakeredis.FakeServer()
+    server.connected = False
+    down = fakeredis.FakeRedis(server=server)
+    sweeper = Sweeper(Stub(), down, 1)
+    with caplog.at_level(logging.WARNING, logger="fleet.dispatch.sweeper"):
+        assert sweeper.tick_logged() is None
+    assert caplog.records[0].getMessage().startswith("sweep skipped: Redis unavailable")
+
+
+def test_stop_ends_the_wait_at_once(redis: fakeredis.FakeRedis) -> None:
+    stub = Stub()
+    stop = threading.Event()
+    thread = threading.Thread(target=Sweeper(stub, redis, 3600).run, args=(stop,))
+    thread.start()
+    wait_for(lambda: stub.calls == 1, 10, interval=0.01, what="the first sweep")
+    stop.set()
+    thread.join(5)  # an hour-long interval: only the event can end the wait this soon
+    assert not thread.is_alive()
+    assert stub.calls == 1
+
+
+def test_the_loop_ends_when_its_parent_is_gone(redis: fakeredis.FakeRedis) -> None:
+    stub = Stub()
+    Sweeper(stub, redis, 3600).run(threading.Event(), parent_pid=os.getppid() + 1_000_000)
+    assert stub.calls == 0
