@@ -355,6 +355,16 @@ def serve(
 @app.command("beat")
 def beat_cmd(
     loglevel: Annotated[str, typer.Option("--loglevel", help="The sweeper's log level.")] = "INFO",
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=1,
+            max=65535,
+            envvar="FLEET_METRICS_PORT",
+            help="Serve the sweeper's metrics (tasks recovered) on :PORT/metrics.",
+        ),
+    ] = None,
     parent_pid: Annotated[int | None, typer.Option("--parent-pid", hidden=True)] = None,
 ) -> None:
     """Run the sweeper: every FLEET_SWEEP_INTERVAL, recover lost workers' tasks and wake-ups.
@@ -367,6 +377,10 @@ def beat_cmd(
     if not isinstance(level, int):
         fail(f"--loglevel {loglevel!r} is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
     _need_fleet_mode()
+    if metrics_port is not None:
+        from fleet.dispatch import worker_metrics
+
+        worker_metrics.serve(metrics_port)
     from fleet.dispatch import sweeper
 
     sweeper.main(level, parent_pid=parent_pid)
@@ -399,7 +413,9 @@ def _celery_argv(argv: list[str], *, sweeper: str | None = None) -> None:
     child = None
     if sweeper is not None:  # it stops by itself if this process dies without stopping it
         beat = [sys.executable, "-m", "fleet.cli", "beat", "--loglevel", sweeper]
-        child = subprocess.Popen([*beat, "--parent-pid", str(os.getpid())])
+        # No port of its own: its metrics land in this worker's multiprocess folder, if any.
+        env = {k: v for k, v in os.environ.items() if k != "FLEET_METRICS_PORT"}
+        child = subprocess.Popen([*beat, "--parent-pid", str(os.getpid())], env=env)
     try:
         celery_app.start(argv)
     finally:

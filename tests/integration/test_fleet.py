@@ -6,6 +6,7 @@ import itertools
 import os
 import re
 import signal
+import socket
 import sys
 import threading
 import time
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import select
 
@@ -315,6 +317,20 @@ def sweeps(*procs: Proc) -> int:
     return sum(len(SWEEP_LINE.findall(p.log())) for p in procs)
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def recovered_metric(port: int) -> float:
+    """``fleet_tasks_recovered_total{status="interrupted"}`` as served on ``port``."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    line = 'fleet_tasks_recovered_total{status="interrupted"} '
+    found = [float(x.rsplit(" ", 1)[1]) for x in text.splitlines() if x.startswith(line)]
+    return found[0] if found else 0.0
+
+
 def gone(pid: int) -> bool:
     """Exited (a zombie counts: it runs nothing)."""
     try:
@@ -329,7 +345,8 @@ def test_two_sweepers_sweep_once_per_interval_and_either_recovers_alone(
 ) -> None:
     import redis
 
-    pair = [fleet.beat("beat-a"), fleet.beat("beat-b")]
+    ports = {name: free_port() for name in ("beat-a", "beat-b")}
+    pair = [fleet.beat(name, "--metrics-port", str(port)) for name, port in ports.items()]
     # No worker yet: the conversation stays due, so every sweep wakes it and logs a line.
     rt.dispatcher.submit("chat", "due", key="d")
     wait_for(lambda: sweeps(*pair) >= 1, 20, what="a first sweep")
@@ -357,6 +374,8 @@ def test_two_sweepers_sweep_once_per_interval_and_either_recovers_alone(
         what="the other sweeper to recover the task",
     )
     wait_for(lambda: status(rt, task.id) == TaskStatus.SUCCEEDED, 30, what="the retry to finish")
+    (survivor,) = [p for p in pair if p is not winner]
+    assert recovered_metric(ports[survivor.name]) == 1
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -421,7 +440,8 @@ def test_worker_beat_runs_the_sweeper_as_a_child_and_stops_it(
 ) -> None:
     def worker_with_beat(name: str) -> tuple[Proc, int]:
         argv = [sys.executable, "-m", "fleet.cli", "worker", "-c", "1", "--beat"]
-        proc = Proc(name, argv, fleet.env, tmp_path / f"{name}.log")
+        env = {k: v for k, v in fleet.env.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+        proc = Proc(name, argv, {**env, "FLEET_METRICS_PORT": str(port)}, tmp_path / f"{name}.log")
         fleet.procs.append(proc)
         started = proc.wait_log(r"fleet sweeper started: every \S+ as \S+:(\d+)")
         proc.wait_log(r"ready\.")
@@ -429,6 +449,7 @@ def test_worker_beat_runs_the_sweeper_as_a_child_and_stops_it(
         assert sweeper != proc.pid and os.getpgid(sweeper) == proc.pid
         return proc, sweeper
 
+    port = free_port()
     one, sweeper = worker_with_beat("wb1")
     task = rt.dispatcher.submit("sleepy", "recovered by the child", key="k").task
     wait_for(lambda: status(rt, task.id) == TaskStatus.RUNNING, 20, what="the task to run")
@@ -441,6 +462,7 @@ def test_worker_beat_runs_the_sweeper_as_a_child_and_stops_it(
         what="the worker's sweeper to recover the task",
     )
     wait_for(lambda: status(rt, task.id) == TaskStatus.SUCCEEDED, 30, what="the retry to finish")
+    assert recovered_metric(port) == 1, "the worker's metrics include its sweeper's"
     one.popen.send_signal(signal.SIGTERM)  # the main process: warm shutdown, then the child
     assert one.popen.wait(30) == 0
     assert gone(sweeper)

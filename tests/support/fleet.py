@@ -122,9 +122,9 @@ class Fleet:
             proc.wait_log(r"ready\.")
         return proc
 
-    def beat(self, name: str = "beat") -> Proc:
-        """Start ``fleet beat`` (the sweeper); returns once its loop runs."""
-        argv = [sys.executable, "-m", "fleet.cli", "beat", "--loglevel", "INFO"]
+    def beat(self, name: str = "beat", *args: str) -> Proc:
+        """Start ``fleet beat`` (the sweeper) with ``args``; returns once its loop runs."""
+        argv = [sys.executable, "-m", "fleet.cli", "beat", "--loglevel", "INFO", *args]
         proc = Proc(name, argv, self.env, self.tmp / f"{name}.log")
         self.procs.append(proc)
         proc.wait_log(r"fleet sweeper started")
