@@ -1,6 +1,7 @@
 """The sweeper loop's own rules: one sweep per interval among many, outages logged, prompt stop.
 
-fakeredis stands in for Redis here; tests/integration/test_fleet.py runs real `fleet beat`s.
+A few lines stand in for Redis's ``SET NX PX`` here; tests/integration/test_fleet.py runs real
+`fleet beat` processes on a real Redis.
 """
 
 from __future__ import annotations
@@ -8,9 +9,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterator
 
-import fakeredis
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -36,14 +37,42 @@ class Stub:
         return step
 
 
+class Keys:
+    """``SET key value NX PX ms``, ``GET`` and ``PTTL`` of one Redis, or an outage of it."""
+
+    def __init__(self, *, down: bool = False) -> None:
+        self.down = down
+        self.values: dict[str, tuple[bytes, float]] = {}
+
+    def _live(self, key: str) -> tuple[bytes, float] | None:
+        found = self.values.get(key)
+        return found if found and found[1] > time.monotonic() else None
+
+    def set(self, key: str, value: str, *, nx: bool = False, px: int) -> bool | None:
+        if self.down:
+            raise RedisConnectionError(
+                "Error 111 connecting to 127.0.0.1:6379. Connection refused."
+            )
+        if nx and self._live(key):
+            return None
+        self.values[key] = (value.encode(), time.monotonic() + px / 1000)
+        return True
+
+    def get(self, key: str) -> bytes | None:
+        found = self._live(key)
+        return found[0] if found else None
+
+    def pttl(self, key: str) -> int:
+        found = self._live(key)
+        return round((found[1] - time.monotonic()) * 1000) if found else -2
+
+
 @pytest.fixture
-def redis() -> Iterator[fakeredis.FakeRedis]:
-    client = fakeredis.FakeRedis()
-    yield client
-    client.close()
+def redis() -> Iterator[Keys]:
+    yield Keys()
 
 
-def test_of_several_sweepers_one_sweeps_per_interval(redis: fakeredis.FakeRedis) -> None:
+def test_of_several_sweepers_one_sweeps_per_interval(redis: Keys) -> None:
     a, b = Stub(), Stub()
     first, second = Sweeper(a, redis, 60), Sweeper(b, redis, 60)
     assert first.tick() == SweepReport(0, 0)
@@ -54,7 +83,7 @@ def test_of_several_sweepers_one_sweeps_per_interval(redis: fakeredis.FakeRedis)
     assert redis.get(SWEEP_TICK_KEY) == first.name.encode()
 
 
-def test_the_tick_expires_within_the_interval(redis: fakeredis.FakeRedis) -> None:
+def test_the_tick_expires_within_the_interval(redis: Keys) -> None:
     a, b = Stub(), Stub()
     first, second = Sweeper(a, redis, 0.05), Sweeper(b, redis, 0.05)
     assert first.tick() is not None
@@ -72,7 +101,7 @@ def test_the_tick_expires_within_the_interval(redis: fakeredis.FakeRedis) -> Non
     ids=["database", "redis", "bug"],
 )
 def test_a_failing_sweep_logs_a_warning_and_the_loop_goes_on(
-    redis: fakeredis.FakeRedis,
+    redis: Keys,
     caplog: pytest.LogCaptureFixture,
     error: Exception,
     logged: str,
@@ -98,16 +127,13 @@ def test_a_failing_sweep_logs_a_warning_and_the_loop_goes_on(
 
 
 def test_a_redis_outage_at_the_tick_is_a_warning_too(caplog: pytest.LogCaptureFixture) -> None:
-    server = fakeredis.FakeServer()
-    server.connected = False
-    down = fakeredis.FakeRedis(server=server)
-    sweeper = Sweeper(Stub(), down, 1)
+    sweeper = Sweeper(Stub(), Keys(down=True), 1)
     with caplog.at_level(logging.WARNING, logger="fleet.dispatch.sweeper"):
         assert sweeper.tick_logged() is None
     assert caplog.records[0].getMessage().startswith("sweep skipped: Redis unavailable")
 
 
-def test_stop_ends_the_wait_at_once(redis: fakeredis.FakeRedis) -> None:
+def test_stop_ends_the_wait_at_once(redis: Keys) -> None:
     stub = Stub()
     stop = threading.Event()
     thread = threading.Thread(target=Sweeper(stub, redis, 3600).run, args=(stop,))
@@ -119,7 +145,7 @@ def test_stop_ends_the_wait_at_once(redis: fakeredis.FakeRedis) -> None:
     assert stub.calls == 1
 
 
-def test_the_loop_ends_when_its_parent_is_gone(redis: fakeredis.FakeRedis) -> None:
+def test_the_loop_ends_when_its_parent_is_gone(redis: Keys) -> None:
     stub = Stub()
     Sweeper(stub, redis, 3600).run(threading.Event(), parent_pid=os.getppid() + 1_000_000)
     assert stub.calls == 0
