@@ -10,7 +10,7 @@ import redis
 from fleet.dispatch.celery_app import make_app
 
 URL = os.environ.get("FLEET_BENCH_REDIS", "redis://127.0.0.1:6379/14")
-app = make_app(URL, 3600)
+app = make_app(URL)
 app.conf.include = []
 _r = redis.Redis.from_url(URL)
 

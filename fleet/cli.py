@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import uuid
 from collections.abc import Callable
@@ -297,7 +298,8 @@ def worker(
         int, typer.Option("--concurrency", "-c", min=1, help="Worker processes.")
     ] = 2,
     beat: Annotated[
-        bool, typer.Option("--beat", help="Also run the sweeper schedule here.")
+        bool,
+        typer.Option("--beat", help="Also run the sweeper (`fleet beat`) as a child process."),
     ] = False,
     loglevel: Annotated[str, typer.Option("--loglevel")] = "INFO",
     metrics_port: Annotated[
@@ -327,8 +329,8 @@ def worker(
             loglevel,
             "--without-gossip",
             "--without-mingle",
-            *(["-B", "--schedule", _beat_schedule()] if beat else []),
-        ]
+        ],
+        sweeper=loglevel if beat else None,
     )
 
 
@@ -366,26 +368,53 @@ def serve(
 
 
 @app.command("beat")
-def beat_cmd(loglevel: Annotated[str, typer.Option("--loglevel")] = "INFO") -> None:
-    """Run Celery beat: schedules the sweeper (run exactly one per fleet)."""
-    _celery_argv(["beat", "--loglevel", loglevel, "--schedule", _beat_schedule()])
+def beat_cmd(
+    loglevel: Annotated[str, typer.Option("--loglevel", help="The sweeper's log level.")] = "INFO",
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=1,
+            max=65535,
+            envvar="FLEET_METRICS_PORT",
+            help="Serve the sweeper's metrics (tasks recovered) on :PORT/metrics.",
+        ),
+    ] = None,
+    parent_pid: Annotated[int | None, typer.Option("--parent-pid", hidden=True)] = None,
+) -> None:
+    """Run the sweeper: every FLEET_SWEEP_INTERVAL, recover lost workers' tasks and wake-ups.
+
+    Run one or more per fleet: of several, one sweeps per interval (a Redis key decides).
+    """
+    import logging
+
+    level = logging.getLevelName(loglevel.upper())
+    if not isinstance(level, int):
+        fail(f"--loglevel {loglevel!r} is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+    _need_fleet_mode()
+    if metrics_port is not None:
+        from fleet.dispatch import worker_metrics
+
+        worker_metrics.serve(metrics_port)
+    from fleet.dispatch import sweeper
+
+    sweeper.main(level, parent_pid=parent_pid)
 
 
-def _beat_schedule() -> str:
-    """Beat's schedule file lives under FLEET_HOME, not in the working directory."""
+def _need_fleet_mode() -> None:
     from fleet.config import load_settings
 
-    home = load_settings().home
-    home.mkdir(parents=True, exist_ok=True)
-    return str(home / "beat-schedule")
-
-
-def _celery_argv(argv: list[str]) -> None:
-    from fleet.config import load_settings
-
-    settings = load_settings()
-    if settings.embedded:
+    if load_settings().embedded:
         fail("this command needs FLEET_REDIS_URL (embedded mode runs tasks inside `fleet run`)")
+
+
+def _celery_argv(argv: list[str], *, sweeper: str | None = None) -> None:
+    """Start Celery with ``argv``; with ``sweeper`` (its log level) also a `fleet beat` child.
+
+    The sweeper is a process of its own, not a thread here: prefork children would inherit
+    its connections.
+    """
+    _need_fleet_mode()
     from fleet.api.auth import KeyRing
     from fleet.runtime import build
 
@@ -396,7 +425,27 @@ def _celery_argv(argv: list[str]) -> None:
         rt.close()
     from fleet.dispatch.celery_app import app as celery_app
 
-    celery_app.start(argv)
+    child = None
+    if sweeper is not None:  # it stops by itself if this process dies without stopping it
+        beat = [sys.executable, "-m", "fleet.cli", "beat", "--loglevel", sweeper]
+        # No port of its own: its metrics land in this worker's multiprocess folder, if any.
+        env = {k: v for k, v in os.environ.items() if k != "FLEET_METRICS_PORT"}
+        child = subprocess.Popen([*beat, "--parent-pid", str(os.getpid())], env=env)
+    try:
+        celery_app.start(argv)
+    finally:
+        if child is not None:
+            _stop_child(child)
+
+
+def _stop_child(child: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
 
 
 # -- entry point --------------------------------------------------------------------------------

@@ -81,3 +81,6 @@ WOKEN_KEY = "fleet:woken:{{{conversation}}}"
 WOKEN_TTL_S = 30
 #: Celery queue that carries wake-up hints.
 WAKE_QUEUE = "fleet"
+#: Redis key a sweeper takes (SET NX) for most of a sweep interval: of several `fleet beat`
+#: processes, only the one that took it sweeps in that interval.
+SWEEP_TICK_KEY = "fleet:sweep:tick"

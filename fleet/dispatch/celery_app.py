@@ -2,6 +2,8 @@
 
 Messages carry no work, only "conversation X may have work": the store decides what runs, in
 what order, and who holds it. So each setting below is about promptness, never correctness.
+The sweeper does not use this queue: it runs in a process of its own (``fleet.dispatch.sweeper``),
+so a backlog of wake-ups cannot delay it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from fleet.dispatch.leases.redis import RedisLease
 log = logging.getLogger(__name__)
 
 
-def make_app(redis_url: str | None, sweep_interval_s: float) -> Celery:
+def make_app(redis_url: str | None) -> Celery:
     app = Celery(
         "fleet", broker=redis_url or "redis://127.0.0.1:6379/0", include=["fleet.dispatch.tasks"]
     )
@@ -52,20 +54,13 @@ def make_app(redis_url: str | None, sweep_interval_s: float) -> Celery:
         broker_connection_retry_on_startup=True,
         # Warm shutdown lets the current run settle; the drain loop stops after it.
         worker_cancel_long_running_tasks_on_connection_loss=False,
-        beat_schedule={
-            "fleet-sweep": {
-                "task": "fleet.sweep",
-                "schedule": sweep_interval_s,
-                "options": {"expires": sweep_interval_s * 2},
-            },
-        },
     )
     return app
 
 
 _settings = load_settings()
 #: The app ``celery -A fleet.dispatch.celery_app`` and ``fleet worker`` run (settings from env).
-app = make_app(_settings.redis_url, _settings.sweep_interval)
+app = make_app(_settings.redis_url)
 _apps: dict[str, Celery] = {}
 
 
@@ -74,7 +69,7 @@ def app_for(redis_url: str) -> Celery:
     if redis_url == _settings.redis_url:
         return app
     if redis_url not in _apps:
-        _apps[redis_url] = make_app(redis_url, _settings.sweep_interval)
+        _apps[redis_url] = make_app(redis_url)
     return _apps[redis_url]
 
 

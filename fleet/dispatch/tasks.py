@@ -54,12 +54,3 @@ def _close(**_: Any) -> None:
 def drain(conversation_id: str) -> int:
     """Run the conversation's due tasks in order while holding its lease."""
     return runtime().dispatcher.drain(uuid.UUID(conversation_id))
-
-
-@app.task(name="fleet.sweep", ignore_result=True)  # type: ignore[untyped-decorator]
-def sweep() -> dict[str, int]:
-    """Recover expired leases and re-send lost wake-ups."""
-    report = runtime().dispatcher.sweep()
-    if report.recovered or report.woken:
-        log.info("sweep: recovered %d, woke %d", report.recovered, report.woken)
-    return {"recovered": report.recovered, "woken": report.woken}

@@ -4,23 +4,29 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import signal
+import socket
+import sys
 import threading
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import select
 
 from fleet.config import Settings
+from fleet.constants import SWEEP_TICK_KEY
 from fleet.domain.values import Task, TaskStatus
 from fleet.runtime import Runtime, build
 from fleet.store import TaskFilter
 from fleet.store import schema as s
-from tests.support.fleet import Fleet, running_fleet, wait_for
+from tests.support.fleet import Fleet, Proc, running_fleet, wait_for
 
 pytestmark = [pytest.mark.fleet, pytest.mark.timeout(240)]
 
@@ -300,3 +306,168 @@ def test_warm_shutdown_finishes_the_current_run(rt: Runtime, fleet: Fleet) -> No
     assert rt.store.runs_of(task.id)[0].attempt == 1
     fleet.worker("b")
     wait_for(lambda: status(rt, nxt.id) == TaskStatus.SUCCEEDED, 20, what="the next task")
+
+
+# -- the sweeper (`fleet beat`) -------------------------------------------------------------------
+
+SWEEP_LINE = re.compile(r"sweep: recovered \d+, woke [1-9]")
+
+
+def sweeps(*procs: Proc) -> int:
+    return sum(len(SWEEP_LINE.findall(p.log())) for p in procs)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def recovered_metric(port: int) -> float:
+    """``fleet_tasks_recovered_total{status="interrupted"}`` as served on ``port``."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    line = 'fleet_tasks_recovered_total{status="interrupted"} '
+    found = [float(x.rsplit(" ", 1)[1]) for x in text.splitlines() if x.startswith(line)]
+    return found[0] if found else 0.0
+
+
+def gone(pid: int) -> bool:
+    """Exited (a zombie counts: it runs nothing)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
+def test_two_sweepers_sweep_once_per_interval_and_either_recovers_alone(
+    rt: Runtime, fleet: Fleet, redis_url: str
+) -> None:
+    import redis
+
+    ports = {name: free_port() for name in ("beat-a", "beat-b")}
+    pair = [fleet.beat(name, "--metrics-port", str(port)) for name, port in ports.items()]
+    # No worker yet: the conversation stays due, so every sweep wakes it and logs a line.
+    rt.dispatcher.submit("chat", "due", key="d")
+    wait_for(lambda: sweeps(*pair) >= 1, 20, what="a first sweep")
+    first = time.monotonic()
+    wait_for(lambda: sweeps(*pair) >= 12, 60, interval=0.02, what="twelve sweeps")
+    # Each tick holds the Redis key 0.9 intervals: 11 gaps take >= 9.9 s (two unkeyed: ~5.5 s).
+    assert time.monotonic() - first >= 8.0, "two sweepers swept in the same interval"
+
+    client = redis.Redis.from_url(redis_url)
+    holder = wait_for(lambda: client.get(SWEEP_TICK_KEY), 10, what="a sweeper to hold the tick")
+    client.close()
+    pid = int(holder.decode().rpartition(":")[2])
+    (winner,) = [p for p in pair if p.pid == pid]
+    winner.signal(signal.SIGKILL)
+    fleet.worker("a")
+    fleet.worker("b")
+    task = rt.dispatcher.submit("sleepy", "after the sweeper died", key="k").task
+    wait_for(lambda: status(rt, task.id) == TaskStatus.RUNNING, 20, what="the task to run")
+    victim = holder_pid(rt, task.id)
+    assert victim is not None
+    os.kill(victim, signal.SIGKILL)
+    wait_for(
+        lambda: rt.store.get_task(task.id).attempts == 2,
+        TTL + SWEEP + 5,
+        what="the other sweeper to recover the task",
+    )
+    wait_for(lambda: status(rt, task.id) == TaskStatus.SUCCEEDED, 30, what="the retry to finish")
+    (survivor,) = [p for p in pair if p is not winner]
+    assert recovered_metric(ports[survivor.name]) == 1
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_the_sweeper_at_once(
+    tmp_path: Path, pg_url: str, redis_url: str, config_dir: Path, sig: signal.Signals
+) -> None:
+    with running_fleet(
+        tmp_path,
+        database_url=pg_url,
+        redis_url=redis_url,
+        config_dir=config_dir,
+        sweep_interval="1h",
+    ) as f:
+        beat = f.beat()
+        beat.popen.send_signal(sig)
+        assert beat.popen.wait(10) == 0  # an hour-long interval: only the signal ends its wait
+        assert "fleet sweeper stopped" in beat.log()
+
+
+def test_the_sweeper_logs_an_outage_and_goes_on(
+    tmp_path: Path, pg_url: str, redis_url: str, config_dir: Path
+) -> None:
+    from sqlalchemy.engine import make_url
+
+    from tests.support.proxy import proxy
+
+    pg, rd = make_url(pg_url), make_url(redis_url)
+    with (
+        proxy(pg.host or "127.0.0.1", pg.port or 5432) as db_proxy,
+        proxy(rd.host or "127.0.0.1", rd.port or 6379) as redis_proxy,
+        running_fleet(
+            tmp_path,
+            database_url=pg.set(host="127.0.0.1", port=db_proxy.port).render_as_string(
+                hide_password=False
+            ),
+            redis_url=f"redis://127.0.0.1:{redis_proxy.port}/{rd.database or 0}",
+            config_dir=config_dir,
+            sweep_interval=0.2,
+        ) as f,
+    ):
+        beat = f.beat()
+        db_proxy.cut()
+        wait_for(
+            lambda: beat.log().count("sweep skipped: database unavailable") >= 2,
+            30,
+            what="two sweeps to report the database down",
+        )
+        redis_proxy.cut()
+        wait_for(
+            lambda: beat.log().count("sweep skipped: Redis unavailable") >= 2,
+            30,
+            what="two ticks to report Redis down",
+        )
+        assert beat.popen.poll() is None
+        assert "Traceback" not in beat.log()
+        beat.popen.send_signal(signal.SIGTERM)
+        assert beat.popen.wait(10) == 0
+
+
+def test_worker_beat_runs_the_sweeper_as_a_child_and_stops_it(
+    rt: Runtime, fleet: Fleet, tmp_path: Path
+) -> None:
+    def worker_with_beat(name: str) -> tuple[Proc, int]:
+        argv = [sys.executable, "-m", "fleet.cli", "worker", "-c", "1", "--beat"]
+        env = {k: v for k, v in fleet.env.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+        proc = Proc(name, argv, {**env, "FLEET_METRICS_PORT": str(port)}, tmp_path / f"{name}.log")
+        fleet.procs.append(proc)
+        started = proc.wait_log(r"fleet sweeper started: every \S+ as \S+:(\d+)")
+        proc.wait_log(r"ready\.")
+        sweeper = int(started.group(1))
+        assert sweeper != proc.pid and os.getpgid(sweeper) == proc.pid
+        return proc, sweeper
+
+    port = free_port()
+    one, sweeper = worker_with_beat("wb1")
+    task = rt.dispatcher.submit("sleepy", "recovered by the child", key="k").task
+    wait_for(lambda: status(rt, task.id) == TaskStatus.RUNNING, 20, what="the task to run")
+    victim = holder_pid(rt, task.id)
+    assert victim is not None and victim not in (one.pid, sweeper)
+    os.kill(victim, signal.SIGKILL)  # the pool process only; Celery starts another
+    wait_for(
+        lambda: rt.store.get_task(task.id).attempts == 2,
+        TTL + SWEEP + 5,
+        what="the worker's sweeper to recover the task",
+    )
+    wait_for(lambda: status(rt, task.id) == TaskStatus.SUCCEEDED, 30, what="the retry to finish")
+    assert recovered_metric(port) == 1, "the worker's metrics include its sweeper's"
+    one.popen.send_signal(signal.SIGTERM)  # the main process: warm shutdown, then the child
+    assert one.popen.wait(30) == 0
+    assert gone(sweeper)
+
+    two, orphan = worker_with_beat("wb2")
+    two.popen.send_signal(signal.SIGKILL)  # no shutdown at all: the child notices by itself
+    two.popen.wait(10)
+    wait_for(lambda: gone(orphan), TTL + SWEEP + 10, what="the orphaned sweeper to exit")

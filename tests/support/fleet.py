@@ -1,4 +1,4 @@
-"""Real fleet processes for integration tests: Celery workers and beat, started and killed here."""
+"""Real fleet processes for integration tests: Celery workers and sweepers, started and killed."""
 
 from __future__ import annotations
 
@@ -122,22 +122,12 @@ class Fleet:
             proc.wait_log(r"ready\.")
         return proc
 
-    def beat(self) -> Proc:
-        argv = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "fleet.dispatch.celery_app",
-            "beat",
-            "-s",
-            str(self.tmp / "beat-schedule"),
-            "--loglevel",
-            "INFO",
-        ]
-        proc = Proc("beat", argv, self.env, self.tmp / "beat.log")
+    def beat(self, name: str = "beat", *args: str) -> Proc:
+        """Start ``fleet beat`` (the sweeper) with ``args``; returns once its loop runs."""
+        argv = [sys.executable, "-m", "fleet.cli", "beat", "--loglevel", "INFO", *args]
+        proc = Proc(name, argv, self.env, self.tmp / f"{name}.log")
         self.procs.append(proc)
-        proc.wait_log(r"Sending due task fleet-sweep")
+        proc.wait_log(r"fleet sweeper started")
         return proc
 
     def serve(self, port: int | None = None, **env: str) -> str:

@@ -1,4 +1,4 @@
-"""The Helm chart renders what operations rely on: one beat, a migration hook, graceful workers.
+"""The Helm chart renders what operations rely on: sweepers, a migration hook, graceful workers.
 
 Needs the `helm` binary and PyYAML: a missing one skips locally and fails under CI=true.
 """
@@ -80,11 +80,18 @@ def test_lint_is_clean(helm: str, args: tuple[str, ...]) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-@pytest.mark.parametrize("args", [(), KEDA], ids=["default", "keda"])
-def test_beat_is_a_single_recreated_replica(render: Any, args: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("args", "replicas"),
+    [((), 1), (KEDA, 1), (("--set", "beat.replicas=2"), 2)],
+    ids=["default", "keda", "ha"],
+)
+def test_beat_runs_one_or_more_sweepers(render: Any, args: tuple[str, ...], replicas: int) -> None:
     beat = _component(render(*args, "--set", "worker.replicas=5"), "Deployment", "beat")
-    assert beat["spec"]["replicas"] == 1
-    assert beat["spec"]["strategy"] == {"type": "Recreate"}
+    assert beat["spec"]["replicas"] == replicas
+    # Several sweepers are harmless (one sweeps per interval): no need to stop one first.
+    assert beat["spec"].get("strategy", {}).get("type", "RollingUpdate") == "RollingUpdate"
+    (container,) = beat["spec"]["template"]["spec"]["containers"]
+    assert container["command"][:2] == ["fleet", "beat"]
 
 
 def test_migrate_job_is_a_pre_install_and_pre_upgrade_hook(render: Any) -> None:
