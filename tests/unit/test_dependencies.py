@@ -17,6 +17,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 CODE = ("fleet", "tests", "bench", "migrations")
 #: Declared but never imported, and why they are still needed.
 TOOLS = {
+    "flower": "the `celery flower` process tests/integration/test_flower.py starts",
     "mypy": "make typecheck",
     "ruff": "make lint",
     "pytest-timeout": "the timeout setting and marks in pyproject.toml",

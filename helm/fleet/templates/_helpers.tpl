@@ -103,6 +103,8 @@ key: {{ $key }}
   value: {{ .Values.settings.drainBudget | quote }}
 - name: FLEET_LOG_LEVEL
   value: {{ .Values.settings.logLevel | quote }}
+- name: FLEET_LOG_FORMAT
+  value: {{ .Values.settings.logFormat | quote }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
