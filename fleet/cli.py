@@ -356,6 +356,12 @@ def serve(
         KeyRing.from_config(rt.config)
     finally:
         rt.close()
+    from fleet import logs
+
+    json_logs: dict[str, Any] = {}
+    if logs.log_format() == "json":  # uvicorn's records too, in each process it starts
+        level = os.environ.get("FLEET_LOG_LEVEL", "WARNING").upper()
+        json_logs["log_config"] = logs.dict_config(level, "json")
     uvicorn.run(
         "fleet.api.app:create_app",
         factory=True,
@@ -364,6 +370,7 @@ def serve(
         workers=workers,
         log_level=loglevel.lower(),
         access_log=False,
+        **json_logs,
     )
 
 
@@ -455,10 +462,13 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry: maps errors to one line and an exit code (never a traceback)."""
     import logging
 
-    level = os.environ.get("FLEET_LOG_LEVEL", "WARNING").upper()
-    logging.basicConfig(
-        level=getattr(logging, level, logging.WARNING), format="%(levelname)s %(name)s: %(message)s"
-    )
+    from fleet import logs
+
+    level = getattr(logging, os.environ.get("FLEET_LOG_LEVEL", "WARNING").upper(), logging.WARNING)
+    if logs.log_format() == "json":
+        logs.configure(level, "json")
+    else:
+        logging.basicConfig(level=level, format=logs.TEXT_FORMAT)
     command: Callable[..., Any] = typer.main.get_command(app)
     try:
         code = command(args=argv, prog_name="fleet", standalone_mode=False)

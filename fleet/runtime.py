@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fleet import logs
 from fleet.config import FleetConfig, Settings, load_config, load_settings
 from fleet.dispatch.lease import Lease
 from fleet.dispatch.leases.local import LocalLease
@@ -37,7 +38,9 @@ def open_store(
 ) -> Store:
     """The store, redacting the settings' secrets and those ``config`` names."""
     secrets = settings.secrets() + (config.secret_values() if config is not None else ())
-    return Store.open(settings.resolved_database_url, Redactor(secrets), readonly=readonly)
+    redactor = Redactor(secrets)
+    logs.redact_with(redactor)  # JSON log records get the same redaction as the store
+    return Store.open(settings.resolved_database_url, redactor, readonly=readonly)
 
 
 def ensure_schema(store: Store) -> None:

@@ -51,6 +51,10 @@ class Settings(BaseSettings):
     drain_budget: Duration = 5.0
     #: Log level of fleet's own loggers.
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    #: ``text``, or ``json``: one JSON object per line with the ids and labels of the run.
+    log_format: Literal["text", "json"] = "text"
+    #: Workers send Celery task events, so Flower (or ``celery events``) shows their tasks.
+    celery_events: bool = True
     #: Base URL of a ``fleet serve`` the CLI should talk to instead of the store.
     server: str | None = None
     #: API key the CLI sends to ``server``.

@@ -18,6 +18,7 @@ from celery import Celery
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
+from fleet import logs
 from fleet.config import load_settings
 from fleet.constants import WAKE_QUEUE
 from fleet.dispatch.leases.redis import RedisLease
@@ -25,7 +26,8 @@ from fleet.dispatch.leases.redis import RedisLease
 log = logging.getLogger(__name__)
 
 
-def make_app(redis_url: str | None) -> Celery:
+def make_app(redis_url: str | None, *, events: bool = False) -> Celery:
+    """The app; ``events``: workers send task events (Flower, ``celery events``)."""
     app = Celery(
         "fleet", broker=redis_url or "redis://127.0.0.1:6379/0", include=["fleet.dispatch.tasks"]
     )
@@ -49,7 +51,8 @@ def make_app(redis_url: str | None) -> Celery:
         task_serializer="json",
         accept_content=["json"],
         worker_hijack_root_logger=False,
-        worker_send_task_events=False,
+        worker_send_task_events=events,
+        # A sent event would cost every admission a Redis round trip; Flower does without.
         task_send_sent_event=False,
         broker_connection_retry_on_startup=True,
         # Warm shutdown lets the current run settle; the drain loop stops after it.
@@ -60,7 +63,9 @@ def make_app(redis_url: str | None) -> Celery:
 
 _settings = load_settings()
 #: The app ``celery -A fleet.dispatch.celery_app`` and ``fleet worker`` run (settings from env).
-app = make_app(_settings.redis_url)
+app = make_app(_settings.redis_url, events=_settings.celery_events)
+if _settings.log_format == "json":
+    logs.take_over_celery()
 _apps: dict[str, Celery] = {}
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fleet import metrics, policy
+from fleet import logs, metrics, policy
 from fleet.agents import models as model_adapters
 from fleet.agents import prompt, telemetry
 from fleet.agents.runner import RunPorts, run_agent
@@ -290,7 +290,10 @@ class Dispatcher:
     ) -> Head | Started | None:
         """Run a claimed task and settle it, inside its run span (when tracing is on)."""
         task, agent = started.task, self._agent(started.task.deployment)
-        with telemetry.tracer().run(task, started.run_id, agent, self.store.redactor) as span:
+        with (
+            logs.context(**logs.run_fields(task, started.run_id)),
+            telemetry.tracer().run(task, started.run_id, agent, self.store.redactor) as span,
+        ):
             outcome = self._outcome(started, agent, handle)
             span.outcome(outcome)
             if agent is None:  # a deployment that is gone: settle without chaining the next

@@ -212,7 +212,9 @@ def test_inline_secrets_exist_before_the_migration_hook(render: Any) -> None:
         ("database.existingSecret=Not_A_Name", "/database/existingSecret"),
     ],
 )
-def test_bad_values_fail_rendering_naming_the_value(chart: helm.Chart, sets: str, named: str) -> None:
+def test_bad_values_fail_rendering_naming_the_value(
+    chart: helm.Chart, sets: str, named: str
+) -> None:
     with pytest.raises(helm.HelmValuesError) as caught:
         chart.render(_values(sets), name="t", namespace="default")
     assert named in str(caught.value)

@@ -10,14 +10,16 @@ it. A timeout does the same but gives the model an error result and the run goes
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import CancelledError, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
+from fleet import logs
 from fleet.agents import aio
 from fleet.agents.tools.base import Tool, ToolContext, ToolError
 
@@ -41,12 +43,13 @@ def _in_thread(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Future[str
     future: Future[str] = Future()
     assert tool.fn is not None
     fn = tool.fn
+    caller = contextvars.copy_context()  # the run's log context reaches the tool's records
 
     def work() -> None:
         if not future.set_running_or_notify_cancel():
             return
         try:
-            future.set_result(fn(args, ctx))
+            future.set_result(caller.run(fn, args, ctx))
         except BaseException as exc:
             future.set_exception(exc)
 
@@ -64,7 +67,7 @@ def call(
 ) -> CallResult:
     """Run ``tool`` once; every failure is a result the model sees, except a stop."""
     if tool.afn is not None:
-        future: Future[str] = aio.submit(_awaited(tool, args, ctx))
+        future: Future[str] = aio.submit(_awaited(tool, args, ctx, logs.current()))
     else:
         future = _in_thread(tool, args, ctx)
     deadline = time.monotonic() + timeout_s
@@ -91,9 +94,12 @@ def call(
             return CallResult(text=f"error: the tool {reason}", error=reason)
 
 
-async def _awaited(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> str:
+async def _awaited(
+    tool: Tool, args: dict[str, Any], ctx: ToolContext, log: Mapping[str, Any]
+) -> str:
     assert tool.afn is not None
-    return await tool.afn(args, ctx)
+    with logs.context(**log):  # the loop's thread does not have the run's log context
+        return await tool.afn(args, ctx)
 
 
 def _stop(future: Future[str], ctx: ToolContext) -> None:
