@@ -7,10 +7,11 @@ import time
 
 import redis
 
+from fleet.config import load_settings
 from fleet.dispatch.celery_app import make_app
 
 URL = os.environ.get("FLEET_BENCH_REDIS", "redis://127.0.0.1:6379/14")
-app = make_app(URL)
+app = make_app(URL, events=load_settings().celery_events)  # fleet's workers' settings
 app.conf.include = []
 _r = redis.Redis.from_url(URL)
 

@@ -38,7 +38,8 @@ _STANDARD = frozenset(
     vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys()
     | {"message", "asctime", "taskName", "color_message"}  # uvicorn's message with colours
 )
-_redactor: list[Redactor] = [Redactor(())]
+_PATTERNS_ONLY = Redactor(())
+_redactor: list[Redactor] = [_PATTERNS_ONLY]
 
 
 @contextlib.contextmanager
@@ -130,6 +131,11 @@ def configure(level: int | str, fmt: Format, stream: TextIO | None = None) -> No
     handler._fleet = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(level)
+    if _redactor[0] is _PATTERNS_ONLY:  # until the store's redactor takes over: the settings'
+        with contextlib.suppress(Exception):  # a bad setting is reported by the command
+            from fleet.config import load_settings
+
+            redact_with(Redactor(load_settings().secrets()))
     logging.captureWarnings(True)  # warnings.warn (Celery's running-as-root one) as records
 
 

@@ -26,7 +26,8 @@ def capture() -> Iterator[tuple[logging.Logger, io.StringIO]]:
     logger.propagate = False
     yield logger, stream
     logger.removeHandler(handler)
-    logs.redact_with(Redactor(()))
+    logger.propagate = True
+    logs.redact_with(logs._PATTERNS_ONLY)
 
 
 def _lines(stream: io.StringIO) -> list[dict[str, Any]]:
@@ -113,3 +114,23 @@ def test_a_bad_format_is_a_settings_error_naming_the_variable(
     monkeypatch.setenv("FLEET_LOG_FORMAT", "xml")
     with pytest.raises(ConfigError, match="FLEET_LOG_FORMAT"):
         load_settings()
+
+
+def test_configure_redacts_the_settings_secrets_before_any_store_is_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FLEET_OPENAI_API_KEY", "a-configured-key-0123456789")
+    stream = io.StringIO()
+    root = logging.getLogger()
+    level = root.level
+    try:
+        logs.configure(logging.INFO, "json", stream)
+        logging.getLogger("fleet.logs_configured").warning("key a-configured-key-0123456789")
+    finally:
+        for handler in [h for h in root.handlers if getattr(h, "_fleet", False)]:
+            root.removeHandler(handler)
+        root.setLevel(level)
+        logs.redact_with(logs._PATTERNS_ONLY)
+        logging.captureWarnings(False)
+    (record,) = _lines(stream)
+    assert record["message"] == "key [REDACTED]"

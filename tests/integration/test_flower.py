@@ -1,0 +1,92 @@
+"""Flower, unmodified, against a fleet's broker: it lists the workers and sees their tasks.
+
+Real worker processes and a real Flower process. Flower is started with ``enable_events=False``
+so it does not switch task events on by itself (its default does, every 5 s): the tasks it shows
+prove that fleet's workers send events of their own accord (``FLEET_CELERY_EVENTS``).
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from fleet.config import Settings
+from fleet.domain.values import TaskStatus
+from fleet.runtime import Runtime, build
+from tests.support.fleet import Proc, running_fleet, wait_for
+
+pytestmark = [pytest.mark.fleet, pytest.mark.timeout(120)]
+
+
+@pytest.fixture
+def rt(tmp_path: Path, pg_url: str, redis_url: str, config_dir: Path) -> Iterator[Runtime]:
+    runtime = build(
+        Settings(
+            home=tmp_path / "home", database_url=pg_url, redis_url=redis_url, config_dir=config_dir
+        )
+    )
+    yield runtime
+    runtime.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_flower_lists_the_workers_and_their_tasks(
+    tmp_path: Path, pg_url: str, redis_url: str, config_dir: Path, rt: Runtime
+) -> None:
+    with running_fleet(
+        tmp_path, database_url=pg_url, redis_url=redis_url, config_dir=config_dir
+    ) as fleet:
+        fleet.worker("w1")
+        fleet.worker("w2")
+        port = _free_port()
+        argv = [
+            *(sys.executable, "-m", "celery", "--broker", redis_url),
+            *("-A", "fleet.dispatch.celery_app", "flower"),
+            *(f"--port={port}", "--address=127.0.0.1", "--enable_events=False"),
+        ]
+        flower = Proc("flower", argv, fleet.env, tmp_path / "flower.log")
+        fleet.procs.append(flower)
+        api = f"http://127.0.0.1:{port}/api"
+
+        def get(path: str) -> Any:
+            if flower.popen.poll() is not None:
+                raise AssertionError(f"flower exited:\n{flower.log()[-3000:]}")
+            try:
+                answer = httpx.get(f"{api}/{path}", timeout=5)
+            except httpx.HTTPError:
+                return None
+            return answer.json() if answer.status_code == 200 else None
+
+        def workers() -> set[str]:
+            listed = get("workers?refresh=1") or {}
+            return {name.split("@")[0] for name in listed}
+
+        wait_for(lambda: workers() >= {"w1", "w2"}, 60, interval=0.5, what="Flower's workers")
+
+        task = rt.dispatcher.submit("chat", "hello flower", key="f-1").task
+        wait_for(lambda: rt.store.get_task(task.id).status.terminal, 60, what="the task")
+        assert rt.store.get_task(task.id).status == TaskStatus.SUCCEEDED
+
+        def drained() -> list[dict[str, Any]]:
+            tasks = (get("tasks") or {}).values()
+            return [
+                t
+                for t in tasks
+                if t.get("name") == "fleet.drain"
+                and str(task.conversation_id) in str(t.get("args"))
+                and t.get("state") == "SUCCESS"
+            ]
+
+        (seen,) = wait_for(drained, 30, interval=0.5, what="Flower to see the drain succeed")
+        assert seen["worker"].split("@")[0] in {"w1", "w2"}
