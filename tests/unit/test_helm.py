@@ -150,6 +150,7 @@ def test_log_format_reaches_every_container(render: Any) -> None:
         for container in _containers(doc):
             env = {e["name"]: e.get("value") for e in container["env"]}
             assert env["FLEET_LOG_FORMAT"] == "json", doc["metadata"]["name"]
+            assert env["FLEET_CELERY_EVENTS"] == "true", doc["metadata"]["name"]
 
 
 def test_autoscaling_is_hpa_by_default_and_keda_when_enabled(render: Any) -> None:
@@ -202,6 +203,7 @@ def test_inline_secrets_exist_before_the_migration_hook(render: Any) -> None:
         ("worker.replicas=two", "'/worker/replicas': got string, want integer"),
         ("settings.logLevel=LOUD", "/settings/logLevel"),
         ("settings.logFormat=xml", "/settings/logFormat"),
+        ("settings.celeryEvents=maybe", "/settings/celeryEvents"),
         ("settings.leaseTtl=soon", "/settings/leaseTtl"),
         ("api.service.type=Public", "/api/service/type"),
         ("image.pullPolicy=Sometimes", "/image/pullPolicy"),

@@ -105,6 +105,8 @@ key: {{ $key }}
   value: {{ .Values.settings.logLevel | quote }}
 - name: FLEET_LOG_FORMAT
   value: {{ .Values.settings.logFormat | quote }}
+- name: FLEET_CELERY_EVENTS
+  value: {{ .Values.settings.celeryEvents | quote }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
