@@ -32,10 +32,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import redis
-from sqlalchemy import select, text
+from sqlalchemy import event, select, text
 
 from bench.dispatch import HOLD, PG_ADMIN, admin, write_config
 from fleet.config import Settings
@@ -143,6 +144,18 @@ class Row:
     commands: Counter[str] = field(default_factory=Counter)
 
 
+@dataclass
+class Admission:
+    """What admitting the tasks cost (the bench process admits as `fleet serve` would, no HTTP)."""
+
+    tasks: int = 0
+    cpu_admitter: float = 0.0
+    cpu_pg: float = 0.0
+    cpu_redis: float = 0.0
+    statements: int = 0
+    commands: int = 0
+
+
 class Scale:
     """A bench database, a private Redis, the config; runs one round at a time."""
 
@@ -169,10 +182,29 @@ class Scale:
         )
         #: The bench's one connection while workers run: its statements and backend are known.
         self.watch = psycopg.connect(self.libpq, autocommit=True)
-        self.watch_pid = self.scalar("SELECT pg_backend_pid()")
         self.watch_statements = 0
+        self.watch_pid = self.scalar("SELECT pg_backend_pid()")
         self.pgss = self.pg_stat_statements()
         self.round = 0
+        self.admission = Admission()
+        self.admitted = {"pg": 0}
+        self._count_admissions()
+
+    def _count_admissions(self) -> None:
+        """The admitting runtime's statements, counted as bench/scale_app.py counts a worker's."""
+        store = self.admit.store
+
+        @event.listens_for(store.engine, "before_cursor_execute")
+        def _statement(*_a: object) -> None:
+            self.admitted["pg"] += 1
+
+        first = store.first
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.admitted["pg"] += 1
+            return first(*args, **kwargs)
+
+        store.first = counted  # type: ignore[method-assign]
 
     def settings(self) -> Settings:
         return Settings(
@@ -216,9 +248,24 @@ class Scale:
             conn.execute(text("TRUNCATE conversations CASCADE"))
 
     def submit_all(self) -> None:
+        """Admit every task, measuring what admission costs: CPU, statements, Redis commands."""
+        a = self.admission
+        with self.admit.store.read() as conn:  # its backend exists before the first sample
+            conn.execute(text("SELECT 1"))
+        before = sample([os.getpid()]), sample(self.backends()), sample([self.redis.proc.pid])
+        self.redis.client.config_resetstat()
+        statements = self.admitted["pg"]
         for i in range(self.tasks):
             key = f"r{self.round}-c{i % self.conversations}"
             self.admit.dispatcher.submit("bench", f"m{i}", key=key)
+        a.commands += sum(self.redis.commands().values()) - 1  # less this INFO itself
+        a.statements += self.admitted["pg"] - statements
+        after = sample([os.getpid()]), sample(self.backends()), sample([self.redis.proc.pid])
+        cpu = [spent(b, x) for b, x in zip(before, after, strict=True)]
+        a.cpu_admitter += cpu[0]
+        a.cpu_pg += cpu[1]
+        a.cpu_redis += cpu[2]
+        a.tasks += self.tasks
         self.admit.store.engine.dispose()  # no bench backends but `watch` while workers run
 
     def start_workers(self, n: int, counts: Path) -> list[Proc]:
@@ -336,6 +383,14 @@ def report(rows: list[Row], args: argparse.Namespace, bench: Scale) -> None:
             f"  {100 * statistics.median(r.busy):>7.0f}%"
         )
     print("(CPU busy: all three parts' CPU over wall time x cores; per task = summed over rounds)")
+    a = bench.admission
+    print(
+        f"admission, per task (one process admitting in a loop, no HTTP): "
+        f"CPU {1000 * a.cpu_admitter / a.tasks:.2f} ms admitting, "
+        f"{1000 * a.cpu_pg / a.tasks:.2f} ms PostgreSQL, {1000 * a.cpu_redis / a.tasks:.2f} ms "
+        f"Redis; {a.statements / a.tasks:.2f} PostgreSQL statements, "
+        f"{a.commands / a.tasks:.2f} Redis commands"
+    )
     for r in rows:
         top = ", ".join(f"{k} {v / r.tasks:.2f}" for k, v in r.commands.most_common(8))
         print(f"Redis commands per task, {r.workers} worker(s): {top}")

@@ -7,6 +7,7 @@ prove that fleet's workers send events of their own accord (``FLEET_CELERY_EVENT
 
 from __future__ import annotations
 
+import secrets
 import socket
 import sys
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from fleet.runtime import Runtime, build
 from tests.support.fleet import Proc, running_fleet, wait_for
 
 pytestmark = [pytest.mark.fleet, pytest.mark.timeout(120)]
+PASSWORD = secrets.token_urlsafe(12)
 
 
 @pytest.fixture
@@ -54,6 +56,7 @@ def test_flower_lists_the_workers_and_their_tasks(
             *(sys.executable, "-m", "celery", "--broker", redis_url),
             *("-A", "fleet.dispatch.celery_app", "flower"),
             *(f"--port={port}", "--address=127.0.0.1", "--enable_events=False"),
+            f"--basic_auth=fleet:{PASSWORD}",  # Flower's API answers no one without auth
         ]
         flower = Proc("flower", argv, fleet.env, tmp_path / "flower.log")
         fleet.procs.append(flower)
@@ -63,9 +66,10 @@ def test_flower_lists_the_workers_and_their_tasks(
             if flower.popen.poll() is not None:
                 raise AssertionError(f"flower exited:\n{flower.log()[-3000:]}")
             try:
-                answer = httpx.get(f"{api}/{path}", timeout=5)
+                answer = httpx.get(f"{api}/{path}", auth=("fleet", PASSWORD), timeout=5)
             except httpx.HTTPError:
-                return None
+                return None  # not listening yet
+            assert answer.status_code in (200, 503), f"{answer.status_code}: {answer.text}"
             return answer.json() if answer.status_code == 200 else None
 
         def workers() -> set[str]:
