@@ -110,6 +110,7 @@ def submit_task(body: SubmitTaskRequest, rt: RuntimeDep, caller: CallerDep) -> J
         labels=body.labels,
         idempotency_key=body.idempotency_key,
         caller=None if caller is ANONYMOUS else caller.name,
+        delivery=body.delivery,
     )
     return JSONResponse(
         views.admission_json(adm),

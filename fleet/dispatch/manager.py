@@ -23,12 +23,12 @@ from fleet.agents import prompt, telemetry
 from fleet.agents.runner import RunPorts, run_agent
 from fleet.agents.tools import Tool, ToolContext, ToolLoadError, toolbox
 from fleet.agents.tools.toolbox import Toolbox, ToolServerError
-from fleet.config import AgentConfig, FleetConfig, Settings
+from fleet.config import AgentConfig, ConversationsConfig, FleetConfig, Settings
 from fleet.dispatch.journal import StoreJournal
 from fleet.dispatch.lease import Lease, LeaseHandle
 from fleet.dispatch.waker import Waker
 from fleet.domain import inputs, keys
-from fleet.domain.admission import QueuePolicy, Submission
+from fleet.domain.admission import QUEUE_MODES, QueuePolicy, Submission
 from fleet.domain.labels import merge_labels
 from fleet.domain.runs import Outcome
 from fleet.domain.values import CLAIMABLE, Admission, Task, TaskStatus
@@ -39,6 +39,23 @@ from fleet.memory.binding import StoreMemory
 from fleet.store import CancelResult, Chain, Claim, Head, Prepared, Started, Store
 
 log = logging.getLogger(__name__)
+
+
+def queue_policy(conv: ConversationsConfig, delivery: str | None = None) -> QueuePolicy:
+    """The deployment's queue policy, with one submission's ``delivery`` mode if it gives one."""
+    mode = conv.queue_mode if delivery is None else delivery
+    if mode not in QUEUE_MODES:
+        raise InputError(
+            f"delivery must be one of {', '.join(QUEUE_MODES)}, got {delivery!r}", field="delivery"
+        )
+    return QueuePolicy(
+        mode,
+        conv.debounce,
+        max_wait_s=conv.effective_max_wait,
+        max_merged=conv.max_merged,
+        max_queued=conv.max_queued,
+        on_full=conv.on_full,
+    )
 
 
 def utcnow() -> datetime:
@@ -99,6 +116,7 @@ class Dispatcher:
         labels: dict[str, str] | None = None,
         idempotency_key: str | None = None,
         caller: str | None = None,
+        delivery: str | None = None,
     ) -> Admission:
         """Admit a submission (one transaction), then send a wake-up hint for its conversation.
 
@@ -134,7 +152,7 @@ class Dispatcher:
             input_bytes=size,
             labels=merge_labels(dep.labels, labels or {}),
             idempotency_key=inputs.idempotency_key(idempotency_key),
-            policy=QueuePolicy(dep.conversations.queue_mode, dep.conversations.debounce),
+            policy=queue_policy(dep.conversations, delivery),
             max_attempts=dep.max_attempts or self.settings.max_attempts,
             max_input_bytes=agent.max_input_bytes,
             caller_scope=scope,

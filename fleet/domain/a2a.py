@@ -36,6 +36,7 @@ STATES: dict[TaskStatus, str] = {
     TaskStatus.SUCCEEDED: "completed",
     TaskStatus.FAILED: "failed",
     TaskStatus.CANCELLED: "canceled",
+    TaskStatus.SUPERSEDED: "canceled",  # stopped for a newer message (its report is kept)
 }
 
 

@@ -28,13 +28,17 @@ class TaskStatus(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    #: Stopped for a newer submission (``interrupt`` mode), with the report it gave first.
+    SUPERSEDED = "superseded"
 
     @property
     def terminal(self) -> bool:
         return self in _TERMINAL
 
 
-_TERMINAL = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED})
+_TERMINAL = frozenset(
+    {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.SUPERSEDED}
+)
 #: Statuses a conversation's head may be claimed from.
 CLAIMABLE = (TaskStatus.QUEUED, TaskStatus.INTERRUPTED)
 #: Statuses of the (at most one) task a worker holds.
@@ -109,6 +113,13 @@ class Admission(_Frozen):
     merged: bool = False
     #: The idempotency key was seen before: this is the original task; nothing was created.
     duplicate: bool = False
+    #: Where the submission went: ``queued`` (a task, new or merged) or ``run`` (steer: into the
+    #: inbox of ``task``, which is running; if it ends first, the message becomes a new task).
+    delivered_to: Literal["queued", "run"] = "queued"
+    #: ``drop_oldest``: the queued task cancelled to make room.
+    dropped: UUID | None = None
+    #: ``interrupt``: the running task asked to stop for this submission.
+    interrupted: UUID | None = None
 
     @property
     def merged_into(self) -> UUID | None:
