@@ -97,6 +97,17 @@ class SubmitTaskRequest(_Camel):
         return [p.model_dump() for p in self.input]
 
 
+class SignalTaskRequest(_Camel):
+    """A message for a running task's run (delivered at its next step boundary)."""
+
+    input: Input = Field(description="Text, or a list of text/data parts, as SubmitTask's.")
+
+    def input_value(self) -> str | list[dict[str, Any]]:
+        if isinstance(self.input, str):
+            return self.input
+        return [p.model_dump() for p in self.input]
+
+
 class TaskView(_Camel):
     """A task as callers see it."""
 

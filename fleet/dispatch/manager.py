@@ -32,7 +32,7 @@ from fleet.domain.admission import QUEUE_MODES, QueuePolicy, Submission
 from fleet.domain.labels import merge_labels
 from fleet.domain.runs import Outcome
 from fleet.domain.values import CLAIMABLE, Admission, Task, TaskStatus
-from fleet.errors import Forbidden, InputError, LeaseLost, NotFound
+from fleet.errors import Conflict, Forbidden, InputError, LeaseLost, NotFound, QueueFull
 from fleet.memory import render
 from fleet.memory import tools as memory_tools
 from fleet.memory.binding import StoreMemory
@@ -158,13 +158,48 @@ class Dispatcher:
             caller_scope=scope,
             caller=caller,
         )
-        admission = self.store.admit(sub, self.clock())
-        if not admission.duplicate:
+        try:
+            admission = self.store.admit(sub, self.clock())
+        except QueueFull:
+            metrics.rejected(dep.name)
+            raise
+        if admission.dropped is not None:
+            log.info(
+                "conversation %s: queue full, dropped task %s",
+                admission.task.conversation_id,
+                admission.dropped,
+            )
+        if not admission.duplicate and admission.delivered_to == "queued":
             # De-duplicated also for an idle conversation: the mark this wake-up leaves keeps a
             # burst of submissions (before the first is picked up) from sending one drain each.
             self.waker.wake(admission.task.conversation_id, admission.task.not_before)
         metrics.admitted(admission)
         return admission
+
+    def signal(
+        self,
+        task_id: uuid.UUID,
+        input: str | Sequence[Any],
+        *,
+        scope: str | None = None,
+        caller: str | None = None,
+    ) -> Task:
+        """Deliver a message into a running task's run at its next step boundary (if the run
+        ends first, the message becomes the conversation's next task); Conflict if the task
+        is not running."""
+        task = self.store.get_task(task_id, scope=scope)
+        agent = self._agent(task.deployment)
+        limit = agent.max_input_bytes if agent is not None else 16_384
+        parts, size = inputs.parse(input, limit)
+        running = self.store.signal(task.id, parts, size, self.clock(), caller=caller)
+        if running is None:
+            current = self.store.get_task(task.id)
+            raise Conflict(
+                f"task {task.id} is {current.status.value}: signals reach running tasks only "
+                "(submit a new task to the conversation instead)",
+                field="id",
+            )
+        return running
 
     def cancel(self, task_id: uuid.UUID, *, scope: str | None = None) -> CancelResult:
         """Cancel a queued task now, or ask a running one to stop at its next step boundary."""
@@ -359,11 +394,14 @@ class Dispatcher:
             self.clock,
             previous=self.store.journal(task.id) if task.attempts > 1 else (),
         )
+        conversations = self.config.deployment(task.deployment).conversations
         ports = RunPorts(
             journal=journal,
             watch=journal.must_stop,
             timeout_of=box.timeout_of,
             context_tokens=agent.context_tokens,
+            report_on_interrupt=conversations.report_on_interrupt,
+            inbox_waiting=task.inbox > 0,
             tracer=telemetry.tracer(),
         )
         namespace = self.config.deployment(task.deployment).namespace
@@ -474,6 +512,10 @@ class Dispatcher:
             if status is not None:
                 recovered += 1
                 metrics.recovered(status)
+                self.waker.wake(conv, force=True)
+        for task_id, conv in self.store.inbox_orphans():
+            # a worker died between its settle and the requeue of its run's inbox
+            if self.store.requeue_inbox(task_id, now):
                 self.waker.wake(conv, force=True)
         grace = timedelta(seconds=self.settings.sweep_interval)
         due = self.store.due_conversations(now - grace, limit=1000)

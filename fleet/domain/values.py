@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 
 class _Frozen(BaseModel):
@@ -36,7 +36,7 @@ class TaskStatus(StrEnum):
         return self in _TERMINAL
 
 
-_TERMINAL = frozenset(
+TERMINAL = _TERMINAL = frozenset(
     {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.SUPERSEDED}
 )
 #: Statuses a conversation's head may be claimed from.
@@ -67,6 +67,11 @@ def render_parts(parts: tuple[TextPart | DataPart, ...] | list[TextPart | DataPa
     )
 
 
+def render_stored(raw: Any) -> str:
+    """``render_parts`` of parts as the store keeps them (a list of dicts)."""
+    return render_parts(_PARTS.validate_python(raw or []))
+
+
 class Task(_Frozen):
     """One unit of submitted work, as callers see it."""
 
@@ -94,6 +99,10 @@ class Task(_Frozen):
     result: dict[str, Any] | None = None
     #: The configured caller that submitted it (None: the operator's CLI or an open API).
     caller: str | None = None
+    #: Messages waiting in its run's inbox (steer, signals).
+    inbox: int = 0
+    #: A newer submission asked its run to report and stop (``interrupt`` mode).
+    interrupt_requested: bool = False
 
     @property
     def conversation(self) -> str:
@@ -184,3 +193,6 @@ class RunDetail(_Frozen):
 
     run: Run
     steps: tuple[Step, ...]
+
+
+_PARTS: TypeAdapter[tuple[TextPart | DataPart, ...]] = TypeAdapter(tuple[TextPart | DataPart, ...])

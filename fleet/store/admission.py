@@ -11,7 +11,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
 from fleet.domain import admission as policy
-from fleet.domain.values import Admission, TaskStatus
+from fleet.domain.values import Admission, Task, TaskStatus
 from fleet.errors import QueueFull
 from fleet.store import pg, rows
 from fleet.store import statements as q
@@ -218,3 +218,36 @@ class AdmissionStore(StoreBase):
                 },
             )
         return Admission(task=task, **outcome)
+
+    def signal(
+        self,
+        task_id: uuid.UUID,
+        parts: tuple[Any, ...],
+        input_bytes: int,
+        now: datetime,
+        *,
+        caller: str | None = None,
+    ) -> Task | None:
+        """Put a message into a running task's inbox (SignalTask, signal_agent); None if the
+        task does not run (the caller is told its status)."""
+        with self.tx() as conn:
+            row = conn.execute(q.INBOX_RESERVE, {"b_task": task_id}).first()
+            if row is None:
+                return None
+            task = rows.task(row)
+            conn.execute(
+                q.INSERT_INBOX,
+                {
+                    "task_id": task_id,
+                    "conversation_id": task.conversation_id,
+                    "source": "signal",
+                    "input": [self.redactor.json(p.model_dump()) for p in parts],
+                    "input_bytes": input_bytes,
+                    "labels": {},
+                    "idempotency_key": None,
+                    "caller": caller,
+                    "status": "pending",
+                    "created_at": now,
+                },
+            )
+        return task

@@ -129,6 +129,13 @@ class Task(Base):
         Index("ix_tasks_listing", "deployment", "scope", "created_at"),
         # A conversation's head (lowest unfinished seq) in one index probe, however many
         # finished tasks the conversation has (a singleton's grow without end).
+        # Finished tasks whose inbox still holds messages (the sweeper requeues them): few.
+        Index(
+            "ix_tasks_inbox",
+            "id",
+            postgresql_where=text("inbox > 0"),
+            sqlite_where=text("inbox > 0"),
+        ),
         Index(
             "ix_tasks_unfinished",
             "conversation_id",

@@ -106,8 +106,13 @@ _FENCED = and_(
     ),
 )
 
-#: Step boundary: is the run still ours, and was a cancel requested?
-CHECKPOINT = update(t).where(_FENCED).values(fence=t.c.fence).returning(t.c.cancel_requested)
+#: Step boundary: is the run still ours, was a cancel or interrupt requested, is mail waiting?
+CHECKPOINT = (
+    update(t)
+    .where(_FENCED)
+    .values(fence=t.c.fence)
+    .returning(t.c.cancel_requested, t.c.interrupt_requested, t.c.inbox)
+)
 
 #: Finish the task; a cancel requested meanwhile wins over the run's outcome.
 SETTLE = (
@@ -122,7 +127,7 @@ SETTLE = (
         finished_at=bindparam("b_now"),
         worker=None,
     )
-    .returning(t.c.status, t.c.generation, t.c.input)
+    .returning(t.c.status, t.c.generation, t.c.input, t.c.inbox)
 )
 
 CLOSE_RUN = (

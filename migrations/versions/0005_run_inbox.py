@@ -72,9 +72,17 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_run_inbox"),
     )
     op.create_index("ix_run_inbox_task_status", "run_inbox", ["task_id", "status"])
+    op.create_index(
+        "ix_tasks_inbox",
+        "tasks",
+        ["id"],
+        postgresql_where=sa.text("inbox > 0"),
+        sqlite_where=sa.text("inbox > 0"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_tasks_inbox", table_name="tasks")
     op.drop_index("ix_run_inbox_task_status", table_name="run_inbox")
     op.drop_table("run_inbox")
     op.execute("UPDATE tasks SET status = 'failed' WHERE status = 'superseded'")
