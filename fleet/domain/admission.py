@@ -6,7 +6,8 @@ A conversation's queue mode decides what a new submission does while the convers
 - ``collect`` merges it into the newest task while that one is still queued (debounced, bounded
   by ``max_wait`` from the burst's first submission and by ``max_merged`` submissions);
 - ``steer`` sends it into the active run's inbox (delivered at the run's next step boundary; if
-  the run ends first it becomes the next queued task);
+  the run ends first it becomes the next queued task) — unless tasks are queued behind that
+  run: then it queues after them, so the conversation keeps the order messages came in;
 - ``interrupt`` queues it and asks the active run to stop (after one last turn to report).
 
 A queue cap (``max_queued``) applies to what would be queued: ``reject`` refuses the submission,
@@ -65,6 +66,9 @@ class Busy:
 
     #: The task a worker runs now (leased or running), if any.
     active: UUID | None = None
+    #: A finished task whose inbox still holds messages (they are about to become tasks): a
+    #: steered message joins them, so the order of the conversation's messages holds.
+    draining: UUID | None = None
     #: How many tasks wait in ``queued``, and the oldest of them.
     queued: int = 0
     oldest_queued: UUID | None = None
@@ -126,8 +130,10 @@ def decide(
     ``max_merged`` submissions starts a new task.
     """
     mode = policy.mode
-    if mode == "steer" and busy.active is not None:
-        return Steer(task_id=busy.active)
+    target = busy.active or busy.draining
+    if mode == "steer" and target is not None and busy.queued == 0:
+        # (with tasks queued behind the run, the message queues after them: order holds)
+        return Steer(task_id=target)
     not_before = now
     if mode == "collect":
         not_before = now + timedelta(seconds=policy.debounce_s)

@@ -143,7 +143,9 @@ class AdmissionStore(StoreBase):
                 sub.max_input_bytes,
                 now,
                 label_keys=frozenset(sub.labels),
-                busy=policy.Busy(b.active, b.queued, b.oldest),
+                busy=policy.Busy(
+                    active=b.active, queued=b.queued, oldest_queued=b.oldest, draining=b.draining
+                ),
             )
             if isinstance(decision, policy.Reject):
                 raise QueueFull(

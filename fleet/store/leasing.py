@@ -324,6 +324,13 @@ class LeasingStore(PgHotPath):
             if owner is None:
                 return made
             task = rows.task(owner)
+            # Lock the conversation first, as admission does: a steered message that finds
+            # this inbox still full joins it before this reads it, or queues after these.
+            conn.execute(
+                select(s.conversations.c.id)
+                .where(s.conversations.c.id == task.conversation_id)
+                .with_for_update()
+            )
             pending = conn.execute(
                 select(ib)
                 .where(ib.c.task_id == task_id, ib.c.status == "pending")

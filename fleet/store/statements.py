@@ -312,6 +312,12 @@ BUSY = select(
     .limit(1)
     .scalar_subquery()
     .label("oldest"),
+    select(t.c.id)
+    .where(t.c.conversation_id == bindparam("b_conv"), t.c.inbox > 0)
+    .order_by(t.c.seq.desc())
+    .limit(1)
+    .scalar_subquery()
+    .label("draining"),
 )
 
 #: ``drop_oldest``: cancel a queued task to make room, saying why.
@@ -334,10 +340,14 @@ INTERRUPT = (
     .returning(t.c.id)
 )
 
-#: ``steer``: count a message into the task's inbox if the task still runs (locks the row).
+#: ``steer``: count a message into the task's inbox if the task still runs, or if its run ended
+#: with messages still waiting (they become tasks together, in order). Locks the row.
 INBOX_RESERVE = (
     update(t)
-    .where(t.c.id == bindparam("b_task"), t.c.status == TaskStatus.RUNNING.value)
+    .where(
+        t.c.id == bindparam("b_task"),
+        (t.c.status == TaskStatus.RUNNING.value) | (t.c.inbox > 0),
+    )
     .values(inbox=t.c.inbox + 1)
     .returning(*rows.TASK_COLUMNS)
 )
