@@ -247,3 +247,41 @@ def _filter(deployment: str):
     from fleet.store import TaskFilter
 
     return TaskFilter(deployment=deployment)
+
+
+def test_over_http_a_full_queue_is_a_429_and_signals_answer_where_they_went(rt: Runtime) -> None:
+    from fastapi.testclient import TestClient
+    from prometheus_client import REGISTRY
+
+    from fleet.api.app import create_app
+
+    def dropped(reason: str) -> float:
+        value = REGISTRY.get_sample_value(
+            "fleet_tasks_dropped_total", {"deployment": "capped", "reason": reason}
+        )
+        return value or 0.0
+
+    before = dropped("rejected")
+    with TestClient(create_app(rt, run_embedded=False)) as client:
+        for i in range(2):
+            ok = client.post(
+                "/v1/tasks", json={"deployment": "capped", "input": f"m{i}", "conversationKey": "h"}
+            )
+            assert ok.status_code == 202 and ok.json()["deliveredTo"] == "queued"
+        full = client.post(
+            "/v1/tasks", json={"deployment": "capped", "input": "m2", "conversationKey": "h"}
+        )
+        assert full.status_code == 429
+        assert full.headers["content-type"].startswith("application/problem+json")
+        assert "max_queued = 2" in full.json()["detail"]
+        task_id = ok.json()["id"]
+        refused = client.post(f"/v1/tasks/{task_id}/signal", json={"input": "psst"})
+        assert refused.status_code == 409 and "is queued" in refused.json()["detail"]
+        bad = client.post(f"/v1/tasks/{task_id}/signal", json={"text": "psst"})
+        assert bad.status_code == 422
+        steer = client.post(
+            "/v1/tasks",
+            json={"deployment": "plain", "input": "a", "conversationKey": "s", "delivery": "x"},
+        )
+        assert steer.status_code == 422
+    assert dropped("rejected") == before + 1
