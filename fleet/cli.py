@@ -123,6 +123,14 @@ def run(
     idempotency_key: Annotated[
         str | None, typer.Option("--idempotency-key", help="Repeats with this key create nothing.")
     ] = None,
+    delivery: Annotated[
+        str | None,
+        typer.Option(
+            "--delivery",
+            help="If the conversation is busy: followup, collect, steer or interrupt "
+            "(instead of the deployment's queue mode).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the task record as JSON.")] = False,
     no_wait: Annotated[
         bool, typer.Option("--no-wait", help="Print the task and exit; do not wait for it.")
@@ -139,8 +147,19 @@ def run(
         text = sys.stdin.read()
     with _tasks(ctx) as tasks:
         admitted = tasks.submit(
-            deployment, text, key=conversation, labels=labels, idempotency_key=idempotency_key
+            deployment,
+            text,
+            key=conversation,
+            labels=labels,
+            idempotency_key=idempotency_key,
+            delivery=delivery,
         )
+        if admitted.get("deliveredTo") == "run" and not as_json:
+            err.print(
+                f"fleet: steered into running task {admitted['id']}: your message joins its "
+                "run at its next step",
+                markup=False,
+            )
         task = admitted if no_wait else tasks.wait(admitted["id"], timeout, err)
     status = TaskStatus(task["status"])
     if as_json:
@@ -149,6 +168,9 @@ def run(
         out.print(f"{task['id']} {status.value} {task['conversation']} #{task['seq']}")
     elif status == TaskStatus.SUCCEEDED:
         out.print(task["reply"] or "", markup=False)
+    elif status == TaskStatus.SUPERSEDED:
+        out.print(task["reply"] or "", markup=False)
+        err.print(f"fleet: task {task['id']} was interrupted by a newer message", markup=False)
     if status in (TaskStatus.FAILED, TaskStatus.CANCELLED):
         if not as_json:
             err.print(f"fleet: task {task['id']} {status.value}: {task['error']}", markup=False)

@@ -43,6 +43,7 @@ class Tasks(Protocol):
         key: str | None,
         labels: dict[str, str],
         idempotency_key: str | None,
+        delivery: str | None = None,
     ) -> View: ...
 
     def wait(self, task_id: str, timeout: float, status: Console) -> View: ...
@@ -79,11 +80,17 @@ class LocalTasks:
         key: str | None,
         labels: dict[str, str],
         idempotency_key: str | None,
+        delivery: str | None = None,
     ) -> View:
         from fleet.views import admission_json
 
         adm = self.rt.dispatcher.submit(
-            deployment, text, key=key, labels=labels, idempotency_key=idempotency_key
+            deployment,
+            text,
+            key=key,
+            labels=labels,
+            idempotency_key=idempotency_key,
+            delivery=delivery,
         )
         return admission_json(adm)
 
@@ -152,6 +159,7 @@ class RemoteTasks:
         key: str | None,
         labels: dict[str, str],
         idempotency_key: str | None,
+        delivery: str | None = None,
     ) -> View:
         view: View = self.client.submit(
             deployment,
@@ -159,6 +167,7 @@ class RemoteTasks:
             conversation_key=key,
             labels=labels,
             idempotency_key=idempotency_key,
+            delivery=delivery,
         )
         return view
 

@@ -42,6 +42,9 @@ def admission_json(adm: Admission) -> dict[str, Any]:
     out = task_json(adm.task)
     out["mergedInto"] = str(adm.merged_into) if adm.merged_into else None
     out["duplicate"] = adm.duplicate
+    out["deliveredTo"] = adm.delivered_to
+    out["dropped"] = str(adm.dropped) if adm.dropped else None
+    out["interrupted"] = str(adm.interrupted) if adm.interrupted else None
     return out
 
 

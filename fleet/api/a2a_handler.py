@@ -237,6 +237,7 @@ class FleetRequestHandler(RequestHandler):
             except ValueError as exc:  # NaN or Infinity somewhere: JSON cannot carry them
                 raise InputError(f"the message cannot be read as JSON: {exc}") from None
             labels = rules.labels(request_meta, message_meta)
+            delivery = rules.delivery(request_meta, message_meta)
             wait = rules.wait_seconds(
                 params.configuration.return_immediately, request_meta, message_meta
             )
@@ -260,6 +261,7 @@ class FleetRequestHandler(RequestHandler):
                 labels=labels,
                 idempotency_key=msg.message_id or None,
                 caller=caller.name,
+                delivery=delivery,
             )
             task = await self._wait(admission.task, wait)
             history = (

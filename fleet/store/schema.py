@@ -64,7 +64,16 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 _ACTIVE = "status IN ('leased', 'running')"
 _CLAIMABLE = "status IN ('queued', 'interrupted')"
 _UNFINISHED = "status IN ('queued', 'interrupted', 'leased', 'running')"
-TASK_STATUSES = ("queued", "leased", "running", "interrupted", "succeeded", "failed", "cancelled")
+TASK_STATUSES = (
+    "queued",
+    "leased",
+    "running",
+    "interrupted",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "superseded",
+)
 
 
 class Base(DeclarativeBase):
@@ -120,6 +129,13 @@ class Task(Base):
         Index("ix_tasks_listing", "deployment", "scope", "created_at"),
         # A conversation's head (lowest unfinished seq) in one index probe, however many
         # finished tasks the conversation has (a singleton's grow without end).
+        # Finished tasks whose inbox still holds messages (the sweeper requeues them): few.
+        Index(
+            "ix_tasks_inbox",
+            "id",
+            postgresql_where=text("inbox > 0"),
+            sqlite_where=text("inbox > 0"),
+        ),
         Index(
             "ix_tasks_unfinished",
             "conversation_id",
@@ -155,6 +171,12 @@ class Task(Base):
     cancel_requested: Mapped[bool] = mapped_column(
         Boolean, default=False, server_default=text("false")
     )
+    #: ``interrupt`` mode: a newer submission asks the run to report and stop.
+    interrupt_requested: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=text("false")
+    )
+    #: Messages waiting in the run's inbox (steer, signals); the settle sees it and requeues them.
+    inbox: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     worker: Mapped[str | None] = mapped_column(String(200))
     #: The caller that submitted it (API caller, trigger, A2A caller), for the authorize policy.
     caller: Mapped[str | None] = mapped_column(String(200))
@@ -311,6 +333,40 @@ class Note(Base):
     updated_at: Mapped[datetime] = mapped_column(default=_now)
 
 
+class InboxMessage(Base):
+    """A message for a running run, delivered at its next step boundary (steer, signals).
+
+    ``pending`` until a step boundary takes it (``delivered``, journaled as an ``inbox`` step of
+    that run) or the run ends first and it becomes a task of its own (``requeued``).
+    """
+
+    __tablename__ = "run_inbox"
+    __table_args__ = (Index("ix_run_inbox_task_status", "task_id", "status"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    task_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"))
+    conversation_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    #: ``steer`` (a submission), ``signal`` (SignalTask, signal_agent).
+    source: Mapped[str] = mapped_column(String(16))
+    input: Mapped[Any] = mapped_column(JSONType)
+    input_bytes: Mapped[int] = mapped_column(Integer, default=0)
+    labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    caller: Mapped[str | None] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    run_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    #: The run's step that delivered it (its ``inbox`` journal step).
+    step: Mapped[int | None] = mapped_column(Integer)
+    #: The task it became when the run ended before taking it.
+    requeued_task_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("tasks.id", ondelete="SET NULL")
+    )
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+    delivered_at: Mapped[datetime | None] = mapped_column()
+
+
 class NoteOperation(Base):
     """A receipt for a notes tool call, committed with its edit: a retried call applies once.
 
@@ -340,3 +396,4 @@ memory_blocks = cast(Table, MemoryBlock.__table__)
 memory_block_versions = cast(Table, MemoryBlockVersion.__table__)
 notes = cast(Table, Note.__table__)
 note_operations = cast(Table, NoteOperation.__table__)
+run_inbox = cast(Table, InboxMessage.__table__)

@@ -417,6 +417,7 @@ def test_openapi_names_the_operations_and_documents_problems(client):
         "conversationKey",
         "labels",
         "idempotencyKey",
+        "delivery",
     }
     assert schema["additionalProperties"] is False
     assert ops["ListConversationMessages"][0] == "/v1/conversations/{conversationKey}/messages"
