@@ -112,6 +112,7 @@ def submit_task(body: SubmitTaskRequest, rt: RuntimeDep, caller: CallerDep) -> J
         idempotency_key=body.idempotency_key,
         caller=None if caller is ANONYMOUS else caller.name,
         delivery=body.delivery,
+        resource_id=body.resource_id,
     )
     return JSONResponse(
         views.admission_json(adm),

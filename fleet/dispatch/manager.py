@@ -117,6 +117,7 @@ class Dispatcher:
         idempotency_key: str | None = None,
         caller: str | None = None,
         delivery: str | None = None,
+        resource_id: str | None = None,
     ) -> Admission:
         """Admit a submission (one transaction), then send a wake-up hint for its conversation.
 
@@ -157,6 +158,7 @@ class Dispatcher:
             max_input_bytes=agent.max_input_bytes,
             caller_scope=scope,
             caller=caller,
+            resource_id=inputs.resource_id(resource_id),
         )
         try:
             admission = self.store.admit(sub, self.clock())
