@@ -54,3 +54,15 @@ def _close(**_: Any) -> None:
 def drain(conversation_id: str) -> int:
     """Run the conversation's due tasks in order while holding its lease."""
     return runtime().dispatcher.drain(uuid.UUID(conversation_id))
+
+
+@app.task(  # type: ignore[untyped-decorator]
+    name="fleet.embed",
+    ignore_result=True,
+    autoretry_for=(Exception,),
+    retry_backoff=True,
+    max_retries=5,
+)
+def embed(conversation_id: str) -> int:
+    """Embed a conversation's new messages for recall (off the hot path, retried)."""
+    return runtime().dispatcher.sources.embed(uuid.UUID(conversation_id))

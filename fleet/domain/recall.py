@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -58,6 +58,8 @@ def _compare(actual: Any, op: str, wanted: Any) -> bool:
         return False
     if isinstance(actual, datetime) and isinstance(wanted, str):
         wanted = datetime.fromisoformat(wanted.replace("Z", "+00:00"))
+        if wanted.tzinfo is None:  # a date or a time without a zone: UTC, as fleet stores
+            wanted = wanted.replace(tzinfo=UTC)
     try:
         return bool(
             {

@@ -1,0 +1,156 @@
+"""What a run is built from besides its history, and the tools bound to it.
+
+Memory blocks and conversation notes (``fleet.memory``), semantic recall, working memory and
+observations (``fleet.recall``): read when a task is claimed (frozen with its context), bound as
+tools when its run starts, and kept up to date after it settles (embedding, observing) by
+background jobs off the hot path.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from fleet.agents import prompt
+from fleet.agents.tools import Tool
+from fleet.config import AgentConfig, FleetConfig
+from fleet.domain.values import Task, render_parts
+from fleet.memory import render
+from fleet.memory import tools as memory_tools
+from fleet.memory.binding import StoreMemory
+from fleet.recall import embeddings, indexer, search
+from fleet.store import Store
+
+log = logging.getLogger(__name__)
+
+#: ``jobs(name, conversation_id)``: run a background job (a Celery task, or a local thread).
+Jobs = Callable[[str, uuid.UUID], None]
+
+
+class RunSources:
+    def __init__(
+        self,
+        store: Store,
+        config: FleetConfig,
+        clock: Callable[[], datetime],
+        embedder: embeddings.Embedder | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.clock = clock
+        self._embedder = embedder
+        #: Set by the runtime: how background jobs run (None: inline, for tests and tools).
+        self.jobs: Jobs | None = None
+
+    # -- at the claim: what the prompt shows ---------------------------------------------------
+
+    def memory(self, agent: AgentConfig, task: Task) -> prompt.Memory | None:
+        """What the run's prompt shows of memory: attached blocks, the conversation's notes,
+        recall (decided once the recent window is known)."""
+        if not (agent.memory or agent.notes or agent.recall):
+            return None
+        namespace = self.config.deployment(task.deployment).namespace
+        record: dict[str, Any] = {"namespace": namespace}
+        text = ""
+        if agent.memory:
+            found = self.store.blocks_named(namespace, [a.block for a in agent.memory])
+            text, record["blocks"] = render.blocks_text(agent.memory, found)
+        notes = None
+        if agent.notes:
+            listed = self.store.list_notes(task.conversation_id, self.clock())
+            notes, record["notes"] = render.notes_message(listed, agent.notes_bytes)
+        recall = None
+        if agent.recall is not None:
+            cfg = agent.recall
+
+            def recall(already: frozenset[int]) -> tuple[str | None, dict[str, Any]]:
+                found = search.recall(
+                    self.store,
+                    self.embedder,
+                    cfg,
+                    task,
+                    render_parts(task.input),
+                    namespace=namespace,
+                    already=already,
+                )
+                return found.text, found.record
+
+        return prompt.Memory(blocks=text, notes=notes, record=record, recall=recall)
+
+    # -- at the run's start: tools bound to the run -------------------------------------------
+
+    def tools(
+        self,
+        agent: AgentConfig,
+        task: Task,
+        run_id: uuid.UUID,
+        authorize: Callable[[str], None],
+    ) -> list[Tool]:
+        """The memory tools of this run (blocks, notes), bound to its conversation."""
+        if not (agent.memory or agent.notes):
+            return []
+        port = StoreMemory(
+            self.store,
+            namespace=self.config.deployment(task.deployment).namespace,
+            conversation_id=task.conversation_id,
+            run_id=run_id,
+            clock=self.clock,
+            authorize=authorize,
+        )
+        update = memory_tools.block_tool(agent.memory, port)
+        extra = [update] if update is not None else []
+        if agent.notes:
+            extra += memory_tools.note_tools(port)
+        return extra
+
+    # -- after the settle: background jobs ------------------------------------------------------
+
+    def settled(self, agent: AgentConfig | None, task: Task) -> None:
+        """Ask for the conversation's new messages to be embedded (agents with recall)."""
+        if agent is None or agent.recall is None:
+            return
+        if self.jobs is None:
+            self.embed(task.conversation_id)
+            return
+        try:
+            self.jobs("fleet.embed", task.conversation_id)
+        except Exception:  # a hint: the next settle of the conversation catches up
+            log.warning("could not ask for embeddings of %s", task.conversation_id, exc_info=True)
+
+    def embed(self, conversation_id: uuid.UUID) -> int:
+        """Embed the conversation's messages that have none yet (the ``fleet.embed`` job)."""
+        conv = self.store.conversation_ref(conversation_id)
+        if conv is None:
+            return 0
+        dep = self.config.deployments.get(conv[0])
+        namespace = dep.namespace if dep is not None else "default"
+        return indexer.embed_pending(
+            self.store, self.embedder, conversation_id, namespace=namespace, now=self.clock()
+        )
+
+    @property
+    def embedder(self) -> embeddings.Embedder:
+        if self._embedder is None:
+            self._embedder = build_embedder(self.config)
+        return self._embedder
+
+
+def build_embedder(config: FleetConfig) -> embeddings.Embedder:
+    """The embedder ``config/fleet.toml``'s ``[embeddings]`` names (local by default)."""
+    cfg = config.app.embeddings
+    if cfg.provider == "local":
+        return embeddings.LocalEmbedder()
+    from fleet.config import load_settings
+
+    settings = load_settings()
+    key = settings.openai_api_key
+    assert cfg.model is not None
+    return embeddings.OpenAIEmbedder(
+        model=cfg.model,
+        base_url=cfg.base_url or settings.openai_base_url,
+        api_key=key.get_secret_value() if key else None,
+        dimensions=cfg.dimensions,
+    )

@@ -1,0 +1,282 @@
+"""Recall's reads and writes: message embeddings, candidates for a search, neighbours of hits,
+working memory with receipts, and observations journaled by range."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, func, insert, select, update
+
+from fleet.store import schema as s
+from fleet.store.base import StoreBase
+
+m, e, t, c = s.messages, s.message_embeddings, s.tasks, s.conversations
+
+
+@dataclass(frozen=True, slots=True)
+class Unembedded:
+    """A stored message waiting for its embedding, with what recall filters on."""
+
+    message_id: int
+    conversation_id: uuid.UUID
+    generation: int
+    scope: str
+    resource_id: str | None
+    role: str
+    content: str
+    labels: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A message a search may return: where it is, what filters see, and its vector."""
+
+    message_id: int
+    conversation_id: uuid.UUID
+    role: str
+    labels: dict[str, Any]
+    created_at: datetime
+    vector: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """A message shown by recall."""
+
+    id: int
+    conversation_id: uuid.UUID
+    conversation: str
+    role: str
+    content: str
+    created_at: datetime
+
+
+class RecallStore(StoreBase):
+    def unembedded(self, conversation_id: uuid.UUID, limit: int = 500) -> list[Unembedded]:
+        """The conversation's messages (current generation) not embedded yet, oldest first."""
+        with self.read() as conn:
+            found = conn.execute(
+                select(
+                    m.c.id,
+                    m.c.conversation_id,
+                    m.c.generation,
+                    c.c.scope,
+                    t.c.resource_id,
+                    m.c.role,
+                    m.c.content,
+                    t.c.labels,
+                )
+                .join(c, c.c.id == m.c.conversation_id)
+                .outerjoin(t, t.c.id == m.c.task_id)
+                .outerjoin(e, e.c.message_id == m.c.id)
+                .where(
+                    m.c.conversation_id == conversation_id,
+                    m.c.generation == c.c.generation,
+                    e.c.message_id.is_(None),
+                )
+                .order_by(m.c.id)
+                .limit(limit)
+            ).all()
+        return [
+            Unembedded(r[0], r[1], r[2], r[3], r[4], r[5], r[6], dict(r[7] or {})) for r in found
+        ]
+
+    def save_embeddings(
+        self,
+        rows: Sequence[Unembedded],
+        vectors: Sequence[bytes],
+        *,
+        namespace: str,
+        model: str,
+        now: datetime,
+    ) -> int:
+        """Store the vectors of ``rows`` (a message embedded twice keeps its first vector)."""
+        if not rows:
+            return 0
+        with self.tx() as conn:
+            done = {
+                r.message_id
+                for r in conn.execute(
+                    select(e.c.message_id).where(e.c.message_id.in_([x.message_id for x in rows]))
+                )
+            }
+            fresh = [
+                {
+                    "message_id": row.message_id,
+                    "conversation_id": row.conversation_id,
+                    "generation": row.generation,
+                    "scope": row.scope,
+                    "namespace": namespace,
+                    "resource_id": row.resource_id,
+                    "role": row.role,
+                    "labels": row.labels,
+                    "model": model,
+                    "vector": vector,
+                    "created_at": now,
+                }
+                for row, vector in zip(rows, vectors, strict=True)
+                if row.message_id not in done
+            ]
+            if fresh:
+                conn.execute(insert(e), fresh)
+        return len(fresh)
+
+    def candidates(
+        self,
+        *,
+        model: str,
+        limit: int,
+        conversation_id: uuid.UUID | None = None,
+        scope: str | None = None,
+        namespace: str | None = None,
+        resource_id: str | None = None,
+    ) -> list[Candidate]:
+        """The newest ``limit`` embedded messages of a conversation, or of every conversation
+        of a resource within one scope and namespace (current generations only)."""
+        query = (
+            select(
+                e.c.message_id,
+                e.c.conversation_id,
+                e.c.role,
+                e.c.labels,
+                m.c.created_at,
+                e.c.vector,
+            )
+            .join(m, m.c.id == e.c.message_id)
+            .join(c, and_(c.c.id == e.c.conversation_id, c.c.generation == e.c.generation))
+            .where(e.c.model == model)
+            .order_by(e.c.message_id.desc())
+            .limit(limit)
+        )
+        if conversation_id is not None:
+            query = query.where(e.c.conversation_id == conversation_id)
+        else:
+            query = query.where(
+                e.c.scope == scope, e.c.namespace == namespace, e.c.resource_id == resource_id
+            )
+        with self.read() as conn:
+            found = conn.execute(query).all()
+        return [Candidate(r[0], r[1], r[2], dict(r[3] or {}), r[4], bytes(r[5])) for r in found]
+
+    def pending_embeddings(self, conversation_id: uuid.UUID, *, limit: int = 1000) -> int:
+        """How many of the conversation's messages are not embedded yet (counted up to
+        ``limit``): not recallable yet."""
+        inner = (
+            select(m.c.id)
+            .join(c, c.c.id == m.c.conversation_id)
+            .outerjoin(e, e.c.message_id == m.c.id)
+            .where(
+                m.c.conversation_id == conversation_id,
+                m.c.generation == c.c.generation,
+                e.c.message_id.is_(None),
+            )
+            .limit(limit)
+            .subquery()
+        )
+        with self.read() as conn:
+            return int(conn.execute(select(func.count()).select_from(inner)).scalar_one())
+
+    def neighbours(self, hits: Sequence[int], around: int) -> dict[int, list[int]]:
+        """For each message id, up to ``around`` messages before and after it in its
+        conversation (same generation)."""
+        if around <= 0 or not hits:
+            return {h: [] for h in hits}
+        out: dict[int, list[int]] = {}
+        with self.read() as conn:
+            where = {
+                r.id: (r.conversation_id, r.generation)
+                for r in conn.execute(
+                    select(m.c.id, m.c.conversation_id, m.c.generation).where(m.c.id.in_(hits))
+                )
+            }
+            for hit in hits:
+                if hit not in where:
+                    continue
+                conv, gen = where[hit]
+                same = and_(m.c.conversation_id == conv, m.c.generation == gen)
+                before = conn.execute(
+                    select(m.c.id).where(same, m.c.id < hit).order_by(m.c.id.desc()).limit(around)
+                ).scalars()
+                after = conn.execute(
+                    select(m.c.id).where(same, m.c.id > hit).order_by(m.c.id).limit(around)
+                ).scalars()
+                out[hit] = [*before, *after]
+        return out
+
+    def recalled(self, ids: Sequence[int]) -> list[Recalled]:
+        """The messages with these ids, with their conversation's key."""
+        if not ids:
+            return []
+        with self.read() as conn:
+            found = conn.execute(
+                select(
+                    m.c.id,
+                    m.c.conversation_id,
+                    c.c.scope,
+                    c.c.key,
+                    m.c.role,
+                    m.c.content,
+                    m.c.created_at,
+                )
+                .join(c, c.c.id == m.c.conversation_id)
+                .where(m.c.id.in_(list(ids)))
+            ).all()
+        by_id = {r[0]: Recalled(r[0], r[1], f"{r[2]}:{r[3]}", r[4], r[5], r[6]) for r in found}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def conversation_ref(self, conversation_id: uuid.UUID) -> tuple[str, str, str] | None:
+        """(deployment, scope, key) of a conversation, or None."""
+        with self.read() as conn:
+            row = conn.execute(
+                select(c.c.deployment, c.c.scope, c.c.key).where(c.c.id == conversation_id)
+            ).first()
+        return None if row is None else (row[0], row[1], row[2])
+
+    # -- working memory ---------------------------------------------------------------------
+
+    def working_memory(self, key: str) -> tuple[Any, int] | None:
+        """The state kept under ``key`` and its version (None: never written)."""
+        wm = s.working_memory
+        with self.read() as conn:
+            row = conn.execute(select(wm.c.value, wm.c.version).where(wm.c.key == key)).first()
+        return None if row is None else (row.value, row.version)
+
+    def write_working_memory(
+        self, key: str, value: Any, *, version: int, receipt: str, author: str, now: datetime
+    ) -> int | None:
+        """Store ``value`` if the state is still at ``version`` and this receipt is new.
+
+        Returns the new version; None if the version moved on (read and merge again). A
+        receipt seen before returns the version it made, changing nothing (a retried call).
+        """
+        wm, ops = s.working_memory, s.working_memory_operations
+        with self.tx() as conn:
+            seen = conn.execute(select(ops.c.version).where(ops.c.receipt == receipt)).scalar()
+            if seen is not None:
+                return int(seen)
+            value = self.redactor.json(value)
+            if version == 0:
+                exists = conn.execute(select(wm.c.key).where(wm.c.key == key)).first()
+                if exists is not None:
+                    return None
+                conn.execute(
+                    insert(wm).values(
+                        key=key, value=value, version=1, updated_at=now, author=author
+                    )
+                )
+            else:
+                moved = conn.execute(
+                    update(wm)
+                    .where(wm.c.key == key, wm.c.version == version)
+                    .values(value=value, version=version + 1, updated_at=now, author=author)
+                ).rowcount
+                if moved != 1:
+                    return None
+            conn.execute(
+                insert(ops).values(receipt=receipt, key=key, version=version + 1, created_at=now)
+            )
+        return version + 1
