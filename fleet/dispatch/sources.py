@@ -21,7 +21,7 @@ from fleet.domain.values import Task, render_parts
 from fleet.memory import render
 from fleet.memory import tools as memory_tools
 from fleet.memory.binding import StoreMemory
-from fleet.recall import embeddings, indexer, search
+from fleet.recall import embeddings, indexer, search, working
 from fleet.store import Store
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class RunSources:
     def memory(self, agent: AgentConfig, task: Task) -> prompt.Memory | None:
         """What the run's prompt shows of memory: attached blocks, the conversation's notes,
         recall (decided once the recent window is known)."""
-        if not (agent.memory or agent.notes or agent.recall):
+        if not (agent.memory or agent.notes or agent.recall or agent.working_memory):
             return None
         namespace = self.config.deployment(task.deployment).namespace
         record: dict[str, Any] = {"namespace": namespace}
@@ -78,7 +78,15 @@ class RunSources:
                 )
                 return found.text, found.record
 
-        return prompt.Memory(blocks=text, notes=notes, record=record, recall=recall)
+        section = ""
+        if agent.working_memory is not None:
+            key = working.key_of(agent.working_memory, task, namespace)
+            section, record["working_memory"] = working.render(
+                agent.working_memory, self.store.working_memory(key)
+            )
+        return prompt.Memory(
+            blocks=text, notes=notes, record=record, recall=recall, working=section
+        )
 
     # -- at the run's start: tools bound to the run -------------------------------------------
 
@@ -89,9 +97,24 @@ class RunSources:
         run_id: uuid.UUID,
         authorize: Callable[[str], None],
     ) -> list[Tool]:
-        """The memory tools of this run (blocks, notes), bound to its conversation."""
+        """The memory tools of this run (blocks, notes, working memory), bound to it."""
+        extra: list[Tool] = []
+        namespace = self.config.deployment(task.deployment).namespace
+        wm = agent.working_memory
+        if wm is not None and not wm.read_only:
+            extra.append(
+                working.update_tool(
+                    wm,
+                    self.store,
+                    key=working.key_of(wm, task, namespace),
+                    schema=working.schema_of(wm, self.config.root),
+                    run_id=run_id,
+                    clock=self.clock,
+                    authorize=authorize,
+                )
+            )
         if not (agent.memory or agent.notes):
-            return []
+            return extra
         port = StoreMemory(
             self.store,
             namespace=self.config.deployment(task.deployment).namespace,
@@ -101,7 +124,7 @@ class RunSources:
             authorize=authorize,
         )
         update = memory_tools.block_tool(agent.memory, port)
-        extra = [update] if update is not None else []
+        extra += [update] if update is not None else []
         if agent.notes:
             extra += memory_tools.note_tools(port)
         return extra
