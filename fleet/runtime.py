@@ -45,7 +45,7 @@ class Runtime:
             return
         if self._jobs is None:
             self._jobs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleet-jobs")
-        run = {"fleet.embed": self.dispatcher.sources.embed}[name]
+        run = {"fleet.memorize": self.dispatcher.sources.memorize}[name]
         self._jobs.submit(_logged, run, conversation_id)
 
     def close(self) -> None:
@@ -116,7 +116,7 @@ def build(
             )
     dispatcher = Dispatcher(settings=settings, config=config, store=store, lease=lease, waker=waker)
     runtime = Runtime(settings, config, store, dispatcher, local_waker)
-    if any(a.recall is not None for a in config.agents.values()):
+    if any(a.recall is not None or a.observations for a in config.agents.values()):
         dispatcher.sources.jobs = runtime.job
     return runtime
 

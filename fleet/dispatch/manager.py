@@ -93,7 +93,7 @@ class Dispatcher:
         self._models: dict[str, model_adapters.Model] = {}
         self._toolboxes: dict[str, Toolbox] = {}
         #: Memory, recall and the jobs that keep them current.
-        self.sources = RunSources(store, config, clock)
+        self.sources = RunSources(store, config, settings, clock)
         toolbox.importable(config.root)
         #: The authorize policy of config/fleet.toml (or the scope rules alone).
         self.policy = policy.load(config.app.authorize, str(config.root / "fleet.toml"))

@@ -14,14 +14,16 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from fleet.agents import prompt
+from fleet.agents import models as model_adapters
+from fleet.agents import prompt, tokens
+from fleet.agents.models.base import Model
 from fleet.agents.tools import Tool
-from fleet.config import AgentConfig, FleetConfig
+from fleet.config import AgentConfig, FleetConfig, Settings
 from fleet.domain.values import Task, render_parts
 from fleet.memory import render
 from fleet.memory import tools as memory_tools
 from fleet.memory.binding import StoreMemory
-from fleet.recall import embeddings, indexer, search, working
+from fleet.recall import embeddings, indexer, observer, search, working
 from fleet.store import Store
 
 log = logging.getLogger(__name__)
@@ -35,13 +37,16 @@ class RunSources:
         self,
         store: Store,
         config: FleetConfig,
+        settings: Settings,
         clock: Callable[[], datetime],
         embedder: embeddings.Embedder | None = None,
     ) -> None:
         self.store = store
         self.config = config
+        self.settings = settings
         self.clock = clock
         self._embedder = embedder
+        self._models: dict[str, Model] = {}
         #: Set by the runtime: how background jobs run (None: inline, for tests and tools).
         self.jobs: Jobs | None = None
 
@@ -50,7 +55,13 @@ class RunSources:
     def memory(self, agent: AgentConfig, task: Task) -> prompt.Memory | None:
         """What the run's prompt shows of memory: attached blocks, the conversation's notes,
         recall (decided once the recent window is known)."""
-        if not (agent.memory or agent.notes or agent.recall or agent.working_memory):
+        if not (
+            agent.memory
+            or agent.notes
+            or agent.recall
+            or agent.working_memory
+            or agent.observations
+        ):
             return None
         namespace = self.config.deployment(task.deployment).namespace
         record: dict[str, Any] = {"namespace": namespace}
@@ -84,8 +95,18 @@ class RunSources:
             section, record["working_memory"] = working.render(
                 agent.working_memory, self.store.working_memory(key)
             )
+        observed = None
+        if agent.observations is not None:
+            observed, record["observations"] = observer.shown(
+                self.store.observations(task.conversation_id)
+            )
         return prompt.Memory(
-            blocks=text, notes=notes, record=record, recall=recall, working=section
+            blocks=text,
+            notes=notes,
+            record=record,
+            recall=recall,
+            working=section,
+            observations=observed,
         )
 
     # -- at the run's start: tools bound to the run -------------------------------------------
@@ -113,6 +134,8 @@ class RunSources:
                     authorize=authorize,
                 )
             )
+        if agent.observations is not None and agent.observations.tool:
+            extra.append(observer.search_tool(self.store, self.embedder, task.conversation_id))
         if not (agent.memory or agent.notes):
             return extra
         port = StoreMemory(
@@ -132,27 +155,55 @@ class RunSources:
     # -- after the settle: background jobs ------------------------------------------------------
 
     def settled(self, agent: AgentConfig | None, task: Task) -> None:
-        """Ask for the conversation's new messages to be embedded (agents with recall)."""
-        if agent is None or agent.recall is None:
+        """Ask for the conversation's new messages to be embedded and observed (agents with
+        recall or observations), off the hot path."""
+        if agent is None or (agent.recall is None and agent.observations is None):
             return
         if self.jobs is None:
-            self.embed(task.conversation_id)
+            self.memorize(task.conversation_id)
             return
         try:
-            self.jobs("fleet.embed", task.conversation_id)
+            self.jobs("fleet.memorize", task.conversation_id)
         except Exception:  # a hint: the next settle of the conversation catches up
-            log.warning("could not ask for embeddings of %s", task.conversation_id, exc_info=True)
+            log.warning("could not ask to memorize %s", task.conversation_id, exc_info=True)
 
-    def embed(self, conversation_id: uuid.UUID) -> int:
-        """Embed the conversation's messages that have none yet (the ``fleet.embed`` job)."""
+    def memorize(self, conversation_id: uuid.UUID) -> dict[str, int]:
+        """The ``fleet.memorize`` job: embed the conversation's new messages (recall) and
+        observe what its history outgrew (observations)."""
         conv = self.store.conversation_ref(conversation_id)
-        if conv is None:
-            return 0
-        dep = self.config.deployments.get(conv[0])
-        namespace = dep.namespace if dep is not None else "default"
-        return indexer.embed_pending(
-            self.store, self.embedder, conversation_id, namespace=namespace, now=self.clock()
-        )
+        dep = self.config.deployments.get(conv[0]) if conv is not None else None
+        agent = self.config.agents.get(dep.agent) if dep is not None else None
+        done = {"embedded": 0, "observer_calls": 0}
+        if dep is None or agent is None:
+            return done
+        if agent.recall is not None:
+            done["embedded"] = indexer.embed_pending(
+                self.store,
+                self.embedder,
+                conversation_id,
+                namespace=dep.namespace,
+                now=self.clock(),
+            )
+        if agent.observations is not None:
+            done["observer_calls"] = observer.observe(
+                self.store,
+                self.observer_model(agent),
+                agent.observations,
+                conversation_id,
+                keep_recent=agent.history.max_items,
+                tok=tokens.tokenizer(),
+                clock=self.clock,
+            )
+        return done
+
+    def observer_model(self, agent: AgentConfig) -> Model:
+        """The observer's model (the agent's own unless ``[observations] model`` names one)."""
+        assert agent.observations is not None
+        cfg = agent.observations.model or agent.model
+        key = f"{agent.name}:observer"
+        if key not in self._models:
+            self._models[key] = model_adapters.build(cfg, self.settings)
+        return self._models[key]
 
     @property
     def embedder(self) -> embeddings.Embedder:

@@ -57,12 +57,13 @@ def drain(conversation_id: str) -> int:
 
 
 @app.task(  # type: ignore[untyped-decorator]
-    name="fleet.embed",
+    name="fleet.memorize",
     ignore_result=True,
     autoretry_for=(Exception,),
     retry_backoff=True,
     max_retries=5,
 )
-def embed(conversation_id: str) -> int:
-    """Embed a conversation's new messages for recall (off the hot path, retried)."""
-    return runtime().dispatcher.sources.embed(uuid.UUID(conversation_id))
+def memorize(conversation_id: str) -> dict[str, int]:
+    """Embed a conversation's new messages and observe its older history (recall,
+    observations): off the hot path, retried."""
+    return runtime().dispatcher.sources.memorize(uuid.UUID(conversation_id))

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
 
 from fleet.store import schema as s
 from fleet.store.base import StoreBase
@@ -280,3 +281,121 @@ class RecallStore(StoreBase):
                 insert(ops).values(receipt=receipt, key=key, version=version + 1, created_at=now)
             )
         return version + 1
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationRow:
+    """An observation (level 0) or a reflection (level 1) over a range of messages."""
+
+    level: int
+    from_message_id: int
+    to_message_id: int
+    text: str
+    model: str
+    tokens: int
+
+
+class ObservationStore(StoreBase):
+    def observations(self, conversation_id: uuid.UUID) -> list[ObservationRow]:
+        """The conversation's observations and reflections (current generation), oldest first."""
+        o = s.observations
+        with self.read() as conn:
+            found = conn.execute(
+                select(
+                    o.c.level,
+                    o.c.from_message_id,
+                    o.c.to_message_id,
+                    o.c.text,
+                    o.c.model,
+                    o.c.tokens,
+                )
+                .join(c, and_(c.c.id == o.c.conversation_id, c.c.generation == o.c.generation))
+                .where(o.c.conversation_id == conversation_id)
+                .order_by(o.c.from_message_id, o.c.level)
+            ).all()
+        return [ObservationRow(*r) for r in found]
+
+    def observation_at(
+        self, conversation_id: uuid.UUID, generation: int, level: int, span: tuple[int, int]
+    ) -> ObservationRow | None:
+        """The observation journaled for exactly this range, if one was made."""
+        o = s.observations
+        with self.read() as conn:
+            r = conn.execute(
+                select(
+                    o.c.level,
+                    o.c.from_message_id,
+                    o.c.to_message_id,
+                    o.c.text,
+                    o.c.model,
+                    o.c.tokens,
+                ).where(
+                    o.c.conversation_id == conversation_id,
+                    o.c.generation == generation,
+                    o.c.level == level,
+                    o.c.from_message_id == span[0],
+                    o.c.to_message_id == span[1],
+                )
+            ).first()
+        return None if r is None else ObservationRow(*r)
+
+    def save_observation(
+        self,
+        conversation_id: uuid.UUID,
+        generation: int,
+        row: ObservationRow,
+        now: datetime,
+    ) -> ObservationRow:
+        """Journal an observation; if the range was observed meanwhile, keep (and return)
+        the first one, so a range always reads the same text."""
+        o = s.observations
+        span = (row.from_message_id, row.to_message_id)
+        try:
+            with self.tx() as conn:
+                conn.execute(
+                    insert(o).values(
+                        conversation_id=conversation_id,
+                        generation=generation,
+                        level=row.level,
+                        from_message_id=span[0],
+                        to_message_id=span[1],
+                        text=self.redactor.text(row.text),
+                        model=row.model,
+                        tokens=row.tokens,
+                        created_at=now,
+                    )
+                )
+        except IntegrityError:
+            pass
+        found = self.observation_at(conversation_id, generation, row.level, span)
+        assert found is not None
+        return found
+
+    def unobserved(
+        self, conversation_id: uuid.UUID, *, after_id: int, keep_recent: int, limit: int = 500
+    ) -> tuple[int, list[tuple[int, str, str]]]:
+        """The conversation's generation and its messages after ``after_id`` that are older
+        than its newest ``keep_recent`` (those stay in the recent window), oldest first."""
+        with self.read() as conn:
+            generation = conn.execute(
+                select(c.c.generation).where(c.c.id == conversation_id)
+            ).scalar_one()
+            recent = (
+                select(m.c.id)
+                .where(m.c.conversation_id == conversation_id, m.c.generation == generation)
+                .order_by(m.c.id.desc())
+                .limit(keep_recent)
+                .subquery()
+            )
+            found = conn.execute(
+                select(m.c.id, m.c.role, m.c.content)
+                .where(
+                    m.c.conversation_id == conversation_id,
+                    m.c.generation == generation,
+                    m.c.id > after_id,
+                    m.c.id.not_in(select(recent.c.id)),
+                )
+                .order_by(m.c.id)
+                .limit(limit)
+            ).all()
+        return int(generation), [(r[0], r[1], r[2]) for r in found]
