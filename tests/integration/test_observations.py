@@ -4,6 +4,7 @@ reflections condense observations; runs see them ahead of their recent window.""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -120,7 +121,7 @@ def test_reflections_condense_observations_once(rt: Runtime) -> None:
     assert text is not None
     covered = [(r["from_message_id"], r["to_message_id"]) for r in record]
     # a reflection stands in for the observations it covers: no range is shown twice
-    for (a, b), (c, d) in zip(covered, covered[1:], strict=False):
+    for (a, b), (c, d) in itertools.pairwise(covered):
         assert b < c or (a, b) == (c, d)
     calls = model.calls
     assert rt.dispatcher.sources.memorize(conv)["observer_calls"] == 0

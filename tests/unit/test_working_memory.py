@@ -106,7 +106,7 @@ def test_a_template_is_replaced_whole(store: Store) -> None:
 
 def test_render_shows_the_json_and_how_to_update(store: Store) -> None:
     cfg = WorkingMemoryConfig(schema=SCHEMA)
-    section, record = working.render(cfg, ({"name": "Ada"}, 3))
+    section, _ = working.render(cfg, ({"name": "Ada"}, 3))
     assert section.startswith("## Working memory (version 3; keep it current with")
     assert json.loads(section.split("\n", 1)[1]) == {"name": "Ada"}
     ro, _ = working.render(WorkingMemoryConfig(read_only=True), None)
