@@ -9,6 +9,7 @@ shown, and how many messages were not embedded yet (not recallable yet).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Set
 from dataclasses import dataclass
@@ -21,7 +22,9 @@ from fleet.constants import PREVIEW_CHARS
 from fleet.domain import recall as rules
 from fleet.domain.values import Task
 from fleet.recall.embeddings import Embedder, from_bytes
-from fleet.store.recall import RecallStore
+from fleet.store.recall import Candidate, RecallStore
+
+_pool_lock = threading.Lock()
 
 #: What precedes recalled messages in the prompt.
 RECALL_PREAMBLE = (
@@ -30,6 +33,54 @@ RECALL_PREAMBLE = (
 )
 #: Characters of one recalled message shown (whole messages up to this).
 RECALLED_CHARS = 2_000
+
+
+class Pool:
+    """The vectors of one search scope (a conversation, or a resource), kept in memory and
+    topped up with only what was embedded since: a search reads its new rows, not all."""
+
+    def __init__(self) -> None:
+        self.candidates: list[Candidate] = []
+        self.matrix = np.zeros((0, 0), dtype=np.float32)
+        self.newest = 0
+        self.loaded_at = 0.0
+
+    def refresh(self, fresh: list[Candidate], limit: int) -> None:
+        if not fresh:
+            return
+        kept = [*reversed(fresh), *self.candidates][:limit]  # newest first
+        rows = [from_bytes(x.vector) for x in reversed(fresh)]
+        matrix = (
+            np.stack(rows) if not len(self.matrix) else np.vstack([np.stack(rows), self.matrix])
+        )
+        self.candidates, self.matrix = kept, matrix[:limit]
+        self.newest = max(self.newest, fresh[0].message_id)
+
+
+class Pools:
+    """Pools by search scope, each rebuilt from scratch after ``TTL_S`` (messages deleted or
+    reset meanwhile leave it then; until then a recalled message is checked to still exist)."""
+
+    TTL_S = 60.0
+    MAX = 256
+
+    def __init__(self) -> None:
+        self._pools: dict[tuple[Any, ...], Pool] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...]) -> Pool:
+        with self._lock:
+            pool = self._pools.get(key)
+            if pool is None or time.monotonic() - pool.loaded_at > self.TTL_S:
+                if len(self._pools) >= self.MAX:
+                    self._pools.pop(next(iter(self._pools)))
+                pool = self._pools[key] = Pool()
+                pool.loaded_at = time.monotonic()
+            return pool
+
+
+#: This process's pools (a worker serves many conversations).
+POOLS = Pools()
 
 
 @dataclass(frozen=True)
@@ -67,29 +118,37 @@ def recall(
     by_resource = cfg.scope == "resource" and task.resource_id is not None
     if cfg.scope == "resource" and task.resource_id is None:
         record["note"] = "the task has no resourceId: searched its own conversation"
-    found = store.candidates(
-        model=embedder.name,
-        limit=cfg.max_candidates,
-        conversation_id=None if by_resource else task.conversation_id,
-        scope=task.scope,
-        namespace=namespace,
-        resource_id=task.resource_id,
+    where: dict[str, Any] = (
+        {"scope": task.scope, "namespace": namespace, "resource_id": task.resource_id}
+        if by_resource
+        else {"conversation_id": task.conversation_id}
     )
-    pool = [
-        x
-        for x in found
+    cached = POOLS.get((embedder.name, cfg.max_candidates, *sorted(where.items())))
+    with _pool_lock:
+        fresh = store.candidates(
+            model=embedder.name, limit=cfg.max_candidates, after_id=cached.newest, **where
+        )
+        cached.refresh(fresh, cfg.max_candidates)
+        candidates, vectors = cached.candidates, cached.matrix
+    keep = [
+        i
+        for i, x in enumerate(candidates)
         if x.message_id not in already
-        and rules.matches(
-            {"role": x.role, "created_at": x.created_at, "labels": x.labels}, cfg.filter
+        and (
+            not cfg.filter
+            or rules.matches(
+                {"role": x.role, "created_at": x.created_at, "labels": x.labels}, cfg.filter
+            )
         )
     ]
+    pool = [candidates[i] for i in keep]
     record["searched"] = len(pool)
     record["not_embedded_yet"] = store.pending_embeddings(task.conversation_id)
     if not pool or not query.strip():
         record["ms"] = round((time.perf_counter() - t0) * 1000, 3)
         record["hits"] = []
         return Recall(None, record)
-    matrix = np.stack([from_bytes(x.vector) for x in pool])
+    matrix = vectors if len(keep) == len(candidates) else vectors[keep]
     q = embedder.embed([query])[0]
     scored = rules.best(q, matrix, top_k=cfg.top_k, threshold=cfg.threshold)
     hits = [(pool[i].message_id, score) for i, score in scored]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy import and_, func, insert, literal, select, union_all, update
 from sqlalchemy.exc import IntegrityError
 
 from fleet.store import schema as s
@@ -135,9 +135,11 @@ class RecallStore(StoreBase):
         scope: str | None = None,
         namespace: str | None = None,
         resource_id: str | None = None,
+        after_id: int = 0,
     ) -> list[Candidate]:
         """The newest ``limit`` embedded messages of a conversation, or of every conversation
-        of a resource within one scope and namespace (current generations only)."""
+        of a resource within one scope and namespace (current generations only), newer than
+        ``after_id``."""
         query = (
             select(
                 e.c.message_id,
@@ -149,7 +151,7 @@ class RecallStore(StoreBase):
             )
             .join(m, m.c.id == e.c.message_id)
             .join(c, and_(c.c.id == e.c.conversation_id, c.c.generation == e.c.generation))
-            .where(e.c.model == model)
+            .where(e.c.model == model, e.c.message_id > after_id)
             .order_by(e.c.message_id.desc())
             .limit(limit)
         )
@@ -163,49 +165,51 @@ class RecallStore(StoreBase):
             found = conn.execute(query).all()
         return [Candidate(r[0], r[1], r[2], dict(r[3] or {}), r[4], bytes(r[5])) for r in found]
 
-    def pending_embeddings(self, conversation_id: uuid.UUID, *, limit: int = 1000) -> int:
-        """How many of the conversation's messages are not embedded yet (counted up to
-        ``limit``): not recallable yet."""
-        inner = (
-            select(m.c.id)
-            .join(c, c.c.id == m.c.conversation_id)
-            .outerjoin(e, e.c.message_id == m.c.id)
-            .where(
-                m.c.conversation_id == conversation_id,
-                m.c.generation == c.c.generation,
-                e.c.message_id.is_(None),
-            )
-            .limit(limit)
-            .subquery()
+    def pending_embeddings(self, conversation_id: uuid.UUID) -> int:
+        """How many of the conversation's messages came after its newest embedded one: not
+        recallable yet."""
+        newest = (
+            select(func.coalesce(func.max(e.c.message_id), 0))
+            .where(e.c.conversation_id == conversation_id)
+            .scalar_subquery()
         )
         with self.read() as conn:
-            return int(conn.execute(select(func.count()).select_from(inner)).scalar_one())
+            return int(
+                conn.execute(
+                    select(func.count())
+                    .select_from(m)
+                    .join(c, and_(c.c.id == m.c.conversation_id, c.c.generation == m.c.generation))
+                    .where(m.c.conversation_id == conversation_id, m.c.id > newest)
+                ).scalar_one()
+            )
 
     def neighbours(self, hits: Sequence[int], around: int) -> dict[int, list[int]]:
         """For each message id, up to ``around`` messages before and after it in its
-        conversation (same generation)."""
+        conversation (same generation): one statement for all hits."""
         if around <= 0 or not hits:
             return {h: [] for h in hits}
-        out: dict[int, list[int]] = {}
-        with self.read() as conn:
-            where = {
-                r.id: (r.conversation_id, r.generation)
-                for r in conn.execute(
-                    select(m.c.id, m.c.conversation_id, m.c.generation).where(m.c.id.in_(hits))
+        h = m.alias("h")
+        parts = []
+        for hit in hits:
+            same = and_(
+                h.c.id == hit,
+                m.c.conversation_id == h.c.conversation_id,
+                m.c.generation == h.c.generation,
+            )
+            for side, order in ((m.c.id < hit, m.c.id.desc()), (m.c.id > hit, m.c.id)):
+                parts.append(
+                    select(literal(hit).label("hit"), m.c.id)
+                    .select_from(m.join(h, same))
+                    .where(side)
+                    .order_by(order)
+                    .limit(around)
+                    .subquery()
+                    .select()
                 )
-            }
-            for hit in hits:
-                if hit not in where:
-                    continue
-                conv, gen = where[hit]
-                same = and_(m.c.conversation_id == conv, m.c.generation == gen)
-                before = conn.execute(
-                    select(m.c.id).where(same, m.c.id < hit).order_by(m.c.id.desc()).limit(around)
-                ).scalars()
-                after = conn.execute(
-                    select(m.c.id).where(same, m.c.id > hit).order_by(m.c.id).limit(around)
-                ).scalars()
-                out[hit] = [*before, *after]
+        out: dict[int, list[int]] = {hit: [] for hit in hits}
+        with self.read() as conn:
+            for hit, mid in conn.execute(union_all(*parts)):
+                out[int(hit)].append(int(mid))
         return out
 
     def recalled(self, ids: Sequence[int]) -> list[Recalled]:
@@ -223,7 +227,7 @@ class RecallStore(StoreBase):
                     m.c.content,
                     m.c.created_at,
                 )
-                .join(c, c.c.id == m.c.conversation_id)
+                .join(c, and_(c.c.id == m.c.conversation_id, c.c.generation == m.c.generation))
                 .where(m.c.id.in_(list(ids)))
             ).all()
         by_id = {r[0]: Recalled(r[0], r[1], f"{r[2]}:{r[3]}", r[4], r[5], r[6]) for r in found}
