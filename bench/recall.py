@@ -30,11 +30,44 @@ from fleet.recall import embeddings, indexer, search
 from fleet.store import Store, db, migrate, pg
 
 SIZES = (1_000, 10_000)
-WORDS = (
-    "order parcel refund invoice delivery address payment card account password shipping "
-    "warranty return exchange discount coupon subscription plan upgrade cancel support ticket "
-    "manager weekend morning evening city train flight hotel dinner coffee tea dog cat garden"
-).split()
+WORDS = [
+    "order",
+    "parcel",
+    "refund",
+    "invoice",
+    "delivery",
+    "address",
+    "payment",
+    "card",
+    "account",
+    "password",
+    "shipping",
+    "warranty",
+    "return",
+    "exchange",
+    "discount",
+    "coupon",
+    "subscription",
+    "plan",
+    "upgrade",
+    "cancel",
+    "support",
+    "ticket",
+    "manager",
+    "weekend",
+    "morning",
+    "evening",
+    "city",
+    "train",
+    "flight",
+    "hotel",
+    "dinner",
+    "coffee",
+    "tea",
+    "dog",
+    "cat",
+    "garden",
+]
 
 
 def now() -> datetime:
