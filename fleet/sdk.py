@@ -105,8 +105,9 @@ def _reply(view: View, timeout: float | None) -> str:
     if info.status in FAILED:
         raise TaskFailed(info)
     if not info.status.terminal:
+        waited = "" if timeout is None else f" after {timeout:g}s"
         raise TimeoutError(
-            f"task {info.id} is still {info.status.value} after {timeout:g}s; it goes on: "
+            f"task {info.id} is still {info.status.value}{waited}; it goes on: "
             "wait again, or cancel it"
         )
     return info.reply or ""
@@ -191,8 +192,8 @@ class Conversation:
 
     @property
     def key(self) -> str | None:
-        """The conversation's scoped key (``api:ticket-4711``); None until a keyless
-        conversation's first submission."""
+        """The conversation's scoped key (``api:ticket-4711``) once a submission answered (the
+        key as given before that; None for a keyless conversation not yet started)."""
         return self._key
 
     def __repr__(self) -> str:

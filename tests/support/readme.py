@@ -21,7 +21,8 @@ def sdk_example() -> tuple[str, str]:
 
 
 def run_sdk_example(tmp: Path, **env: str) -> str:
-    """Run the example in ``tmp`` with the repository's config/ and ``env``; its stdout."""
+    """Run the example in ``tmp`` with the repository's config/ and ``env``; its output (it must
+    log nothing: warnings go to stderr)."""
     code, _ = sdk_example()
     script = tmp / "example.py"
     script.write_text(code)
@@ -41,4 +42,5 @@ def run_sdk_example(tmp: Path, **env: str) -> str:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr == "", done.stderr[-3000:]  # nothing logged: no retry, no lock timeout
     return done.stdout

@@ -243,3 +243,37 @@ def test_stop_ends_the_drain_threads(tmp_path: Path) -> None:
     names = {t.name for t in threading.enumerate()}
     assert not {n for n in names if n.startswith("fleet-drain-") or n == "fleet-embedded"}
     rt.close()
+
+
+def test_serve_concurrency_is_refused_in_a_fleet_and_out_of_range(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fleet.cli import main
+
+    monkeypatch.setenv("FLEET_REDIS_URL", "redis://127.0.0.1:1/0")
+    assert main(["serve", "--concurrency", "2"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == "fleet: --concurrency is for embedded mode; in a fleet, `fleet worker --concurrency`\n"
+    )
+    monkeypatch.delenv("FLEET_REDIS_URL")
+    assert main(["serve", "--concurrency", "0"]) == 2
+    assert "--concurrency" in capsys.readouterr().err
+
+
+def test_the_pool_size_comes_from_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLEET_EMBEDDED_CONCURRENCY", "3")
+    rt = build(Settings(home=tmp_path / "home", config_dir=write_config(tmp_path / "config")))
+    assert rt.local_waker is not None
+    assert EmbeddedLoop(rt.dispatcher, rt.local_waker).concurrency == 3
+    assert Settings().embedded_concurrency == 3
+    monkeypatch.setenv("FLEET_EMBEDDED_CONCURRENCY", "0")
+    from fleet.config import load_settings
+    from fleet.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="FLEET_EMBEDDED_CONCURRENCY"):
+        load_settings()
+    rt.close()
