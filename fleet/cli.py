@@ -131,6 +131,10 @@ def run(
             "(instead of the deployment's queue mode).",
         ),
     ] = None,
+    resource: Annotated[
+        str | None,
+        typer.Option("--resource", help="Who the task is about across conversations (recall)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the task record as JSON.")] = False,
     no_wait: Annotated[
         bool, typer.Option("--no-wait", help="Print the task and exit; do not wait for it.")
@@ -153,6 +157,7 @@ def run(
             labels=labels,
             idempotency_key=idempotency_key,
             delivery=delivery,
+            resource=resource,
         )
         if admitted.get("deliveredTo") == "run" and not as_json:
             err.print(

@@ -124,6 +124,7 @@ class FleetClient:
         labels: dict[str, str] | None = None,
         idempotency_key: str | None = None,
         delivery: str | None = None,
+        resource_id: str | None = None,
     ) -> dict[str, Any]:
         """SubmitTask: the admitted task (with ``mergedInto``, ``duplicate``, ``deliveredTo``)."""
         body: dict[str, Any] = {"deployment": deployment, "input": input}
@@ -135,6 +136,8 @@ class FleetClient:
             body["idempotencyKey"] = idempotency_key
         if delivery is not None:
             body["delivery"] = delivery
+        if resource_id is not None:
+            body["resourceId"] = resource_id
         result: dict[str, Any] = self._call("POST", "/v1/tasks", json=body)
         return result
 
