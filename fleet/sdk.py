@@ -184,9 +184,14 @@ class Conversation:
     later, from this process or another.
     """
 
-    def __init__(self, backend: Backend, deployment: str, key: str | None) -> None:
+    def __init__(
+        self, backend: Backend, deployment: str, key: str | None, resource: str | None = None
+    ) -> None:
         self._backend = backend
         self.deployment = deployment
+        #: Who the conversation is about (``resourceId``): recall and working memory with
+        #: ``scope = "resource"`` reach that resource's other conversations.
+        self.resource = resource
         self._key = key or None
         self._first = threading.Lock()
 
@@ -197,7 +202,7 @@ class Conversation:
         return self._key
 
     def __repr__(self) -> str:
-        return f"Conversation({self.deployment!r}, key={self._key!r})"
+        return f"Conversation({self.deployment!r}, key={self._key!r}, resource={self.resource!r})"
 
     def submit(
         self,
@@ -222,6 +227,7 @@ class Conversation:
                 labels=labels,
                 idempotency_key=idempotency_key,
                 delivery=delivery,
+                resource=self.resource,
             )
             self._key = view["conversation"]
             return view
@@ -349,12 +355,14 @@ class Fleet:
         """``embedded``, ``fleet`` or ``server``."""
         return self._backend.mode
 
-    def conversation(self, deployment: str, key: str | None = None) -> Conversation:
+    def conversation(
+        self, deployment: str, key: str | None = None, *, resource: str | None = None
+    ) -> Conversation:
         """The conversation ``key`` of ``deployment`` (created by its first run); no key: a new
-        one on the first run."""
+        one on the first run. ``resource`` names who its submissions are about."""
         self._open()
         self._backend.check_deployment(deployment)
-        return Conversation(self._backend, deployment, key)
+        return Conversation(self._backend, deployment, key, resource)
 
     def task(self, task_id: str) -> TaskHandle:
         """A handle on a task submitted earlier (by id)."""

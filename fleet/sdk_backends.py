@@ -60,6 +60,7 @@ class Backend(Protocol):
         labels: dict[str, str] | None,
         idempotency_key: str | None,
         delivery: str | None,
+        resource: str | None,
     ) -> View: ...
 
     def get(self, task_id: str) -> View: ...
@@ -139,6 +140,7 @@ class StoreBackend:
         labels: dict[str, str] | None,
         idempotency_key: str | None,
         delivery: str | None,
+        resource: str | None,
     ) -> View:
         from fleet.views import admission_json
 
@@ -149,6 +151,7 @@ class StoreBackend:
             labels=labels,
             idempotency_key=idempotency_key,
             delivery=delivery,
+            resource_id=resource,
         )
         return admission_json(admitted)
 
@@ -248,6 +251,7 @@ class ServerBackend:
         labels: dict[str, str] | None,
         idempotency_key: str | None,
         delivery: str | None,
+        resource: str | None,
     ) -> View:
         with self._mapped():
             return self.client.submit(
@@ -257,6 +261,7 @@ class ServerBackend:
                 labels=labels,
                 idempotency_key=idempotency_key,
                 delivery=delivery,
+                resource_id=resource,
             )
 
     def get(self, task_id: str) -> View:

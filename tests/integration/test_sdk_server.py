@@ -104,6 +104,8 @@ def test_server_mode_raises_the_errors_the_store_would(server: str) -> None:
             sdk.conversation("chat", key="k").run("x", delivery="loud")
         with pytest.raises(Forbidden, match="scope"):
             sdk.conversation("chat", key="webhook:gh:k").run("x")
+        with pytest.raises(InputError, match="resource"):
+            sdk.conversation("chat", resource="a\x00b").run("x")
         with pytest.raises(TaskFailed) as caught:
             sdk.conversation("tooly", key="loop").run("/loop current_time {}")
         assert caught.value.task.status == TaskStatus.FAILED

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,6 +125,18 @@ def test_submit_returns_a_handle_to_wait_on_and_read(sdk: Fleet) -> None:
         ("assistant", "echo: hi [history: 0]"),
     ]
     assert sdk.task(handle.id).wait(1) == "echo: hi [history: 0]"
+
+
+def test_a_conversations_resource_goes_with_each_submission(sdk: Fleet) -> None:
+    from fleet.sdk_backends import StoreBackend
+
+    conv = sdk.conversation("chat", key="r", resource="user-42")
+    handle = conv.submit("hi")
+    assert "resource='user-42'" in repr(conv)
+    backend = sdk._backend
+    assert isinstance(backend, StoreBackend)
+    assert backend.rt.store.get_task(uuid.UUID(handle.id)).resource_id == "user-42"
+    handle.wait(30)
 
 
 def test_an_idempotency_key_returns_the_first_task(sdk: Fleet) -> None:
@@ -254,6 +267,7 @@ def test_a_singleton_has_one_conversation(sdk: Fleet) -> None:
         (lambda f: f.conversation("chat", key="k").run("x", delivery="loud"), InputError, "loud"),
         (lambda f: f.conversation("chat", key="webhook:gh:k").run("x"), Forbidden, "scope"),
         (lambda f: f.task("not-an-id"), InputError, "not a UUID"),
+        (lambda f: f.conversation("chat", resource="a\x00b").run("x"), InputError, "resource"),
         (lambda f: f.conversation("chat", key="k").run("x", labels={"": "v"}), InputError, "label"),
     ],
 )
