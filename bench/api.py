@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -110,6 +111,8 @@ def load_wrk(url: str, clients: int, seconds: float, tmp: Path) -> dict[str, flo
     argv = ["wrk", "-t2", f"-c{clients}", f"-d{seconds:g}s", "--latency", "-s", str(script)]
     out = subprocess.run([*argv, f"{url}/v1/tasks"], capture_output=True, text=True, check=True)
     found = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out.stdout, re.M))
+    if "99" not in found:  # no request finished (a warm-up against a cold server can do that)
+        raise SystemExit(f"wrk got no answers from {url}:\n{out.stdout}")
     total = int(re.search(r"(\d+) requests in", out.stdout).group(1))  # type: ignore[union-attr]
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out.stdout)
     errors = re.search(r"Socket errors: (.*)$", out.stdout, re.M)
@@ -160,7 +163,8 @@ async def _load_httpx(url: str, clients: int, seconds: float) -> dict[str, float
 def load(url: str, clients: int, seconds: float, tmp: Path, tool: str) -> dict[str, float]:
     # a short warm-up: connections, pools, first-request imports
     if tool == "wrk":
-        load_wrk(url, clients, 1, tmp)
+        with contextlib.suppress(SystemExit):
+            load_wrk(url, clients, 2, tmp)
         return load_wrk(url, clients, seconds, tmp)
     asyncio.run(_load_httpx(url, clients, 1))
     return asyncio.run(_load_httpx(url, clients, seconds))

@@ -131,6 +131,10 @@ def run(
             "(instead of the deployment's queue mode).",
         ),
     ] = None,
+    resource: Annotated[
+        str | None,
+        typer.Option("--resource", help="Who the task is about across conversations (recall)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the task record as JSON.")] = False,
     no_wait: Annotated[
         bool, typer.Option("--no-wait", help="Print the task and exit; do not wait for it.")
@@ -153,6 +157,7 @@ def run(
             labels=labels,
             idempotency_key=idempotency_key,
             delivery=delivery,
+            resource=resource,
         )
         if admitted.get("deliveredTo") == "run" and not as_json:
             err.print(
@@ -362,9 +367,25 @@ def serve(
     port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8080,
     workers: Annotated[int, typer.Option("--workers", min=1, help="uvicorn processes.")] = 1,
     loglevel: Annotated[str, typer.Option("--loglevel")] = "info",
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency",
+            min=1,
+            max=32,
+            help="Embedded mode: conversations run at once (FLEET_EMBEDDED_CONCURRENCY, 4).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the HTTP API (SubmitTask, triggers, A2A, /healthz, /readyz, /metrics)."""
     import uvicorn
+
+    if concurrency is not None:
+        from fleet.config import load_settings
+
+        if not load_settings().embedded:
+            fail("--concurrency is for embedded mode; in a fleet, `fleet worker --concurrency`")
+        os.environ["FLEET_EMBEDDED_CONCURRENCY"] = str(concurrency)  # read by the app's runtime
 
     if workers > 1:  # /metrics then sums every uvicorn process (Prometheus multiprocess mode)
         from fleet.dispatch import worker_metrics

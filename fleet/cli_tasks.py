@@ -44,6 +44,7 @@ class Tasks(Protocol):
         labels: dict[str, str],
         idempotency_key: str | None,
         delivery: str | None = None,
+        resource: str | None = None,
     ) -> View: ...
 
     def wait(self, task_id: str, timeout: float, status: Console) -> View: ...
@@ -81,6 +82,7 @@ class LocalTasks:
         labels: dict[str, str],
         idempotency_key: str | None,
         delivery: str | None = None,
+        resource: str | None = None,
     ) -> View:
         from fleet.views import admission_json
 
@@ -91,6 +93,7 @@ class LocalTasks:
             labels=labels,
             idempotency_key=idempotency_key,
             delivery=delivery,
+            resource_id=resource,
         )
         return admission_json(adm)
 
@@ -160,6 +163,7 @@ class RemoteTasks:
         labels: dict[str, str],
         idempotency_key: str | None,
         delivery: str | None = None,
+        resource: str | None = None,
     ) -> View:
         view: View = self.client.submit(
             deployment,
@@ -168,6 +172,7 @@ class RemoteTasks:
             labels=labels,
             idempotency_key=idempotency_key,
             delivery=delivery,
+            resource_id=resource,
         )
         return view
 

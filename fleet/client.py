@@ -58,6 +58,7 @@ class FleetClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._headers = headers
         self.base_url = base_url.rstrip("/")
         #: The URL as messages show it (a password in it masked).
         self.shown_url = url_without_password(self.base_url)
@@ -93,9 +94,17 @@ class FleetClient:
         try:
             response = self._http.request(method, path, timeout=timeout, **kw)
         except httpx.HTTPError as exc:
-            why = str(exc) or type(exc).__name__
-            why = why.replace(self.base_url, self.shown_url)
-            raise Unavailable(f"cannot reach {self.shown_url}: {why}") from None
+            raise self._unreachable(exc) from None
+        return self._answer(response, path)
+
+    def _unreachable(self, exc: httpx.HTTPError) -> Unavailable:
+        why = str(exc) or type(exc).__name__
+        return Unavailable(
+            f"cannot reach {self.shown_url}: {why.replace(self.base_url, self.shown_url)}"
+        )
+
+    def _answer(self, response: httpx.Response, path: str) -> Any:
+        """The answer's JSON, or the error it stands for (4xx ApiError, 5xx Unavailable)."""
         if response.status_code >= 500:
             raise Unavailable(_problem(response)[0])
         if response.status_code >= 400:
@@ -115,6 +124,7 @@ class FleetClient:
         labels: dict[str, str] | None = None,
         idempotency_key: str | None = None,
         delivery: str | None = None,
+        resource_id: str | None = None,
     ) -> dict[str, Any]:
         """SubmitTask: the admitted task (with ``mergedInto``, ``duplicate``, ``deliveredTo``)."""
         body: dict[str, Any] = {"deployment": deployment, "input": input}
@@ -126,6 +136,8 @@ class FleetClient:
             body["idempotencyKey"] = idempotency_key
         if delivery is not None:
             body["delivery"] = delivery
+        if resource_id is not None:
+            body["resourceId"] = resource_id
         result: dict[str, Any] = self._call("POST", "/v1/tasks", json=body)
         return result
 
@@ -145,6 +157,25 @@ class FleetClient:
             task = self.get_task(task_id, wait=max(0.0, deadline - time.monotonic()))
             if TaskStatus(task["status"]).terminal or time.monotonic() >= deadline:
                 return task
+
+    async def wait_async(self, task_id: str, timeout: float) -> dict[str, Any]:
+        """``wait`` without blocking an event loop (long-polls on an async connection)."""
+        deadline = time.monotonic() + timeout
+        path = f"/v1/tasks/{task_id}"
+        async with httpx.AsyncClient(base_url=self.base_url, headers=self._headers) as http:
+            while True:
+                wait = min(max(0.0, deadline - time.monotonic()), MAX_WAIT_S)
+                try:
+                    response = await http.get(
+                        path,
+                        params={"wait": f"{wait:g}"} if wait else None,
+                        timeout=TIMEOUT_S + wait,
+                    )
+                except httpx.HTTPError as exc:
+                    raise self._unreachable(exc) from None
+                task: dict[str, Any] = self._answer(response, path)
+                if TaskStatus(task["status"]).terminal or time.monotonic() >= deadline:
+                    return task
 
     def list_tasks(
         self,

@@ -110,6 +110,10 @@ def context_json(frozen: dict[str, Any], *, messages: bool = False) -> dict[str,
         "dropped": [_ref(r) for r in frozen.get("dropped") or ()],
         "olderUnseen": bool(frozen.get("older_unseen", False)),
     }
+    if frozen.get("memory"):
+        out["memory"] = _camel_keys(frozen["memory"])
+    if frozen.get("recall"):
+        out["recall"] = _camel_keys(frozen["recall"])
     if messages:
         out["messages"] = list(frozen.get("messages") or ())
     return out
@@ -162,3 +166,12 @@ def step_json(step: Step) -> dict[str, Any]:
             args = {k: v for k, v in args.items() if k != "_meta"}
         out["tool"] = {"callId": step.call_id, "arguments": args, "result": step.output}
     return out
+
+
+def _camel_keys(value: Any) -> Any:
+    """A provenance record with camelCase keys, as the rest of the API speaks."""
+    if isinstance(value, dict):
+        return {to_camel(str(k)): _camel_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_camel_keys(v) for v in value]
+    return value

@@ -238,6 +238,7 @@ class FleetRequestHandler(RequestHandler):
                 raise InputError(f"the message cannot be read as JSON: {exc}") from None
             labels = rules.labels(request_meta, message_meta)
             delivery = rules.delivery(request_meta, message_meta)
+            resource = rules.resource(request_meta, message_meta)
             wait = rules.wait_seconds(
                 params.configuration.return_immediately, request_meta, message_meta
             )
@@ -262,6 +263,7 @@ class FleetRequestHandler(RequestHandler):
                 idempotency_key=msg.message_id or None,
                 caller=caller.name,
                 delivery=delivery,
+                resource_id=resource,
             )
             task = await self._wait(admission.task, wait)
             history = (

@@ -17,7 +17,8 @@ from fleet.runtime import Runtime, build
 def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> FastAPI:
     """An app over ``runtime`` (built from the environment at start-up when not given).
 
-    In embedded mode (no Redis) the app also runs what it admits, in a background thread;
+    In embedded mode (no Redis) the app also runs what it admits, on a pool of threads
+    (``FLEET_EMBEDDED_CONCURRENCY`` conversations at once, each in order);
     ``run_embedded=False`` leaves admitted tasks queued (API-shape tests).
     """
 

@@ -84,6 +84,12 @@ class SubmitTaskRequest(_Camel):
         default=None,
         description="Repeating a submission with this key (in the caller's scope) creates nothing.",
     )
+    resource_id: str | None = Field(
+        default=None,
+        description="Who or what this is about across conversations (a user id): recall and "
+        "working memory scoped to `resource` reach this resource's other conversations, "
+        "within the caller's scope.",
+    )
     delivery: Literal["followup", "collect", "steer", "interrupt"] | None = Field(
         default=None,
         description="What this submission does if its conversation is busy, instead of the "

@@ -112,6 +112,7 @@ def submit_task(body: SubmitTaskRequest, rt: RuntimeDep, caller: CallerDep) -> J
         idempotency_key=body.idempotency_key,
         caller=None if caller is ANONYMOUS else caller.name,
         delivery=body.delivery,
+        resource_id=body.resource_id,
     )
     return JSONResponse(
         views.admission_json(adm),
@@ -225,7 +226,7 @@ def cancel_task(
     "/v1/tasks/{id}/signal",
     operation_id="SignalTask",
     status_code=202,
-    responses=problem_responses(*_AUTH, 404, 409, 422),
+    responses=problem_responses(*_AUTH, 400, 404, 409, 413, 422),
     summary="Send a message into a running task",
 )
 def signal_task(

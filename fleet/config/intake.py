@@ -181,6 +181,8 @@ class TriggerConfig(_Strict):
     deployment: str
     #: Where the conversation key is; none means a new conversation per delivery.
     conversation_key: FieldRef | None = None
+    #: Where the resource id is (who the delivery is about, e.g. ``/sender/login``).
+    resource: FieldRef | None = None
     #: JSON pointer of the input text; ``""`` sends the whole body as a data part.
     input: str = ""
     #: label name → JSON pointer of its value.

@@ -49,6 +49,8 @@ class Settings(BaseSettings):
     max_attempts: int = Field(default=3, ge=1, le=100)
     #: How long one drain may keep a worker on one conversation before yielding to others.
     drain_budget: Duration = 5.0
+    #: Embedded mode: conversations run at once (threads, each draining one conversation).
+    embedded_concurrency: int = Field(default=4, ge=1, le=32)
     #: Log level of fleet's own loggers.
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     #: ``text``, or ``json``: one JSON object per line with the ids and labels of the run.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import queue
 import socket
 import threading
 import time
@@ -57,26 +58,52 @@ def run_until_done(
 
 
 class EmbeddedLoop:
-    """A background thread that runs woken conversations in this process (embedded ``serve``).
+    """Runs woken conversations in this process on a bounded pool of threads (embedded ``serve``,
+    the SDK): each thread drains one conversation under the local lease, so a conversation's
+    tasks still run one at a time in order while up to ``concurrency`` conversations overlap.
 
     It also sweeps every ``sweep_interval``, so work left by a crashed process or admitted by
     another process on the same SQLite file is started too.
     """
 
-    def __init__(self, dispatcher: Dispatcher, waker: LocalWaker) -> None:
+    def __init__(
+        self, dispatcher: Dispatcher, waker: LocalWaker, concurrency: int | None = None
+    ) -> None:
         self._dispatcher = dispatcher
         self._waker = waker
+        #: Conversations drained at once (``FLEET_EMBEDDED_CONCURRENCY`` unless given).
+        self.concurrency = concurrency or dispatcher.settings.embedded_concurrency
         self._stop = threading.Event()
+        self._lock = threading.Lock()
+        #: Conversations handed to a thread and not finished yet (at most ``concurrency``).
+        self._busy: set[uuid.UUID] = set()
+        #: Woken while busy: woken again when their drain ends (a second thread would only knock).
+        self._again: set[uuid.UUID] = set()
+        self._work: queue.SimpleQueue[uuid.UUID | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="fleet-embedded", daemon=True)
+        self._drainers = [
+            threading.Thread(target=self._drain_loop, name=f"fleet-drain-{i}", daemon=True)
+            for i in range(self.concurrency)
+        ]
 
     def start(self) -> None:
+        for t in self._drainers:
+            t.start()
         self._thread.start()
 
     def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop taking work; each running drain ends after its current run (up to ``timeout_s``)."""
+        deadline = time.monotonic() + timeout_s
         self._stop.set()
         self._dispatcher.stopping.set()
         self._waker.changed.set()
-        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+        for _ in self._drainers:
+            self._work.put(None)
+        for t in self._drainers:
+            if t.is_alive():
+                t.join(max(0.0, deadline - time.monotonic()))
 
     def _run(self) -> None:
         interval = self._dispatcher.settings.sweep_interval
@@ -86,15 +113,46 @@ class EmbeddedLoop:
                 if time.monotonic() >= next_sweep:
                     self._dispatcher.sweep(alive=holder_alive)
                     next_sweep = time.monotonic() + interval
-                conversation = self._waker.pop_due(self._dispatcher.clock())
-                if conversation is not None:
-                    self._dispatcher.drain(conversation)
-                    continue
-            except Exception:  # keep serving; the sweeper retries what failed
-                log.exception("embedded loop: drain failed")
-            self._waker.changed.clear()
-            due = self._waker.next_due()
+                self._hand_out()
+            except Exception:  # keep serving; the next sweep retries
+                log.exception("embedded loop: sweep failed")
+            self._waker.changed.clear()  # (then look again: a wake-up just before it is not lost)
+            if self._stop.is_set():
+                break
             wait = next_sweep - time.monotonic()
-            if due is not None:
+            due = self._waker.next_due()
+            if due is not None and self._free():
                 wait = min(wait, due - time.time())
             self._waker.changed.wait(max(0.0, wait))
+
+    def _free(self) -> bool:
+        with self._lock:
+            return len(self._busy) < self.concurrency
+
+    def _hand_out(self) -> None:
+        """Give due conversations to idle threads while there are any."""
+        while self._free() and not self._stop.is_set():
+            conversation = self._waker.pop_due(self._dispatcher.clock())
+            if conversation is None:
+                return
+            with self._lock:
+                if conversation in self._busy:
+                    self._again.add(conversation)
+                    continue
+                self._busy.add(conversation)
+            self._work.put(conversation)
+
+    def _drain_loop(self) -> None:
+        while (conversation := self._work.get()) is not None:
+            try:
+                self._dispatcher.drain(conversation)
+            except Exception:  # keep serving; the sweeper retries what failed
+                log.exception("embedded loop: drain failed")
+            finally:
+                with self._lock:
+                    self._busy.discard(conversation)
+                    again = conversation in self._again
+                    self._again.discard(conversation)
+                if again:
+                    self._waker.wake(conversation, force=True)
+                self._waker.changed.set()  # a thread is free: the loop may hand out more

@@ -21,11 +21,12 @@ from fleet import logs, metrics, policy
 from fleet.agents import models as model_adapters
 from fleet.agents import prompt, telemetry
 from fleet.agents.runner import RunPorts, run_agent
-from fleet.agents.tools import Tool, ToolContext, ToolLoadError, toolbox
+from fleet.agents.tools import ToolContext, ToolLoadError, toolbox
 from fleet.agents.tools.toolbox import Toolbox, ToolServerError
 from fleet.config import AgentConfig, ConversationsConfig, FleetConfig, Settings
 from fleet.dispatch.journal import StoreJournal
 from fleet.dispatch.lease import Lease, LeaseHandle
+from fleet.dispatch.sources import RunSources
 from fleet.dispatch.waker import Waker
 from fleet.domain import inputs, keys
 from fleet.domain.admission import QUEUE_MODES, QueuePolicy, Submission
@@ -33,9 +34,6 @@ from fleet.domain.labels import merge_labels
 from fleet.domain.runs import Outcome
 from fleet.domain.values import CLAIMABLE, Admission, Task, TaskStatus
 from fleet.errors import Conflict, Forbidden, InputError, LeaseLost, NotFound, QueueFull
-from fleet.memory import render
-from fleet.memory import tools as memory_tools
-from fleet.memory.binding import StoreMemory
 from fleet.store import CancelResult, Chain, Claim, Head, Prepared, Started, Store
 
 log = logging.getLogger(__name__)
@@ -94,6 +92,8 @@ class Dispatcher:
         self.worker = worker or worker_name()
         self._models: dict[str, model_adapters.Model] = {}
         self._toolboxes: dict[str, Toolbox] = {}
+        #: Memory, recall and the jobs that keep them current.
+        self.sources = RunSources(store, config, settings, clock)
         toolbox.importable(config.root)
         #: The authorize policy of config/fleet.toml (or the scope rules alone).
         self.policy = policy.load(config.app.authorize, str(config.root / "fleet.toml"))
@@ -117,6 +117,7 @@ class Dispatcher:
         idempotency_key: str | None = None,
         caller: str | None = None,
         delivery: str | None = None,
+        resource_id: str | None = None,
     ) -> Admission:
         """Admit a submission (one transaction), then send a wake-up hint for its conversation.
 
@@ -157,6 +158,7 @@ class Dispatcher:
             max_input_bytes=agent.max_input_bytes,
             caller_scope=scope,
             caller=caller,
+            resource_id=inputs.resource_id(resource_id),
         )
         try:
             admission = self.store.admit(sub, self.clock())
@@ -320,23 +322,9 @@ class Dispatcher:
             claim.task,
             claim.history,
             more_history=claim.more_history,
-            memory=self._memory(agent, claim.task),
+            memory=self.sources.memory(agent, claim.task),
         )
         return Prepared(context, self._model(agent).name)
-
-    def _memory(self, agent: AgentConfig, task: Task) -> prompt.Memory | None:
-        """What the run's prompt shows of memory: attached blocks, the conversation's notes."""
-        if not agent.memory and not agent.notes:
-            return None
-        namespace = self.config.deployment(task.deployment).namespace
-        found = self.store.blocks_named(namespace, [a.block for a in agent.memory])
-        text, shown = render.blocks_text(agent.memory, found)
-        record: dict[str, Any] = {"namespace": namespace, "blocks": shown}
-        notes = None
-        if agent.notes:
-            listed = self.store.list_notes(task.conversation_id, self.clock())
-            notes, record["notes"] = render.notes_message(listed, agent.notes_bytes)
-        return prompt.Memory(blocks=text, notes=notes, record=record)
 
     def _run(
         self, started: Started, handle: LeaseHandle, deadline: float | None = None
@@ -425,20 +413,7 @@ class Dispatcher:
             authorize("recall")  # the run starts (or resumes) with the conversation's context
         except Forbidden as exc:
             return Outcome(TaskStatus.FAILED, None, exc.message, {})
-        extra: list[Tool] = []
-        if agent.memory or agent.notes:
-            port = StoreMemory(
-                self.store,
-                namespace=namespace,
-                conversation_id=task.conversation_id,
-                run_id=run_id,
-                clock=self.clock,
-                authorize=authorize,  # type: ignore[arg-type]
-            )
-            update = memory_tools.block_tool(agent.memory, port)
-            extra = [update] if update is not None else []
-            if agent.notes:
-                extra += memory_tools.note_tools(port)
+        extra = self.sources.tools(agent, task, run_id, authorize)  # type: ignore[arg-type]
         try:
             with box.opened(ctx, extra=extra) as tools:
                 return run_agent(
@@ -478,6 +453,7 @@ class Dispatcher:
             chain=chain,
         )
         metrics.finished(started.task, final, self.clock())
+        self.sources.settled(self._agent(started.task.deployment), started.task)
         return nxt
 
     def _agent(self, deployment: str) -> AgentConfig | None:

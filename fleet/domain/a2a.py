@@ -27,6 +27,8 @@ LABELS_KEY = "fleet.labels"
 WAIT_KEY = "fleet.wait"
 #: Metadata key choosing what the message does if its conversation is busy (a queue mode).
 DELIVERY_KEY = "fleet.delivery"
+#: Metadata key naming who or what the message is about across conversations.
+RESOURCE_KEY = "fleet.resource"
 
 #: fleet task status → A2A task state. ``interrupted`` (a crashed run waiting for its retry) shows
 #: as ``working``: the work started and will go on without the client doing anything.
@@ -137,4 +139,20 @@ def delivery(
                     field=f"{where}.metadata.{DELIVERY_KEY}",
                 )
             return str(value)
+    return None
+
+
+def resource(
+    request_metadata: Mapping[str, Any] | None, message_metadata: Mapping[str, Any] | None
+) -> str | None:
+    """``fleet.resource`` (the message's wins): the submission's resource id."""
+    for where, meta in (("message", message_metadata), ("params", request_metadata)):
+        if meta and RESOURCE_KEY in meta:
+            value = meta[RESOURCE_KEY]
+            if not isinstance(value, str):
+                raise InputError(
+                    f"{where}.metadata[{RESOURCE_KEY!r}] must be a string, got {value!r}",
+                    field=f"{where}.metadata.{RESOURCE_KEY}",
+                )
+            return value
     return None

@@ -238,6 +238,8 @@ class Submission:
     caller_scope: str = ""
     #: Who submitted it (a configured caller's name), for the authorize policy at run time.
     caller: str | None = None
+    #: Who or what it is about across conversations (recall and working memory by resource).
+    resource_id: str | None = None
 
     @property
     def idempotency_scope(self) -> str:

@@ -101,6 +101,8 @@ class Task(_Frozen):
     caller: str | None = None
     #: Messages waiting in its run's inbox (steer, signals).
     inbox: int = 0
+    #: Who or what it is about across conversations (``resourceId``).
+    resource_id: str | None = None
     #: A newer submission asked its run to report and stop (``interrupt`` mode).
     interrupt_requested: bool = False
 

@@ -11,6 +11,7 @@ from fleet.store.claims import Chain, Claim, Head, Prepared, Started
 from fleet.store.leasing import LeasingStore
 from fleet.store.memory import MemoryStore
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
+from fleet.store.recall import ObservationStore, RecallStore
 
 __all__ = [
     "Block",
@@ -29,7 +30,7 @@ __all__ = [
 ]
 
 
-class Store(AdmissionStore, LeasingStore, QueryStore, MemoryStore):
+class Store(AdmissionStore, LeasingStore, QueryStore, MemoryStore, RecallStore, ObservationStore):
     """Everything fleet reads or writes in its database."""
 
     @classmethod

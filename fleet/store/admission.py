@@ -53,6 +53,7 @@ class AdmissionStore(StoreBase):
             "labels": json.dumps(self.redactor.json(sub.labels)),
             "max_attempts": sub.max_attempts,
             "caller": sub.caller,
+            "resource": sub.resource_id,
         }
         row = self.first(pg.ADMIT_FOLLOWUP, params)
         assert row is not None  # an INSERT … SELECT from an upsert always returns its row
@@ -206,6 +207,7 @@ class AdmissionStore(StoreBase):
                     "max_attempts": sub.max_attempts,
                     "created_at": now,
                     "caller": sub.caller,
+                    "resource_id": sub.resource_id,
                 },
             ).one()
         task = rows.task(row)

@@ -364,6 +364,7 @@ class LeasingStore(PgHotPath):
                         "max_attempts": task.max_attempts,
                         "created_at": now,
                         "caller": msg.caller,
+                        "resource_id": task.resource_id,
                     },
                 )
                 conn.execute(

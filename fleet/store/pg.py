@@ -22,7 +22,7 @@ _TASK_COLUMNS = (
     "id, conversation_id, seq, generation, deployment, scope, conversation_key, status, input, "
     "submissions, input_bytes, not_before, idempotency_key, labels, attempts, max_attempts, "
     "fence, cancel_requested, worker, created_at, leased_at, started_at, finished_at, error, "
-    "result, caller, inbox, interrupt_requested"
+    "result, caller, inbox, interrupt_requested, resource_id"
 )
 
 #: The conversation's lowest unfinished task, with the frozen context of its latest run (a retry
@@ -258,10 +258,12 @@ WITH conv AS (
 )
 INSERT INTO tasks (id, conversation_id, seq, generation, deployment, scope, conversation_key,
                    status, input, submissions, input_bytes, not_before, idempotency_key, labels,
-                   attempts, max_attempts, fence, cancel_requested, created_at, caller)
+                   attempts, max_attempts, fence, cancel_requested, created_at, caller,
+                   resource_id)
 SELECT %(task_id)s, conv.id, conv.last_seq, conv.generation, %(deployment)s, %(scope)s,
        %(key)s, 'queued', CAST(%(input)s AS jsonb), 1, %(input_bytes)s, %(now)s, NULL,
-       CAST(%(labels)s AS jsonb), 0, %(max_attempts)s, 0, false, %(now)s, %(caller)s
+       CAST(%(labels)s AS jsonb), 0, %(max_attempts)s, 0, false, %(now)s, %(caller)s,
+       %(resource)s
 FROM conv
 RETURNING {_TASK_COLUMNS}
 """

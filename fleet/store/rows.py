@@ -50,6 +50,7 @@ def task(row: Any) -> Task:
         result=m["result"],
         caller=m.get("caller"),
         inbox=m.get("inbox") or 0,
+        resource_id=m.get("resource_id"),
         interrupt_requested=bool(m.get("interrupt_requested")),
     )
 

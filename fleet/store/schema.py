@@ -16,6 +16,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -180,6 +181,9 @@ class Task(Base):
     worker: Mapped[str | None] = mapped_column(String(200))
     #: The caller that submitted it (API caller, trigger, A2A caller), for the authorize policy.
     caller: Mapped[str | None] = mapped_column(String(200))
+    #: Who or what the work is about across conversations (a user id): ``resource`` recall and
+    #: working memory reach its other conversations, within the same scope.
+    resource_id: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(default=_now)
     leased_at: Mapped[datetime | None] = mapped_column()
     started_at: Mapped[datetime | None] = mapped_column()
@@ -385,6 +389,94 @@ class NoteOperation(Base):
     created_at: Mapped[datetime] = mapped_column(default=_now)
 
 
+class MessageEmbedding(Base):
+    """A stored message's embedding (recall): written after the message, off the hot path."""
+
+    __tablename__ = "message_embeddings"
+    __table_args__ = (
+        Index("ix_message_embeddings_conversation", "conversation_id", "message_id"),
+        Index("ix_message_embeddings_resource", "scope", "namespace", "resource_id", "message_id"),
+    )
+
+    message_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True
+    )
+    conversation_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    generation: Mapped[int] = mapped_column(Integer)
+    scope: Mapped[str] = mapped_column(String(200))
+    namespace: Mapped[str] = mapped_column(String(100))
+    resource_id: Mapped[str | None] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(16))
+    labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    #: The embedder that made it (``local:wordllama-256``, ``openai:<model>``).
+    model: Mapped[str] = mapped_column(String(200))
+    #: float32 values, little-endian.
+    vector: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+
+
+class WorkingMemory(Base):
+    """Structured state an agent keeps for a conversation or a resource (working memory)."""
+
+    __tablename__ = "working_memory"
+
+    #: ``conversation:<id>`` or ``resource:<namespace>:<scope>:<resource id>``.
+    key: Mapped[str] = mapped_column(String(500), primary_key=True)
+    value: Mapped[Any] = mapped_column(JSONType)
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[datetime] = mapped_column(default=_now)
+    #: ``run:<id>`` of the last writer.
+    author: Mapped[str] = mapped_column(String(200))
+
+
+class WorkingMemoryOperation(Base):
+    """A receipt per applied working-memory patch: a retried call applies it once."""
+
+    __tablename__ = "working_memory_operations"
+
+    receipt: Mapped[str] = mapped_column(String(200), primary_key=True)
+    key: Mapped[str] = mapped_column(String(500))
+    version: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+
+
+class Observation(Base):
+    """Older history distilled by a model call: one per range of messages and level.
+
+    Level 0 (an observation) covers messages ``from_message_id``..``to_message_id``; level 1 (a
+    reflection) condenses level-0 observations covering that span. Journaled by range: asking
+    again for the same range reads this row instead of calling the model.
+    """
+
+    __tablename__ = "observations"
+    __table_args__ = (
+        Index(
+            "uq_observations_range",
+            "conversation_id",
+            "generation",
+            "level",
+            "from_message_id",
+            "to_message_id",
+            unique=True,
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    generation: Mapped[int] = mapped_column(Integer)
+    level: Mapped[int] = mapped_column(Integer)
+    from_message_id: Mapped[int] = mapped_column(BigInteger)
+    to_message_id: Mapped[int] = mapped_column(BigInteger)
+    text: Mapped[str] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(String(200))
+    tokens: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+
+
 #: Core tables for the store's statements (the ORM classes above define them).
 conversations = cast(Table, Conversation.__table__)
 tasks = cast(Table, Task.__table__)
@@ -397,3 +489,7 @@ memory_block_versions = cast(Table, MemoryBlockVersion.__table__)
 notes = cast(Table, Note.__table__)
 note_operations = cast(Table, NoteOperation.__table__)
 run_inbox = cast(Table, InboxMessage.__table__)
+message_embeddings = cast(Table, MessageEmbedding.__table__)
+working_memory = cast(Table, WorkingMemory.__table__)
+working_memory_operations = cast(Table, WorkingMemoryOperation.__table__)
+observations = cast(Table, Observation.__table__)

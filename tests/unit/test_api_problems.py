@@ -418,6 +418,7 @@ def test_openapi_names_the_operations_and_documents_problems(client):
         "labels",
         "idempotencyKey",
         "delivery",
+        "resourceId",
     }
     assert schema["additionalProperties"] is False
     assert ops["ListConversationMessages"][0] == "/v1/conversations/{conversationKey}/messages"

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import itertools
+import logging
 import os
 import socket
 import subprocess
 import sys
+import threading
+from datetime import datetime
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from fleet.api.app import create_app
 from fleet.config import Settings
-from fleet.dispatch.embedded import holder_alive, run_until_done
-from fleet.domain.values import TaskStatus
+from fleet.dispatch.embedded import EmbeddedLoop, holder_alive, run_until_done
+from fleet.domain.values import Task, TaskStatus
 from fleet.runtime import Runtime, build
 from tests.conftest import write_config
+from tests.support.fleet import wait_for
 
 
 def runtime(tmp_path: Path) -> Runtime:
@@ -118,4 +124,156 @@ def test_a_cancel_reaches_a_running_tool_within_about_a_second(tmp_path: Path) -
     assert took < 3.0, f"the cancel took {took:.1f}s to reach the tool"
     (run,) = rt.store.runs_of(task.id)
     assert run.status == "cancelled"
+    rt.close()
+
+
+# -- the embedded pool: conversations in parallel, each in order (issue 12) ---------------------
+
+SLOW = {"slow": '[model]\nprovider = "echo"\ndelay_ms = 300\n'}
+JITTER = {"jitter": '[model]\nprovider = "echo"\ndelay_ms = [0, 20]\n'}
+
+
+def pool_runtime(tmp_path: Path, agents: dict[str, str], **settings: object) -> Runtime:
+    deployments = {name: f'agent = "{name}"\n' for name in agents}
+    config = write_config(tmp_path / "config", agents, deployments)
+    return build(Settings(home=tmp_path / "home", config_dir=config, **settings))  # type: ignore[arg-type]
+
+
+def finished_in_order(rt: Runtime, tasks: list[Task]) -> list[tuple[datetime, datetime]]:
+    """Each task succeeded on its first run, saw all earlier ones, and ran after the one before.
+
+    Returns the runs' (started, finished), in seq order.
+    """
+    spans: list[tuple[datetime, datetime]] = []
+    for i, task in enumerate(sorted(tasks, key=lambda t: t.seq)):
+        done = rt.store.get_task(task.id)
+        assert done.status == TaskStatus.SUCCEEDED, (done.status, done.error)
+        assert done.reply is not None and done.reply.endswith(f"[history: {2 * i}]"), done.reply
+        (run,) = rt.store.runs_of(task.id)
+        assert run.finished_at is not None
+        spans.append((run.started_at, run.finished_at))
+    for (_, finished), (started, _) in itertools.pairwise(spans):
+        assert finished <= started, "a conversation ran two tasks at once"
+    return spans
+
+
+def all_terminal(rt: Runtime, tasks: list[Task]) -> bool:
+    return all(rt.store.get_task(t.id).status.terminal for t in tasks)
+
+
+def test_two_conversations_overlap_and_each_runs_in_order(tmp_path: Path) -> None:
+    rt = pool_runtime(tmp_path, SLOW)
+    assert rt.local_waker is not None
+    loop = EmbeddedLoop(rt.dispatcher, rt.local_waker, concurrency=2)
+    loop.start()
+    try:
+        tasks = {
+            key: [rt.dispatcher.submit("slow", f"{key}{i}", key=key).task for i in range(3)]
+            for key in ("a", "b")
+        }
+        everything = tasks["a"] + tasks["b"]
+        wait_for(lambda: all_terminal(rt, everything), 30, what="both conversations to finish")
+    finally:
+        loop.stop()
+    a, b = (finished_in_order(rt, tasks[key]) for key in ("a", "b"))
+    # some run of one conversation was running while a run of the other was
+    assert any(sa < fb and sb < fa for sa, fa in a for sb, fb in b), (a, b)
+    rt.close()
+
+
+def test_one_thread_runs_conversations_one_after_another(tmp_path: Path) -> None:
+    """The control: with concurrency 1 the same work never overlaps (what the test above sees)."""
+    rt = pool_runtime(tmp_path, SLOW)
+    assert rt.local_waker is not None
+    loop = EmbeddedLoop(rt.dispatcher, rt.local_waker, concurrency=1)
+    loop.start()
+    try:
+        tasks = {key: [rt.dispatcher.submit("slow", key, key=key).task] for key in ("a", "b")}
+        everything = tasks["a"] + tasks["b"]
+        wait_for(lambda: all_terminal(rt, everything), 30, what="both conversations to finish")
+    finally:
+        loop.stop()
+    ((sa, fa),), ((sb, fb),) = (finished_in_order(rt, tasks[key]) for key in ("a", "b"))
+    assert fa <= sb or fb <= sa
+    rt.close()
+
+
+def test_many_conversations_on_sqlite_all_succeed_in_order(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Concurrent writers on one SQLite file (submitters and drains): no 'database is locked'."""
+    caplog.set_level(logging.WARNING)
+    rt = pool_runtime(tmp_path, JITTER)
+    assert rt.local_waker is not None
+    loop = EmbeddedLoop(rt.dispatcher, rt.local_waker, concurrency=8)
+    loop.start()
+    keys = [f"k{n}" for n in range(24)]
+    submitted: dict[str, list[Task]] = {key: [] for key in keys}
+
+    def submit(part: list[str]) -> None:
+        for i in range(8):
+            for key in part:
+                submitted[key].append(rt.dispatcher.submit("jitter", f"{key}-{i}", key=key).task)
+
+    try:
+        submitters = [threading.Thread(target=submit, args=(keys[n::4],)) for n in range(4)]
+        for t in submitters:
+            t.start()
+        for t in submitters:
+            t.join(60)
+        everything = [t for tasks in submitted.values() for t in tasks]
+        assert len(everything) == 24 * 8
+        wait_for(lambda: all_terminal(rt, everything), 120, interval=0.2, what="every task")
+    finally:
+        loop.stop()
+    for key in keys:
+        finished_in_order(rt, submitted[key])
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    rt.close()
+
+
+def test_stop_ends_the_drain_threads(tmp_path: Path) -> None:
+    rt = pool_runtime(tmp_path, SLOW)
+    assert rt.local_waker is not None
+    loop = EmbeddedLoop(rt.dispatcher, rt.local_waker, concurrency=3)
+    loop.start()
+    task = rt.dispatcher.submit("slow", "x", key="x").task
+    wait_for(lambda: rt.store.get_task(task.id).status.terminal, 30, what="the task")
+    loop.stop(timeout_s=10)
+    names = {t.name for t in threading.enumerate()}
+    assert not {n for n in names if n.startswith("fleet-drain-") or n == "fleet-embedded"}
+    rt.close()
+
+
+def test_serve_concurrency_is_refused_in_a_fleet_and_out_of_range(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fleet.cli import main
+
+    monkeypatch.setenv("FLEET_REDIS_URL", "redis://127.0.0.1:1/0")
+    assert main(["serve", "--concurrency", "2"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == "fleet: --concurrency is for embedded mode; in a fleet, `fleet worker --concurrency`\n"
+    )
+    monkeypatch.delenv("FLEET_REDIS_URL")
+    assert main(["serve", "--concurrency", "0"]) == 2
+    assert "--concurrency" in capsys.readouterr().err
+
+
+def test_the_pool_size_comes_from_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLEET_EMBEDDED_CONCURRENCY", "3")
+    rt = build(Settings(home=tmp_path / "home", config_dir=write_config(tmp_path / "config")))
+    assert rt.local_waker is not None
+    assert EmbeddedLoop(rt.dispatcher, rt.local_waker).concurrency == 3
+    assert Settings().embedded_concurrency == 3
+    monkeypatch.setenv("FLEET_EMBEDDED_CONCURRENCY", "0")
+    from fleet.config import load_settings
+    from fleet.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="FLEET_EMBEDDED_CONCURRENCY"):
+        load_settings()
     rt.close()
