@@ -8,6 +8,7 @@ from fleet.domain.runs import Outcome, TraceRow
 from fleet.store import db
 from fleet.store.admission import AdmissionStore
 from fleet.store.claims import Chain, Claim, Head, Prepared, Started
+from fleet.store.events import EventStore
 from fleet.store.leasing import LeasingStore
 from fleet.store.memory import MemoryStore
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
@@ -29,7 +30,7 @@ __all__ = [
 ]
 
 
-class Store(AdmissionStore, LeasingStore, QueryStore, MemoryStore):
+class Store(AdmissionStore, LeasingStore, QueryStore, MemoryStore, EventStore):
     """Everything fleet reads or writes in its database."""
 
     @classmethod
