@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from starlette.concurrency import run_in_threadpool
 
-from fleet.domain.events import Position, TaskEvent, ended
+from fleet.domain.events import Position, TaskEvent
 from fleet.domain.values import Task
 from fleet.store import Store
 from fleet.store.events import Mark
@@ -133,7 +133,7 @@ async def follow(
         while True:
             changed.clear()  # before the read: a change during it wakes the next wait
             try:
-                _, events = await run_in_threadpool(hub.store.task_events, task_id, after)
+                task, events = await run_in_threadpool(hub.store.task_events, task_id, after)
             except NotFound:
                 if first:
                     raise
@@ -142,7 +142,7 @@ async def follow(
             for ev in events:
                 yield ev
                 after = ev.position
-            if ended(events):
+            if task.status.terminal:  # its ``end`` was sent (now or before this stream)
                 return
             if deadline is None:
                 await changed.wait()
