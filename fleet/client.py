@@ -181,9 +181,7 @@ class FleetClient:
             if TaskStatus(task["status"]).terminal or time.monotonic() >= deadline:
                 return task
 
-    def events(
-        self, task_id: str, timeout: float, *, after: str | None = None
-    ) -> Iterator[Event]:
+    def events(self, task_id: str, timeout: float, *, after: str | None = None) -> Iterator[Event]:
         """StreamTaskEvents until the task's ``end`` or ``timeout``, reconnecting with the last
         event's id whenever the server ends a stream early (its per-connection limit)."""
         deadline = time.monotonic() + timeout

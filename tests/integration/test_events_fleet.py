@@ -12,7 +12,10 @@ import pytest
 
 from fleet.client import Event, FleetClient, parse_sse
 from tests.conftest import write_config
-from tests.support.fleet import running_fleet
+from tests.e2e.test_cli_live import SLOW
+from tests.e2e.test_cli_live import _check as check
+from tests.e2e.test_cli_live import _live_run as live_run
+from tests.support.fleet import Fleet, running_fleet
 
 pytestmark = [pytest.mark.fleet, pytest.mark.timeout(180)]
 
@@ -21,13 +24,26 @@ SLOW_TOOLS = '/tool wait {"seconds": 1}\n/tool wait {"seconds": 1}\n/tool curren
 
 
 @pytest.fixture
-def base(tmp_path: Path, pg_url: str, redis_url: str) -> Iterator[str]:
+def fleet(tmp_path: Path, pg_url: str, redis_url: str) -> Iterator[Fleet]:
     config = write_config(tmp_path / "config")
     with running_fleet(
         tmp_path, database_url=pg_url, redis_url=redis_url, config_dir=config, sweep_interval=1.0
     ) as fleet:
         fleet.worker("w1", concurrency=1)
-        yield fleet.serve(FLEET_EVENT_STREAM_MAX="2s")
+        yield fleet
+
+
+@pytest.fixture
+def base(fleet: Fleet) -> str:
+    return fleet.serve(FLEET_EVENT_STREAM_MAX="2s")
+
+
+def test_fleet_run_against_the_store_shows_steps_live(fleet: Fleet, tmp_path: Path) -> None:
+    """``fleet run --live`` in fleet mode (PostgreSQL, a worker) follows the store."""
+    env = {k: v for k, v in fleet.env.items() if k != "FLEET_LOG_LEVEL"}
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    check(*live_run(["run", "tooly", SLOW, "--live"], env, cwd))
 
 
 def test_a_client_that_reconnects_mid_run_gets_every_event_once(base: str) -> None:
