@@ -72,7 +72,16 @@ def test_run_through_a_server_shows_steps_live(tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    argv = [sys.executable, "-m", "fleet.cli", "serve", "--port", str(port), "--loglevel", "warning"]
+    argv = [
+        sys.executable,
+        "-m",
+        "fleet.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--loglevel",
+        "warning",
+    ]
     server = Proc("api", argv, env, tmp_path / "api.log")
     url = f"http://127.0.0.1:{port}"
     try:
