@@ -11,6 +11,7 @@ from fleet.store.claims import Chain, Claim, Head, Prepared, Started
 from fleet.store.events import EventStore
 from fleet.store.leasing import LeasingStore
 from fleet.store.memory import MemoryStore
+from fleet.store.operator import OperatorStore
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
 
 __all__ = [
@@ -30,7 +31,7 @@ __all__ = [
 ]
 
 
-class Store(AdmissionStore, LeasingStore, QueryStore, MemoryStore, EventStore):
+class Store(AdmissionStore, LeasingStore, QueryStore, MemoryStore, EventStore, OperatorStore):
     """Everything fleet reads or writes in its database."""
 
     @classmethod
