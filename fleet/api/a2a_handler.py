@@ -257,8 +257,11 @@ class FleetRequestHandler(RequestHandler):
             task = await run_in_threadpool(self.rt.store.get_task, task.id)
         return task
 
-    async def _admit(self, params: SendMessageRequest, context: ServerCallContext) -> FleetTask:
-        """Admit the message's task (or find the one its messageId already made)."""
+    async def _admit(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> tuple[FleetTask, float]:
+        """Admit the message's task (or find the one its messageId already made); the task and
+        how long SendMessage waits for it."""
         caller, deployment = _who(context)
         msg = params.message
         try:
@@ -268,6 +271,9 @@ class FleetRequestHandler(RequestHandler):
         except ValueError as exc:  # NaN or Infinity somewhere: JSON cannot carry them
             raise InputError(f"the message cannot be read as JSON: {exc}") from None
         labels = rules.labels(request_meta, message_meta)
+        wait = rules.wait_seconds(
+            params.configuration.return_immediately, request_meta, message_meta
+        )
         key = msg.context_id or None
         if msg.task_id:
             # A follow-up to one of our tasks continues that task's conversation.
@@ -289,17 +295,11 @@ class FleetRequestHandler(RequestHandler):
             idempotency_key=msg.message_id or None,
             caller=caller.name,
         )
-        return admission.task
+        return admission.task, wait
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task:
         with a2a_errors():
-            msg = params.message
-            request_meta = MessageToDict(params.metadata) if params.HasField("metadata") else None
-            message_meta = MessageToDict(msg.metadata) if msg.HasField("metadata") else None
-            task = await self._admit(params, context)
-            wait = rules.wait_seconds(
-                params.configuration.return_immediately, request_meta, message_meta
-            )
+            task, wait = await self._admit(params, context)
             task = await self._wait(task, wait)
             history = (
                 params.configuration.history_length
@@ -376,7 +376,7 @@ class FleetRequestHandler(RequestHandler):
         """The task, then a status update per status change and step, the reply artifact, and
         the final status (its end)."""
         with a2a_errors():
-            task = await self._admit(params, context)
+            task, _ = await self._admit(params, context)
         async for event in self._stream(task.id):
             yield event
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import case, func, select
 
 from fleet.domain import operator as op
+from fleet.domain.events import RunMark
 from fleet.domain.values import CLAIMABLE, UNFINISHED, Task, TaskStatus
 from fleet.errors import NotFound
 from fleet.store import rows
@@ -159,6 +161,23 @@ class OperatorStore(StoreBase):
             listed = [r for r in listed if r.state == flt.state]
         return listed[: flt.limit]
 
+    def runs_by_task(self, task_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[RunMark]]:
+        """The runs of these tasks (without their context), first attempt first."""
+        r = s.runs
+        cols = [r.c.id, r.c.task_id, r.c.attempt, r.c.status, r.c.model, r.c.worker]
+        cols += [r.c.started_at, r.c.finished_at, r.c.error]
+        out: dict[uuid.UUID, list[RunMark]] = {tid: [] for tid in task_ids}
+        with self.read() as conn:
+            for i in range(0, len(task_ids), 500):
+                found = conn.execute(
+                    select(*cols)
+                    .where(r.c.task_id.in_(task_ids[i : i + 500]))
+                    .order_by(r.c.attempt)
+                ).all()
+                for row in found:
+                    out[row.task_id].append(_run_mark(row._mapping))
+        return out
+
     def conversation(self, conversation_id: uuid.UUID, *, tasks: int = 200) -> Conversation:
         """The conversation and its newest ``tasks`` tasks in seq order; NotFound otherwise."""
         with self.read() as conn:
@@ -182,6 +201,19 @@ class OperatorStore(StoreBase):
             updated_at=m["updated_at"],
             tasks=tuple(rows.task(r) for r in reversed(found)),
         )
+
+
+def _run_mark(m: Any) -> RunMark:
+    return RunMark(
+        id=m["id"],
+        attempt=m["attempt"],
+        status=m["status"],
+        model=m["model"],
+        worker=m["worker"],
+        started_at=m["started_at"],
+        finished_at=m["finished_at"],
+        error=m["error"],
+    )
 
 
 def _aware(value: object) -> datetime | None:
