@@ -108,7 +108,7 @@ def _seen(viewer: Viewer, deployment: str, what: str) -> None:
 
 def _csrf(viewer: Viewer, form: dict[str, str]) -> None:
     try:
-        _csrf(viewer, form)
+        UiAuth.check_csrf(viewer, form.get("csrf"))
     except Forbidden as exc:
         raise UiRefused(403, exc.message) from None
 
@@ -228,11 +228,8 @@ async def conversation(request: Request, conversation_id: uuid.UUID) -> Response
     _seen(viewer, found.deployment, "conversation")
     runs = await run_in_threadpool(rt.store.runs_by_task, [t.id for t in found.tasks])
     messages = await run_in_threadpool(rt.store.messages, found.id, limit=200)
+    # The live section follows the first unfinished task from its start (queued, each step).
     head = next((t for t in found.tasks if not t.status.terminal), None)
-    after = None
-    if head is not None:
-        _, position = await snapshot(hub_of(request), head.id)
-        after = str(position) if position else None
     return _page(
         request,
         "conversation.html",
@@ -242,7 +239,6 @@ async def conversation(request: Request, conversation_id: uuid.UUID) -> Response
         runs={str(k): v for k, v in runs.items()},
         messages=[views.message_json(m) for m in messages],
         head=head,
-        after=after,
     )
 
 
