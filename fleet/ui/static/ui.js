@@ -137,6 +137,8 @@
         ids.forEach(function (id) {
           const now = document.getElementById(id);
           const fresh = doc.getElementById(id);
+          // A finished task's live steps stay until another task is there to follow.
+          if (now && fresh && now.dataset.events && !fresh.dataset.events) return;
           if (now && fresh) now.replaceWith(document.importNode(fresh, true));
         });
         start();
