@@ -87,12 +87,13 @@ class EventHub:
                 await self._wake.wait()
                 continue
             now = loop.time()
-            due = [tid for tid, w in self._watches.items() if w.due <= now]
-            if not due:
+            if not any(w.due <= now for w in self._watches.values()):
                 nearest = min(w.due for w in self._watches.values())
                 with suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), nearest - now)
                 continue
+            # Those due soon come along: many streams opened at different times share polls.
+            due = [tid for tid, w in self._watches.items() if w.due <= now + self.max_s / 2]
             try:
                 self.polls += 1
                 marks = await run_in_threadpool(self.store.event_marks, due)

@@ -194,7 +194,7 @@ def test_the_run_page_shows_provenance_and_the_timeline(
     assert done["status"] == "succeeded", done
     (run,) = api.get(f"/v1/tasks/{task['id']}/runs").json()["runs"]
 
-    for name, width in WIDTHS.items():
+    for width in WIDTHS.values():
         page = page_at(browser, base, width)
         sign_in(page)
         page.goto(f"/ui/runs/{run['id']}")

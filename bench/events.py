@@ -1,0 +1,188 @@
+"""What idle task event streams cost `fleet serve`: memory per connection, CPU while idle, and
+SubmitTask's rate with them open, in one run.
+
+``fleet serve`` runs against a PostgreSQL database created here (dropped after) and Redis, with no
+worker: the tasks stay queued, so every stream is idle (its shared poller reads the store, finds
+nothing new, backs off). Steps: admit ``--connections`` tasks; SubmitTask load (wrk, or httpx)
+without streams; open one stream per task and read the server's resident memory (VmRSS) before and
+after; count the server's CPU seconds over ``--idle`` seconds; SubmitTask load again with the
+streams open; close them; the load once more without.
+
+Run: ``python -m bench.events [--connections 1000] [--seconds 10] [--idle 10]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import redis
+
+from bench.api import KEY, PG_ADMIN, REDIS, admin, write_config
+from bench.api import load as _load
+from fleet.store import db, migrate
+from tests.support.fleet import Fleet
+
+
+def load(url: str, clients: int, seconds: float, tmp: Path, tool: str) -> dict[str, float]:
+    """bench.api's load; a round wrk could not summarize (no answers at all) is tried again."""
+    for _ in range(3):
+        try:
+            return _load(url, clients, seconds, tmp, tool)
+        except KeyError:
+            continue
+    raise RuntimeError("SubmitTask answered nothing in three rounds")
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _open(port: int, task_id: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        f"GET /v1/tasks/{task_id}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Authorization: Bearer {KEY}\r\nAccept: text/event-stream\r\n\r\n".encode()
+    )
+    await writer.drain()
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head[:200]
+    await reader.readuntil(b"event: status")  # the stream runs: its first event arrived
+    return reader, writer
+
+
+class Streams:
+    """Idle SSE connections held open by a thread of their own (its own event loop)."""
+
+    def __init__(self, port: int, task_ids: list[str]) -> None:
+        self.port, self.task_ids = port, task_ids
+        self.loop = asyncio.new_event_loop()
+        self.conns: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+    def open(self) -> None:
+        import threading
+
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+
+        async def all_of() -> None:
+            for i in range(0, len(self.task_ids), 100):  # in waves: the server's accept backlog
+                batch = self.task_ids[i : i + 100]
+                self.conns += await asyncio.gather(*(_open(self.port, t) for t in batch))
+
+        asyncio.run_coroutine_threadsafe(all_of(), self.loop).result(300)
+
+    def close(self) -> None:
+        async def close_all() -> None:
+            for _, writer in self.conns:
+                writer.close()
+            await asyncio.gather(*(w.wait_closed() for _, w in self.conns), return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(close_all(), self.loop).result(60)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--connections", type=int, default=1000)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--idle", type=float, default=10.0)
+    parser.add_argument("--clients", type=int, default=50)
+    args = parser.parse_args()
+    tool = "wrk" if shutil.which("wrk") else "httpx"
+
+    name = f"fleet_bench_events_{uuid.uuid4().hex[:8]}"
+    url = db.normalize_url(PG_ADMIN).set(database=name).render_as_string(hide_password=False)
+    broker = redis.Redis.from_url(REDIS)
+    broker.flushdb()
+    admin(f'CREATE DATABASE "{name}"')
+    rows: list[tuple[str, dict[str, float]]] = []
+    try:
+        engine = db.create(url)
+        migrate.upgrade(engine)
+        engine.dispose()
+        with tempfile.TemporaryDirectory(prefix="fleet-bench-events-") as tmp_name:
+            tmp = Path(tmp_name)
+            fleet = Fleet(tmp, database_url=url, redis_url=REDIS, config_dir=write_config(tmp))
+            try:
+                base = fleet.serve()
+                server = fleet.procs[-1].pid
+                port = int(base.rsplit(":", 1)[1])
+                with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"}) as h:
+                    ids = [
+                        h.post("/v1/tasks", json={"deployment": "bench", "input": f"t{i}"}).json()[
+                            "id"
+                        ]
+                        for i in range(args.connections)
+                    ]
+                rows.append(
+                    ("SubmitTask, no streams", load(base, args.clients, args.seconds, tmp, tool))
+                )
+                before = rss_mib(server)
+                streams = Streams(port, ids)
+                started = time.monotonic()
+                streams.open()
+                opened_s = time.monotonic() - started
+                time.sleep(3)  # let the poller settle into its idle back-off
+                after = rss_mib(server)
+                cpu0 = cpu_s(server)
+                time.sleep(args.idle)
+                idle_cpu = (cpu_s(server) - cpu0) / args.idle
+                rows.append(
+                    (
+                        f"SubmitTask, {args.connections} idle streams open",
+                        load(base, args.clients, args.seconds, tmp, tool),
+                    )
+                )
+                streams.close()
+                rows.append(
+                    (
+                        "SubmitTask, streams closed",
+                        load(base, args.clients, args.seconds, tmp, tool),
+                    )
+                )
+            finally:
+                fleet.stop()
+    finally:
+        admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        broker.flushdb()
+        broker.close()
+
+    n = args.connections
+    load_avg = os.getloadavg()[0]
+    print(
+        f"\nidle task event streams on one `fleet serve` process, {os.cpu_count()} CPUs "
+        f"(load average {load_avg:.1f} at the end)"
+    )
+    print(f"{n} streams opened in {opened_s:.1f}s, one per queued task")
+    print(
+        f"server memory (VmRSS): {before:.1f} MiB before, {after:.1f} MiB with them open: "
+        f"+{after - before:.1f} MiB, {(after - before) * 1024 / n:.1f} KiB per stream"
+    )
+    print(f"server CPU while they idle: {idle_cpu:.1%} of one core (shared poller, one read/poll)")
+    print(
+        f"\nSubmitTask at {args.clients} concurrent clients, {args.seconds:g}s each, load by {tool}"
+    )
+    print(f"{'':<40} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}")
+    for label, r in rows:
+        print(
+            f"{label:<40} {r['rps']:>8.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} {int(r['failed']):>8}"
+        )
+
+
+if __name__ == "__main__":
+    main()
