@@ -50,6 +50,8 @@ class EventHub:
         self._task: asyncio.Task[None] | None = None
         #: Store reads made (for tests and the benchmark).
         self.polls = 0
+        #: Followers now (streams open).
+        self.followers = 0
 
     @property
     def watched(self) -> int:
@@ -64,10 +66,12 @@ class EventHub:
         changed = asyncio.Event()
         w.subscribers.add(changed)
         w.interval, w.due = self.min_s, 0.0
+        self.followers += 1
         self._wake.set()
         try:
             yield changed
         finally:
+            self.followers -= 1
             w.subscribers.discard(changed)
             if not w.subscribers and self._watches.get(task_id) is w:
                 del self._watches[task_id]

@@ -23,6 +23,7 @@ from fleet.api.event_hub import EventHub, follow
 from fleet.api.schemas import problem_responses
 from fleet.api.tasks import _api_caller, _visible
 from fleet.domain.events import Position
+from fleet.errors import Unavailable
 
 router = APIRouter(tags=["tasks"])
 
@@ -30,6 +31,8 @@ router = APIRouter(tags=["tasks"])
 RETRY_MS = 1000
 #: Seconds between keep-alive comments on a quiet stream.
 PING_S = 15
+#: Streams one API process serves at once (about 65 KiB each); more are refused with 503.
+MAX_STREAMS = 10_000
 
 _EVENTS_DOC = (
     "Server-Sent Events: `status` (queued, running, interrupted, and the final status), `step` "
@@ -56,7 +59,13 @@ def start_position(last_event_id: str | None, after: str | None) -> Position | N
 def sse_response(
     hub: EventHub, task_id: uuid.UUID, after: Position | None, max_s: float
 ) -> EventSourceResponse:
-    """The stream of one task's events (the caller was checked already)."""
+    """The stream of one task's events (the caller was checked already); 503 when the process
+    serves ``MAX_STREAMS`` already."""
+    if hub.followers >= MAX_STREAMS:
+        raise Unavailable(
+            f"this server follows {hub.followers} task event streams already; retry later, "
+            "or poll GetTask"
+        )
 
     async def frames() -> AsyncIterator[ServerSentEvent]:
         yield ServerSentEvent(retry=RETRY_MS, comment=f"task {task_id}")

@@ -132,3 +132,15 @@ def test_openapi_names_the_operation(client: TestClient) -> None:
     op = spec["paths"]["/v1/tasks/{id}/events"]["get"]
     assert op["operationId"] == "StreamTaskEvents"
     assert "text/event-stream" in op["responses"]["200"]["content"]
+
+
+def test_streams_past_the_process_limit_are_refused_with_503(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fleet.api import events
+
+    monkeypatch.setattr(events, "MAX_STREAMS", 0)
+    task_id = client.post("/v1/tasks", json={"deployment": "chat", "input": "x"}).json()["id"]
+    r = client.get(f"/v1/tasks/{task_id}/events")
+    body = assert_problem(r, 503)
+    assert "retry later" in body["detail"] and r.headers["Retry-After"]
