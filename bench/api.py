@@ -109,7 +109,7 @@ def load_wrk(url: str, clients: int, seconds: float, tmp: Path) -> dict[str, flo
     )
     argv = ["wrk", "-t2", f"-c{clients}", f"-d{seconds:g}s", "--latency", "-s", str(script)]
     out = subprocess.run([*argv, f"{url}/v1/tasks"], capture_output=True, text=True, check=True)
-    found = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out.stdout, re.M))
+    found = dict(re.findall(r"^\s+(50|99)%\s+(\S+)\s*$", out.stdout, re.M))
     total = int(re.search(r"(\d+) requests in", out.stdout).group(1))  # type: ignore[union-attr]
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out.stdout)
     errors = re.search(r"Socket errors: (.*)$", out.stdout, re.M)
