@@ -79,11 +79,9 @@ def _viewer(request: Request) -> Viewer:
 
 
 def _page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-    auth = _auth(request)
     body = _env.get_template(template).render(
         request=request,
         version=__version__,
-        signed_in=auth.mode == "keys" and request.cookies.get(COOKIE) is not None,
         now=datetime.now(UTC),
         **context,
     )
