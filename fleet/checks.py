@@ -56,12 +56,41 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
             )
         results.append(_tools(config))
         results.extend(_mcp(config, connect=connect))
+        results.extend(_recall(config))
     except FleetError as exc:
         results.append(CheckResult("config", "fail", exc.message))
     results.append(_database(settings))
     if not settings.embedded:
         results.append(_redis(settings))
     return results
+
+
+def _recall(config: object) -> list[CheckResult]:
+    """How semantic recall searches, for agents that use it (exact search over a bounded set;
+    the embedder and whether its package is here)."""
+    from fleet.config import FleetConfig
+
+    assert isinstance(config, FleetConfig)
+    users = sorted(n for n, a in config.agents.items() if a.recall is not None)
+    if not users:
+        return []
+    cfg = config.app.embeddings
+    if cfg.provider == "local":
+        import importlib.util
+
+        if importlib.util.find_spec("wordllama") is None:
+            return [CheckResult("recall", "fail", "embeddings 'local' need the wordllama package")]
+        embedder = "local wordllama (offline)"
+    else:
+        embedder = f"openai-compatible {cfg.model}"
+    return [
+        CheckResult(
+            "recall",
+            "ok",
+            f"{', '.join(users)}: exact search over each scope's newest messages (no pgvector "
+            f"index is used), embeddings by {embedder}",
+        )
+    ]
 
 
 def _tools(config: object) -> CheckResult:

@@ -124,6 +124,18 @@ def run(
     idempotency_key: Annotated[
         str | None, typer.Option("--idempotency-key", help="Repeats with this key create nothing.")
     ] = None,
+    delivery: Annotated[
+        str | None,
+        typer.Option(
+            "--delivery",
+            help="If the conversation is busy: followup, collect, steer or interrupt "
+            "(instead of the deployment's queue mode).",
+        ),
+    ] = None,
+    resource: Annotated[
+        str | None,
+        typer.Option("--resource", help="Who the task is about across conversations (recall)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the task record as JSON.")] = False,
     no_wait: Annotated[
         bool, typer.Option("--no-wait", help="Print the task and exit; do not wait for it.")
@@ -148,8 +160,20 @@ def run(
         text = sys.stdin.read()
     with _tasks(ctx) as tasks:
         admitted = tasks.submit(
-            deployment, text, key=conversation, labels=labels, idempotency_key=idempotency_key
+            deployment,
+            text,
+            key=conversation,
+            labels=labels,
+            idempotency_key=idempotency_key,
+            delivery=delivery,
+            resource=resource,
         )
+        if admitted.get("deliveredTo") == "run" and not as_json:
+            err.print(
+                f"fleet: steered into running task {admitted['id']}: your message joins its "
+                "run at its next step",
+                markup=False,
+            )
         if live is None:
             live = err.is_terminal and not as_json
         on_event = printer(err) if live else None
@@ -161,6 +185,9 @@ def run(
         out.print(f"{task['id']} {status.value} {task['conversation']} #{task['seq']}")
     elif status == TaskStatus.SUCCEEDED:
         out.print(task["reply"] or "", markup=False)
+    elif status == TaskStatus.SUPERSEDED:
+        out.print(task["reply"] or "", markup=False)
+        err.print(f"fleet: task {task['id']} was interrupted by a newer message", markup=False)
     if status in (TaskStatus.FAILED, TaskStatus.CANCELLED):
         if not as_json:
             err.print(f"fleet: task {task['id']} {status.value}: {task['error']}", markup=False)

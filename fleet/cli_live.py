@@ -45,7 +45,10 @@ def describe(kind: str, data: dict[str, Any]) -> str | None:
         head = f"step {data['step']}  {data['kind']} {data['name']}"
         if data.get("replayed"):
             head += " (replayed)"
-        if kind == "inbox" or data["kind"] not in ("model", "tool"):
+        if kind == "inbox":
+            delivered = (data.get("tool") or {}).get("result")
+            return f"{head}  {_cut(delivered)}"
+        if data["kind"] not in ("model", "tool"):
             return f"{head}  {ms:.1f} ms"
         if data["kind"] == "model" and data.get("model"):
             m = data["model"]

@@ -158,6 +158,70 @@ def show_context(out: Console, runs: list[View]) -> None:
             out.print(table)
         if ctx["olderUnseen"]:
             out.print(Text("older messages not examined: the history read stops at the item limit"))
+        _show_memory(out, ctx.get("memory") or {}, ctx.get("recall"))
+
+
+def _show_memory(out: Console, memory: View, recall: View | None) -> None:
+    """What the context held besides the history: blocks, notes, working memory,
+    observations and recalled messages."""
+    for block in memory.get("blocks") or ():
+        out.print(
+            Text(
+                f"memory block {block['block']}: version {block['version']}, "
+                f"{block['bytes']} bytes ({block['mode']})"
+            )
+        )
+    notes = memory.get("notes")
+    if notes:
+        out.print(
+            Text(
+                f"notes: {len(notes['injected'])} shown ({notes['bytes']} bytes), "
+                f"{len(notes['dropped'])} left out (notes_bytes {notes['limitBytes']})"
+            )
+        )
+    wm = memory.get("workingMemory")
+    if wm:
+        out.print(
+            Text(
+                f"working memory ({wm['scope']}): version {wm['version']}, "
+                f"{wm['chars']} characters" + (" (cut)" if wm["cut"] else "")
+            )
+        )
+    observed = memory.get("observations")
+    if observed is not None:
+        out.print(Text(f"observations: {len(observed)}"))
+        if observed:
+            table = _table("level", "messages", "tokens", "model")
+            for o in observed:
+                span = f"#{o['fromMessageId']} to #{o['toMessageId']}"
+                _row(
+                    table,
+                    "reflection" if o["level"] else "observation",
+                    span,
+                    o["tokens"],
+                    o["model"],
+                )
+            out.print(table)
+    if recall is not None:
+        head = (
+            f"recall ({recall['scope']}, {recall['method']}, {recall['embedder']}): "
+            f"searched {recall.get('searched', 0)}, "
+            f"{recall.get('notEmbeddedYet', 0)} not embedded yet"
+        )
+        out.print(Text(head))
+        hits = recall.get("hits") or []
+        if hits:
+            table = _table("id", "conversation", "role", "score", "preview")
+            for h in hits:
+                _row(
+                    table,
+                    h["id"],
+                    h["conversation"],
+                    h["role"],
+                    h["score"],
+                    _cut(h["preview"], None),
+                )
+            out.print(table)
 
 
 def _marks(step: View, shortened: dict[Any, Any]) -> str:

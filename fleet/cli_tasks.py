@@ -45,6 +45,8 @@ class Tasks(Protocol):
         key: str | None,
         labels: dict[str, str],
         idempotency_key: str | None,
+        delivery: str | None = None,
+        resource: str | None = None,
     ) -> View: ...
 
     def wait(
@@ -86,11 +88,19 @@ class LocalTasks:
         key: str | None,
         labels: dict[str, str],
         idempotency_key: str | None,
+        delivery: str | None = None,
+        resource: str | None = None,
     ) -> View:
         from fleet.views import admission_json
 
         adm = self.rt.dispatcher.submit(
-            deployment, text, key=key, labels=labels, idempotency_key=idempotency_key
+            deployment,
+            text,
+            key=key,
+            labels=labels,
+            idempotency_key=idempotency_key,
+            delivery=delivery,
+            resource_id=resource,
         )
         return admission_json(adm)
 
@@ -177,6 +187,8 @@ class RemoteTasks:
         key: str | None,
         labels: dict[str, str],
         idempotency_key: str | None,
+        delivery: str | None = None,
+        resource: str | None = None,
     ) -> View:
         view: View = self.client.submit(
             deployment,
@@ -184,6 +196,8 @@ class RemoteTasks:
             conversation_key=key,
             labels=labels,
             idempotency_key=idempotency_key,
+            delivery=delivery,
+            resource_id=resource,
         )
         return view
 

@@ -152,8 +152,10 @@ class FleetClient:
         conversation_key: str | None = None,
         labels: dict[str, str] | None = None,
         idempotency_key: str | None = None,
+        delivery: str | None = None,
+        resource_id: str | None = None,
     ) -> dict[str, Any]:
-        """SubmitTask: the admitted task (with ``mergedInto`` and ``duplicate``)."""
+        """SubmitTask: the admitted task (with ``mergedInto``, ``duplicate``, ``deliveredTo``)."""
         body: dict[str, Any] = {"deployment": deployment, "input": input}
         if conversation_key is not None:
             body["conversationKey"] = conversation_key
@@ -161,6 +163,10 @@ class FleetClient:
             body["labels"] = labels
         if idempotency_key is not None:
             body["idempotencyKey"] = idempotency_key
+        if delivery is not None:
+            body["delivery"] = delivery
+        if resource_id is not None:
+            body["resourceId"] = resource_id
         result: dict[str, Any] = self._call("POST", "/v1/tasks", json=body)
         return result
 

@@ -57,6 +57,13 @@ class Conflict(FleetError):
     title = "Conflict"
 
 
+class QueueFull(FleetError):
+    """The conversation's queue is at its cap and its policy is to refuse (``on_full``)."""
+
+    status = 429
+    title = "Queue full"
+
+
 class Unavailable(FleetError):
     """A backing service (database, Redis) cannot be reached; retry later."""
 

@@ -10,8 +10,14 @@ from fleet.domain.values import Admission, Task, TaskStatus
 
 SUBMITTED = Counter(
     "fleet_tasks_submitted_total",
-    "Submissions admitted (new, merged or duplicate).",
+    "Submissions admitted (new, merged, steered or duplicate).",
     ["deployment", "outcome"],
+)
+DROPPED = Counter(
+    "fleet_tasks_dropped_total",
+    "Work a full queue turned away: a queued task cancelled (queue_full) or a submission "
+    "refused (rejected).",
+    ["deployment", "reason"],
 )
 STARTED = Counter("fleet_tasks_started_total", "Runs started.", ["deployment"])
 FINISHED = Counter(
@@ -42,8 +48,23 @@ RUN_DURATION = Histogram(
 
 
 def admitted(adm: Admission) -> None:
-    outcome = "duplicate" if adm.duplicate else "merged" if adm.merged else "new"
+    outcome = (
+        "duplicate"
+        if adm.duplicate
+        else "merged"
+        if adm.merged
+        else "steered"
+        if adm.delivered_to == "run"
+        else "new"
+    )
     SUBMITTED.labels(adm.task.deployment, outcome).inc()
+    if adm.dropped is not None:
+        DROPPED.labels(adm.task.deployment, "queue_full").inc()
+
+
+def rejected(deployment: str) -> None:
+    """A submission refused because its conversation's queue was full (on_full = reject)."""
+    DROPPED.labels(deployment, "rejected").inc()
 
 
 def started(task: Task, now: datetime) -> None:

@@ -6,7 +6,10 @@ Redis lease, Celery wake-ups. The dispatcher code is the same in both.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.config import FleetConfig, Settings, load_config, load_settings
@@ -18,6 +21,8 @@ from fleet.domain.redaction import Redactor
 from fleet.errors import Unavailable
 from fleet.store import Store, db, migrate
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class Runtime:
@@ -27,9 +32,33 @@ class Runtime:
     dispatcher: Dispatcher
     #: Set in embedded mode: the in-process wake-up queue the embedded loop serves.
     local_waker: LocalWaker | None = None
+    #: Embedded mode's background jobs (embedding), one thread.
+    _jobs: ThreadPoolExecutor | None = field(default=None, repr=False)
+
+    def job(self, name: str, conversation_id: uuid.UUID) -> None:
+        """Run a background job: a Celery task in a fleet, a thread of this process embedded."""
+        if not self.settings.embedded:
+            from fleet.dispatch.celery_app import app_for
+
+            assert self.settings.redis_url
+            app_for(self.settings.redis_url).send_task(name, args=[str(conversation_id)])
+            return
+        if self._jobs is None:
+            self._jobs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleet-jobs")
+        run = {"fleet.memorize": self.dispatcher.sources.memorize}[name]
+        self._jobs.submit(_logged, run, conversation_id)
 
     def close(self) -> None:
+        if self._jobs is not None:
+            self._jobs.shutdown(wait=True)
         self.store.dispose()
+
+
+def _logged(run: Any, conversation_id: uuid.UUID) -> None:
+    try:
+        run(conversation_id)
+    except Exception:  # a background job; the next settle of the conversation tries again
+        log.warning("background job for %s failed", conversation_id, exc_info=True)
 
 
 def open_store(
@@ -86,7 +115,10 @@ def build(
                 app_for(settings.redis_url), lease if isinstance(lease, RedisLease) else None
             )
     dispatcher = Dispatcher(settings=settings, config=config, store=store, lease=lease, waker=waker)
-    return Runtime(settings, config, store, dispatcher, local_waker)
+    runtime = Runtime(settings, config, store, dispatcher, local_waker)
+    if any(a.recall is not None or a.observations for a in config.agents.values()):
+        dispatcher.sources.jobs = runtime.job
+    return runtime
 
 
 def redis_client(settings: Settings) -> Any:

@@ -43,6 +43,9 @@ def admission_json(adm: Admission) -> dict[str, Any]:
     out = task_json(adm.task)
     out["mergedInto"] = str(adm.merged_into) if adm.merged_into else None
     out["duplicate"] = adm.duplicate
+    out["deliveredTo"] = adm.delivered_to
+    out["dropped"] = str(adm.dropped) if adm.dropped else None
+    out["interrupted"] = str(adm.interrupted) if adm.interrupted else None
     return out
 
 
@@ -108,6 +111,10 @@ def context_json(frozen: dict[str, Any], *, messages: bool = False) -> dict[str,
         "dropped": [_ref(r) for r in frozen.get("dropped") or ()],
         "olderUnseen": bool(frozen.get("older_unseen", False)),
     }
+    if frozen.get("memory"):
+        out["memory"] = _camel_keys(frozen["memory"])
+    if frozen.get("recall"):
+        out["recall"] = _camel_keys(frozen["recall"])
     if messages:
         out["messages"] = list(frozen.get("messages") or ())
     return out
@@ -160,6 +167,15 @@ def step_json(step: Step) -> dict[str, Any]:
             args = {k: v for k, v in args.items() if k != "_meta"}
         out["tool"] = {"callId": step.call_id, "arguments": args, "result": step.output}
     return out
+
+
+def _camel_keys(value: Any) -> Any:
+    """A provenance record with camelCase keys, as the rest of the API speaks."""
+    if isinstance(value, dict):
+        return {to_camel(str(k)): _camel_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_camel_keys(v) for v in value]
+    return value
 
 
 def event_json(event: TaskEvent) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,11 +31,14 @@ def assemble(
     """
     lim = agent.history
     fixed: list[dict[str, str]] = []
-    system = "\n\n".join(p for p in (agent.instructions, memory.blocks if memory else "") if p)
+    parts = (agent.instructions, *((memory.blocks, memory.working) if memory else ()))
+    system = "\n\n".join(p for p in parts if p)
     if system:
         fixed.append({"role": "system", "content": system})
     if memory is not None and memory.notes:
         fixed.append({"role": "user", "content": memory.notes, "kind": NOTES})
+    if memory is not None and memory.observations:
+        fixed.append({"role": "user", "content": memory.observations, "kind": OBSERVATIONS})
     said = {"role": "user", "content": render_parts(task.input)}
     budget: dict[str, Any] | None = None
     max_tokens: int | None = None
@@ -56,7 +60,14 @@ def assemble(
         max_tokens=max_tokens,
         cost=None if counter is None else (lambda r: tokens.message_tokens(counter, r.content)),
     )
-    msgs = [*fixed, *({"role": r.role, "content": r.content} for r in sel.selected), said]
+    recalled: list[dict[str, str]] = []
+    recall_record: dict[str, Any] | None = None
+    if memory is not None and memory.recall is not None:
+        text, recall_record = memory.recall(frozenset(r.id for r in sel.selected))
+        if text:
+            recalled.append({"role": "user", "content": text, "kind": RECALLED})
+    history = ({"role": r.role, "content": r.content} for r in sel.selected)
+    msgs = [*fixed, *recalled, *history, said]
     frozen = {
         "messages": msgs,
         "task_seq": task.seq,
@@ -65,6 +76,8 @@ def assemble(
     }
     if memory is not None:
         frozen["memory"] = memory.record
+    if recall_record is not None:
+        frozen["recall"] = recall_record
     return frozen
 
 
@@ -87,6 +100,10 @@ def messages(frozen: dict[str, Any]) -> list[ChatMessage]:
 
 #: ``kind`` (and the message ``name``) of the user message that carries conversation notes.
 NOTES = "fleet_notes"
+#: ``kind`` of the user message with recalled older messages (semantic recall).
+RECALLED = "fleet_recall"
+#: ``kind`` of the user message with observations of older history.
+OBSERVATIONS = "fleet_observations"
 
 
 @dataclass(frozen=True)
@@ -96,3 +113,9 @@ class Memory:
     blocks: str = ""
     notes: str | None = None
     record: dict[str, Any] = field(default_factory=dict)
+    #: Working memory's section of the system message.
+    working: str = ""
+    #: Observations of older history (a user message ahead of the recent window).
+    observations: str | None = None
+    #: Semantic recall, given the ids the recent window holds: (message or None, record).
+    recall: Callable[[frozenset[int]], tuple[str | None, dict[str, Any]]] | None = None

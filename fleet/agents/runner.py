@@ -1,10 +1,14 @@
 """The agent loop: model call, tool calls, repeat until a reply or the step limit.
 
-The runner gets its ports handed in and never touches the store: a ``Journal`` that stores
-finished steps (fenced) before the next step begins and hands back an earlier attempt's steps to
-replay, and a ``watch`` that says, while a tool runs, whether the run must stop. Every step
-boundary (before a model call or a tool call, once there is something unstored) is a journal
-commit, which also says whether a cancel was requested. A ``tracer`` (a no-op unless tracing is
+The runner gets its ports handed in and never touches the store (``fleet.agents.ports``): a
+``Journal`` that stores finished steps (fenced) before the next step begins and hands back an
+earlier attempt's steps to replay, and a ``watch`` that says, while a tool runs, whether the run
+must stop. Every step boundary (before a model call or a tool call, once there is something
+unstored) is a journal commit, which also says whether a cancel or an interrupt was requested and
+whether messages wait in the run's inbox. The boundary before a model call takes them (steer,
+signals): they join the conversation as user messages. Tool calls not started when a message
+arrives are skipped (the model sees why); an interrupt gives the model one last turn, without
+tools, to report, then the run ends as ``superseded``. A ``tracer`` (a no-op unless tracing is
 on) gets a span around each model call and each tool call.
 """
 
@@ -13,151 +17,34 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
-from fleet.agents import telemetry, tokens
+from fleet.agents import tokens
 from fleet.agents.budget import fit as budget_fit
-from fleet.agents.models.base import ChatMessage, Model, ToolCall, Usage
-from fleet.agents.tokens import Tokenizer
+from fleet.agents.models.base import ChatMessage, Model, ToolCall
+from fleet.agents.ports import Journal, MemoryJournal, RunPorts
+from fleet.agents.steps import Steps, inbox_texts
 from fleet.agents.tools import executor
 from fleet.agents.tools.base import Tool, ToolContext
 from fleet.domain import journal
-from fleet.domain.runs import Outcome, TraceRow
+from fleet.domain.runs import Outcome, Signals, TraceRow
 from fleet.domain.values import TaskStatus
 from fleet.errors import ModelError
 
+__all__ = ["Journal", "MemoryJournal", "RunPorts", "run_agent"]
 
-class Journal(Protocol):
-    """Where a run's steps go, and what an earlier attempt of its task left."""
-
-    def replay(self) -> Sequence[TraceRow]:
-        """The steps the task's previous attempt journaled, in order (empty on a first run)."""
-        ...
-
-    def commit(self, rows: Sequence[TraceRow]) -> bool:
-        """Store ``rows`` fenced; True if a cancel was requested. Raises LeaseLost."""
-        ...
-
-
-@dataclass
-class MemoryJournal:
-    """A journal kept in memory (tests, and runs that need no durability)."""
-
-    previous: Sequence[TraceRow] = ()
-    cancel_at: int | None = None
-    commits: list[list[TraceRow]] = field(default_factory=list)
-
-    def replay(self) -> Sequence[TraceRow]:
-        return self.previous
-
-    def commit(self, rows: Sequence[TraceRow]) -> bool:
-        self.commits.append(list(rows))
-        return self.cancel_at is not None and len(self.commits) >= self.cancel_at
-
-
-@dataclass(frozen=True)
-class RunPorts:
-    journal: Journal
-    #: Polled while a tool runs: must the run stop now (cancel requested, lease lost)?
-    watch: Callable[[], bool] = lambda: False
-    #: Seconds a call of this tool may take.
-    timeout_of: Callable[[Tool], float] = lambda tool: tool.timeout or 60.0
-    #: The agent's ``context_tokens``: what is sent each step is cut to fit it (None: no cut).
-    context_tokens: int | None = None
-    #: Counts tokens for ``context_tokens`` (default: the process's tokenizer).
-    tokenizer: Tokenizer | None = None
-    #: Spans for model and tool calls (OpenTelemetry when tracing is on; no-op by default).
-    tracer: telemetry.Tracer = telemetry.NOOP
-
-
-class _Steps:
-    """The run's steps so far: numbering, usage, and the rows not yet committed."""
-
-    def __init__(self, ports: RunPorts) -> None:
-        self.ports = ports
-        self.pending: list[TraceRow] = []
-        self.count = 0
-        self.usage = Usage()
-        self.replayed: list[int] = []
-        #: Tool results cut to fit the token budget, by call id: first step it was cut at.
-        self.shortened: dict[str, dict[str, Any]] = {}
-
-    def next_step(self) -> int:
-        self.count += 1
-        return self.count
-
-    def add(self, row: TraceRow) -> None:
-        self.count = max(self.count, row.step)
-        self.pending.append(row)
-
-    def replay(self, entry: TraceRow) -> None:
-        self.replayed.append(entry.step)
-        self.ports.tracer.replayed(entry)
-        self.add(_replayed(entry))
-
-    def record(
-        self,
-        kind: str,
-        name: str,
-        started: datetime,
-        t0: float,
-        *,
-        step: int | None = None,
-        input: Any = None,
-        output: Any = None,
-        error: str | None = None,
-        usage: Usage | None = None,
-        call_id: str | None = None,
-    ) -> None:
-        u = usage or Usage()
-        self.usage = self.usage + u
-        self.add(
-            TraceRow(
-                step=step if step is not None else self.next_step(),
-                kind=kind,
-                name=name,
-                input=input,
-                output=output,
-                error=error,
-                usage={"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens},
-                started_at=started,
-                duration_ms=round((time.perf_counter() - t0) * 1000, 3),
-                call_id=call_id,
-            )
-        )
-
-    def commit(self, extra: Sequence[TraceRow] = ()) -> bool:
-        """Store what is pending (and ``extra``) before the next step; True if cancelled."""
-        rows = [*self.pending, *extra]
-        self.pending = []
-        return bool(rows) and self.ports.journal.commit(rows)
-
-    def outcome(
-        self, status: TaskStatus, *, reply: str | None = None, error: str | None = None
-    ) -> Outcome:
-        usage = {
-            "prompt_tokens": self.usage.prompt_tokens,
-            "completion_tokens": self.usage.completion_tokens,
-            "total_tokens": self.usage.total_tokens,
-            "steps": self.count,
-        }
-        details: dict[str, Any] = {}
-        if self.replayed:
-            usage["replayed_steps"] = len(self.replayed)
-            details["replayed"] = self.replayed
-        if self.shortened:
-            details["shortened"] = list(self.shortened.values())
-        return Outcome(
-            status=status,
-            reply=reply,
-            error=error,
-            usage=usage,
-            traces=self.pending,
-            details=details,
-        )
+#: The result a tool call gets when it was not started because a message arrived first.
+SKIPPED_FOR_INBOX = "skipped: a new message arrived before this call started"
+#: The result a tool call gets when the run was interrupted before it started.
+SKIPPED_FOR_INTERRUPT = "skipped: the task was interrupted by a newer message"
+#: What the model is told for its last turn when a newer message interrupts the run.
+INTERRUPT_NOTE = (
+    "[fleet] A newer message interrupts this task: it will be handled next, with this "
+    "conversation's history. Reply now, briefly, with what you have found or done so far; "
+    "you cannot call tools any more."
+)
 
 
 def run_agent(
@@ -170,10 +57,11 @@ def run_agent(
     ports: RunPorts,
 ) -> Outcome:
     """Run to a reply; model errors and the step limit end it as ``failed``, a cancel as
-    ``cancelled``; tool failures are results the model sees. Raises LeaseLost (from commits)."""
+    ``cancelled``, an interrupt as ``superseded`` (with the report it gave); tool failures are
+    results the model sees. Raises LeaseLost (from commits)."""
     convo = list(messages)
     specs = [t.spec for t in tools.values()]
-    steps = _Steps(ports)
+    steps = Steps(ports)
     replay = journal.Replay(ports.journal.replay())
     model_calls = 0
     while True:
@@ -183,8 +71,19 @@ def run_agent(
                 error=f"step limit reached: {max_steps} model steps without a final reply "
                 "(raise max_steps in the agent's config if the task needs more)",
             )
-        if steps.commit():
+        # The boundary before a model step: what an earlier attempt delivered comes again,
+        # then finished steps are stored and waiting messages taken.
+        while (entry := replay.inbox()) is not None:
+            steps.replay(entry)
+            texts = inbox_texts(entry.output)
+            steps.delivered.extend(texts)
+            convo.extend(ChatMessage(role="user", content=t) for t in texts)
+        signals = steps.commit(take_inbox=True)
+        if signals.cancel:
             return steps.outcome(TaskStatus.CANCELLED, error="cancelled by request")
+        if signals.interrupt:
+            return _report(model, convo, steps)
+        convo.extend(ChatMessage(role="user", content=i.text) for i in signals.taken)
         model_calls += 1
         entry = replay.model()
         if entry is not None:
@@ -200,16 +99,63 @@ def run_agent(
         if not msg.tool_calls:
             return steps.outcome(TaskStatus.SUCCEEDED, reply=msg.content)
         convo.append(msg)
+        skip: str | None = None
         for call in msg.tool_calls:
-            text = _tool_step(tools, call, ctx, steps, replay)
-            if text is None:
-                return steps.outcome(TaskStatus.CANCELLED, error="cancelled by request")
+            if skip is not None:  # calls not started when a message or an interrupt came
+                text = _skip(call, steps, replay, skip)
+            else:
+                text, signals = _tool_step(tools, call, ctx, steps, replay)
+                if signals.cancel:
+                    return steps.outcome(TaskStatus.CANCELLED, error="cancelled by request")
+                if signals.interrupt:
+                    skip = SKIPPED_FOR_INTERRUPT
+                elif signals.waiting:
+                    skip = SKIPPED_FOR_INBOX
             convo.append(
                 ChatMessage(role="tool", content=text, tool_call_id=call.id, name=call.name)
             )
+        if skip == SKIPPED_FOR_INTERRUPT:
+            return _report(model, convo, steps)
 
 
-def _to_send(convo: list[ChatMessage], steps: _Steps) -> tuple[list[ChatMessage], dict[str, Any]]:
+def _skip(
+    call: ToolCall, steps: Steps, replay: journal.Replay, why: str, step: int | None = None
+) -> str:
+    """Record a tool call that will not run (a message arrived, or an interrupt): the model
+    gets ``why`` as its result, so every call it asked for has one."""
+    if step is None:
+        entry = replay.tool(call.id)
+        if entry is not None and entry.status == "finished":
+            steps.replay(entry)
+            return _as_text(entry.output)
+        step = entry.step if entry is not None else steps.next_step()
+    now = datetime.now(UTC)
+    steps.record(
+        "tool",
+        call.name,
+        now,
+        time.perf_counter(),
+        step=step,
+        input=dict(call.arguments),
+        output=why,
+        error="skipped",
+        call_id=call.id,
+    )
+    return why
+
+
+def _report(model: Model, convo: list[ChatMessage], steps: Steps) -> Outcome:
+    """Interrupted: one last model turn without tools to report, then the run ends."""
+    why = "interrupted by a newer message"
+    if not steps.ports.report_on_interrupt:
+        return steps.outcome(TaskStatus.SUPERSEDED, error=why)
+    note = ChatMessage(role="user", content=INTERRUPT_NOTE, name="fleet_interrupt")
+    msg = _call_model(model, [*convo, note], [], steps)
+    reply = None if isinstance(msg, str) else (msg.content or None)
+    return steps.outcome(TaskStatus.SUPERSEDED, reply=reply, error=why)
+
+
+def _to_send(convo: list[ChatMessage], steps: Steps) -> tuple[list[ChatMessage], dict[str, Any]]:
     """What this model step sends: the conversation, cut to the token budget if it has one."""
     budget = steps.ports.context_tokens
     if budget is None:
@@ -223,7 +169,7 @@ def _to_send(convo: list[ChatMessage], steps: _Steps) -> tuple[list[ChatMessage]
 
 
 def _call_model(
-    model: Model, convo: list[ChatMessage], specs: list[Any], steps: _Steps
+    model: Model, convo: list[ChatMessage], specs: list[Any], steps: Steps
 ) -> ChatMessage | str:
     """One model step, recorded; the message, or the error text if the call failed."""
     started, t0 = datetime.now(UTC), time.perf_counter()
@@ -255,10 +201,11 @@ def _tool_step(
     tools: Mapping[str, Tool],
     call: ToolCall,
     ctx: ToolContext,
-    steps: _Steps,
+    steps: Steps,
     replay: journal.Replay,
-) -> str | None:
-    """The result text of one tool call (replayed, reported or run); None: the run must stop."""
+) -> tuple[str, Signals]:
+    """The result text of one tool call (replayed, reported, run or skipped) and what the
+    boundary before it, or a stop during it, said (cancel, interrupt, waiting messages)."""
     started, t0 = datetime.now(UTC), time.perf_counter()
     args = {**call.arguments, "_meta": {"labels": dict(ctx.labels), "task": ctx.task_id}}
     tool = tools.get(call.name)
@@ -267,7 +214,7 @@ def _tool_step(
     if action == "replay":
         assert entry is not None
         steps.replay(entry)
-        return _as_text(entry.output)
+        return _as_text(entry.output), Signals()
     step = entry.step if entry is not None else steps.next_step()
     if action == "unknown":
         steps.ports.tracer.unknown(call, step)
@@ -282,7 +229,7 @@ def _tool_step(
             error="in flight when its worker was lost",
             call_id=call.id,
         )
-        return journal.UNKNOWN_RESULT
+        return journal.UNKNOWN_RESULT, Signals()
     if tool is None:
         known = ", ".join(sorted(tools)) or "none"
         text = f"error: no tool named {call.name!r} (available: {known})"
@@ -299,7 +246,7 @@ def _tool_step(
             error=text,
             call_id=call.id,
         )
-        return text
+        return text, Signals()
     # Finished steps are stored before this one begins; an unsafe call is journaled as
     # started first, so a retry knows it may have had its effect.
     marker = (
@@ -307,8 +254,12 @@ def _tool_step(
         if tool.retry == "unsafe"
         else []
     )
-    if steps.commit(marker):
-        return None
+    before = steps.commit(marker)
+    if before.cancel:
+        return "", before
+    if before.interrupt or before.waiting:
+        why = SKIPPED_FOR_INTERRUPT if before.interrupt else SKIPPED_FOR_INBOX
+        return _skip(call, steps, replay, why, step), before
     t0 = time.perf_counter()
     with steps.ports.tracer.tool(call, step) as span:
         result = executor.call(
@@ -330,24 +281,9 @@ def _tool_step(
         error=result.error,
         call_id=call.id,
     )
-    return None if result.stopped else result.text
-
-
-def _replayed(entry: TraceRow) -> TraceRow:
-    return TraceRow(
-        step=entry.step,
-        kind=entry.kind,
-        name=entry.name,
-        input=entry.input,
-        output=entry.output,
-        error=entry.error,
-        usage=entry.usage,
-        started_at=entry.started_at,
-        duration_ms=entry.duration_ms,
-        status=entry.status,
-        call_id=entry.call_id,
-        replayed=True,
-    )
+    if result.stopped:  # the watch saw a cancel, an interrupt or a lost lease: which?
+        return result.text, steps.commit()
+    return result.text, Signals()
 
 
 def _message_of(output: Any) -> ChatMessage:

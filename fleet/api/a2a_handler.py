@@ -271,6 +271,8 @@ class FleetRequestHandler(RequestHandler):
         except ValueError as exc:  # NaN or Infinity somewhere: JSON cannot carry them
             raise InputError(f"the message cannot be read as JSON: {exc}") from None
         labels = rules.labels(request_meta, message_meta)
+        delivery = rules.delivery(request_meta, message_meta)
+        resource = rules.resource(request_meta, message_meta)
         wait = rules.wait_seconds(
             params.configuration.return_immediately, request_meta, message_meta
         )
@@ -294,6 +296,8 @@ class FleetRequestHandler(RequestHandler):
             labels=labels,
             idempotency_key=msg.message_id or None,
             caller=caller.name,
+            delivery=delivery,
+            resource_id=resource,
         )
         return admission.task, wait
 

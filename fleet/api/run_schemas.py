@@ -60,6 +60,18 @@ class ContextProvenance(_Camel):
         description="The prompt exactly as the first model step saw it; only with "
         "`include=messages`.",
     )
+    memory: dict[str, Any] | None = Field(
+        default=None,
+        description="What memory the context held: `blocks` (name, version, bytes, mode), "
+        "`notes` (shown and left out), `workingMemory` (version, characters), `observations` "
+        "(level and message range of each).",
+    )
+    recall: dict[str, Any] | None = Field(
+        default=None,
+        description="Semantic recall: `hits` (message, conversation, role, score, preview), "
+        "`recalled` (hits and their neighbours), `searched`, `notEmbeddedYet`, the embedder and "
+        "the method (`exact`).",
+    )
 
 
 class ShortenedResult(_Camel):

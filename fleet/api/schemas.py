@@ -84,6 +84,29 @@ class SubmitTaskRequest(_Camel):
         default=None,
         description="Repeating a submission with this key (in the caller's scope) creates nothing.",
     )
+    resource_id: str | None = Field(
+        default=None,
+        description="Who or what this is about across conversations (a user id): recall and "
+        "working memory scoped to `resource` reach this resource's other conversations, "
+        "within the caller's scope.",
+    )
+    delivery: Literal["followup", "collect", "steer", "interrupt"] | None = Field(
+        default=None,
+        description="What this submission does if its conversation is busy, instead of the "
+        "deployment's queue mode: `followup` (queue), `collect` (merge into the queued task), "
+        "`steer` (into the running run's inbox), `interrupt` (stop the running run, then run).",
+    )
+
+    def input_value(self) -> str | list[dict[str, Any]]:
+        if isinstance(self.input, str):
+            return self.input
+        return [p.model_dump() for p in self.input]
+
+
+class SignalTaskRequest(_Camel):
+    """A message for a running task's run (delivered at its next step boundary)."""
+
+    input: Input = Field(description="Text, or a list of text/data parts, as SubmitTask's.")
 
     def input_value(self) -> str | list[dict[str, Any]]:
         if isinstance(self.input, str):
@@ -126,6 +149,17 @@ class SubmitTaskResponse(TaskView):
     )
     duplicate: bool = Field(
         description="The idempotency key was seen before: this is the original task."
+    )
+    delivered_to: Literal["queued", "run"] = Field(
+        description="`queued`: the submission is a task (new, or merged into `mergedInto`); "
+        "`run`: steered into the running task's inbox (`id`), delivered at its next step — if "
+        "that run ends first, the message becomes the next queued task."
+    )
+    dropped: UUID | None = Field(
+        description="A queued task cancelled to make room (the queue cap's `drop_oldest`)."
+    )
+    interrupted: UUID | None = Field(
+        description="The running task asked to stop for this submission (`interrupt`)."
     )
 
 

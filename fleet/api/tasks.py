@@ -21,6 +21,7 @@ from fleet.api.deps import CallerDep, RuntimeDep
 from fleet.api.schemas import (
     CancelTaskResponse,
     MessageList,
+    SignalTaskRequest,
     SubmitTaskRequest,
     SubmitTaskResponse,
     TaskList,
@@ -110,6 +111,8 @@ def submit_task(body: SubmitTaskRequest, rt: RuntimeDep, caller: CallerDep) -> J
         labels=body.labels,
         idempotency_key=body.idempotency_key,
         caller=None if caller is ANONYMOUS else caller.name,
+        delivery=body.delivery,
+        resource_id=body.resource_id,
     )
     return JSONResponse(
         views.admission_json(adm),
@@ -217,6 +220,32 @@ def cancel_task(
     task = _visible(rt, _api_caller(caller), task_id)
     result = rt.dispatcher.cancel(task.id, scope=task.scope)
     return JSONResponse({"effect": result.effect, "task": views.task_json(result.task)})
+
+
+@router.post(
+    "/v1/tasks/{id}/signal",
+    operation_id="SignalTask",
+    status_code=202,
+    responses=problem_responses(*_AUTH, 400, 404, 409, 413, 422),
+    summary="Send a message into a running task",
+)
+def signal_task(
+    task_id: Annotated[uuid.UUID, Path(alias="id")],
+    body: SignalTaskRequest,
+    rt: RuntimeDep,
+    caller: CallerDep,
+) -> JSONResponse:
+    """The message joins the run at its next step boundary (before its next model call); if the
+    run ends first, it becomes the conversation's next task. 409 if the task is not running."""
+    who = _api_caller(caller)
+    task = _visible(rt, who, task_id)
+    running = rt.dispatcher.signal(
+        task.id,
+        body.input_value(),
+        scope=task.scope,
+        caller=None if who is ANONYMOUS else who.name,
+    )
+    return JSONResponse({"deliveredTo": "run", "task": views.task_json(running)}, status_code=202)
 
 
 @router.get(

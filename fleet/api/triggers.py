@@ -158,5 +158,6 @@ async def deliver(
         labels=delivery.labels,
         idempotency_key=delivery.idempotency_key,
         caller=sender,
+        resource_id=delivery.resource_id,
     )
     return JSONResponse(admission_json(admission), status_code=200 if admission.duplicate else 202)

@@ -11,7 +11,10 @@ from fleet.config.agents import (
     McpServerConfig,
     MemoryAttachment,
     ModelConfig,
+    ObservationsConfig,
+    RecallConfig,
     ToolRef,
+    WorkingMemoryConfig,
 )
 from fleet.config.base import MAX_DURATION_S, Duration, parse_duration
 from fleet.config.intake import (
@@ -22,7 +25,13 @@ from fleet.config.intake import (
     SignatureConfig,
     TriggerConfig,
 )
-from fleet.config.loading import AppConfig, FleetConfig, LimitDefaults, load_config
+from fleet.config.loading import (
+    AppConfig,
+    EmbeddingsConfig,
+    FleetConfig,
+    LimitDefaults,
+    load_config,
+)
 from fleet.config.settings import Settings, load_settings
 
 __all__ = [
@@ -33,6 +42,7 @@ __all__ = [
     "ConversationsConfig",
     "DeploymentConfig",
     "Duration",
+    "EmbeddingsConfig",
     "FieldRef",
     "FleetConfig",
     "HistoryConfig",
@@ -40,10 +50,13 @@ __all__ = [
     "McpServerConfig",
     "MemoryAttachment",
     "ModelConfig",
+    "ObservationsConfig",
+    "RecallConfig",
     "Settings",
     "SignatureConfig",
     "ToolRef",
     "TriggerConfig",
+    "WorkingMemoryConfig",
     "load_config",
     "load_settings",
     "parse_duration",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import (
     Field,
@@ -27,19 +27,23 @@ from fleet.constants import (
 
 
 class ConversationsConfig(_Strict):
-    """What a busy conversation does with a new task."""
+    """What a busy conversation does with a new task (see fleet.domain.admission)."""
 
-    queue_mode: Literal["followup", "collect"] = "followup"
+    queue_mode: Literal["followup", "collect", "steer", "interrupt"] = "followup"
+    #: collect: how far each merge moves the task's start out.
     debounce: Duration = DEFAULT_DEBOUNCE_S
-
-    @field_validator("queue_mode", mode="before")
-    @classmethod
-    def _not_yet(cls, v: Any) -> Any:
-        if v in ("steer", "interrupt"):
-            raise ValueError(
-                f"queue mode {v!r} is not implemented yet; use 'followup' or 'collect'"
-            )
-        return v
+    #: collect: a burst's task starts at the latest this long after its first submission
+    #: (default: 10 x debounce). Inngest's debounce ``timeout``, Windmill's max debounce delay.
+    max_wait: Duration | None = None
+    #: collect: submissions one task may hold before a new task starts (None: no limit).
+    max_merged: StrictInt | None = Field(default=None, ge=1, le=10_000)
+    #: Tasks a conversation may hold queued at once (None: no cap).
+    max_queued: StrictInt | None = Field(default=None, ge=1, le=10_000)
+    #: What a submission over the cap does: reject (429), drop_oldest (cancel the oldest
+    #: queued task), merge (fold into the newest queued task).
+    on_full: Literal["reject", "drop_oldest", "merge"] = "reject"
+    #: interrupt: the stopped run gets one last model turn (no tools) to report what it has.
+    report_on_interrupt: StrictBool = True
 
     @field_validator("debounce")
     @classmethod
@@ -47,6 +51,17 @@ class ConversationsConfig(_Strict):
         if v > MAX_DEBOUNCE_S:
             raise ValueError(f"must be at most {MAX_DEBOUNCE_S:g}s")
         return v
+
+    @field_validator("max_wait")
+    @classmethod
+    def _wait(cls, v: float | None) -> float | None:
+        if v is not None and not 0 < v <= MAX_DEBOUNCE_S * 10:
+            raise ValueError(f"must be more than 0s and at most {MAX_DEBOUNCE_S * 10:g}s")
+        return v
+
+    @property
+    def effective_max_wait(self) -> float:
+        return self.max_wait if self.max_wait is not None else 10 * self.debounce
 
 
 class DeploymentConfig(_Strict):
@@ -169,6 +184,8 @@ class TriggerConfig(_Strict):
     deployment: str
     #: Where the conversation key is; none means a new conversation per delivery.
     conversation_key: FieldRef | None = None
+    #: Where the resource id is (who the delivery is about, e.g. ``/sender/login``).
+    resource: FieldRef | None = None
     #: JSON pointer of the input text; ``""`` sends the whole body as a data part.
     input: str = ""
     #: label name → JSON pointer of its value.

@@ -6,14 +6,16 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictInt,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from fleet.config.agents import AgentConfig
@@ -51,11 +53,30 @@ class LimitDefaults(_Strict):
     stored_messages: StoredMessages | None = None
 
 
+class EmbeddingsConfig(_Strict):
+    """``[embeddings]``: what turns messages into vectors for recall."""
+
+    #: ``local``: offline static word embeddings shipped in a package (wordllama);
+    #: ``openai``: any OpenAI-compatible embeddings endpoint.
+    provider: Literal["local", "openai"] = "local"
+    model: str | None = None
+    #: openai only: overrides FLEET_OPENAI_BASE_URL.
+    base_url: str | None = None
+    dimensions: StrictInt | None = Field(default=None, ge=1, le=8192)
+
+    @model_validator(mode="after")
+    def _named(self) -> EmbeddingsConfig:
+        if self.provider == "openai" and not self.model:
+            raise ValueError("provider 'openai' needs model = '...', e.g. 'text-embedding-3-small'")
+        return self
+
+
 class AppConfig(_Strict):
     """``config/fleet.toml``: what holds for every agent and deployment."""
 
     name: str = "fleet"
     limits: LimitDefaults = LimitDefaults()
+    embeddings: EmbeddingsConfig = EmbeddingsConfig()
     #: ``module:function`` deciding who may dispatch into, recall from, or write notes and
     #: memory in a conversation (see fleet.policy); unset: the scope rules alone.
     authorize: str | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +22,7 @@ from redis.exceptions import RedisError
 from fleet.config import load_settings
 from fleet.constants import WAKE_QUEUE
 from fleet.dispatch.leases.redis import RedisLease
+from fleet.dispatch.publish import WakeMessages, redis_broker
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +79,8 @@ class CeleryWaker:
     """Publishes ``fleet.drain(conversation)`` wake-ups, delayed with an ETA when not yet due.
 
     An immediate wake-up is skipped when the lease says it is not needed: the conversation's
-    holder was knocked instead, or an earlier wake-up has not been picked up yet.
+    holder was knocked instead, or an earlier wake-up has not been picked up yet. On a Redis
+    broker immediate wake-ups are pushed directly (``fleet.dispatch.publish``), a batch at a time.
     """
 
     def __init__(
@@ -86,25 +89,60 @@ class CeleryWaker:
         self._app = celery
         self._lease = lease
         self._queue = queue
+        self._messages: WakeMessages | None = None
+        self._redis: Any = None
+        if redis_broker(celery):
+            import redis
+
+            self._messages = WakeMessages(celery, queue)
+            self._redis = redis.Redis.from_url(
+                str(celery.conf.broker_url), socket_connect_timeout=5, socket_timeout=10
+            )
 
     def wake(
         self, conversation_id: uuid.UUID, at: datetime | None = None, *, force: bool = False
     ) -> None:
         """Publish a hint; a broker outage is logged, not raised (the sweeper re-sends it)."""
-        options: dict[str, Any] = {"queue": self._queue}
+        self.wake_many([(conversation_id, at, force)])
+
+    def wake_many(self, wakes: Sequence[tuple[uuid.UUID, datetime | None, bool]]) -> None:
+        """Publish several hints: due ones in two round trips (de-duplicate, push)."""
+        now = datetime.now(UTC)
+        due: list[tuple[uuid.UUID, bool]] = []  # (conversation, ask the lease first), in order
+        for conversation_id, at, force in wakes:
+            if at is not None and at > now:
+                self._send(conversation_id, eta=at)
+            else:
+                due.append((conversation_id, not force and self._lease is not None))
+        if not due:
+            return
+        checked = [c for c, check in due if check]
+        marked = checked  # until the lease answers, any of them may carry our mark
         try:
-            if at is not None and at > datetime.now(UTC):
-                options["eta"] = at
-            elif (
-                not force
-                and self._lease is not None
-                and not self._lease.wake_needed(conversation_id)
-            ):
-                return
-            self._app.send_task("fleet.drain", args=[str(conversation_id)], **options)
+            if checked:
+                assert self._lease is not None
+                needed = iter(self._lease.wakes_needed(checked))
+                due = [(c, check) for c, check in due if not check or next(needed)]
+                marked = [c for c, check in due if check]
+            if self._messages is None:
+                for conversation_id, _ in due:
+                    args = [str(conversation_id)]
+                    self._app.send_task("fleet.drain", args=args, queue=self._queue)
+            elif due:
+                pipe = self._redis.pipeline(transaction=False)
+                self._messages.push(pipe, [c for c, _ in due])
+                pipe.execute()
         except (OperationalError, RedisError, OSError) as exc:
             # What was admitted is committed: failing now would only invite a duplicate retry.
-            log.warning("wake-up for conversation %s not sent: %s", conversation_id, exc)
+            log.warning("wake-ups for %d conversation(s) not sent: %s", len(wakes), exc)
             if self._lease is not None:
                 with contextlib.suppress(RedisError, OSError):
-                    self._lease.forget_wake(conversation_id)
+                    self._lease.forget_wake(*marked)
+
+    def _send(self, conversation_id: uuid.UUID, *, eta: datetime) -> None:
+        try:
+            self._app.send_task(
+                "fleet.drain", args=[str(conversation_id)], queue=self._queue, eta=eta
+            )
+        except (OperationalError, RedisError, OSError) as exc:
+            log.warning("wake-up for conversation %s not sent: %s", conversation_id, exc)

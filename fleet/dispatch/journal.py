@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from fleet.dispatch.lease import LeaseHandle
-from fleet.domain.runs import TraceRow
+from fleet.domain.runs import Signals, TraceRow
 from fleet.domain.values import Task
 from fleet.errors import LeaseLost, Unavailable
 from fleet.store import Store
@@ -41,10 +41,12 @@ class StoreJournal:
     def replay(self) -> Sequence[TraceRow]:
         return self._previous
 
-    def commit(self, rows: Sequence[TraceRow]) -> bool:
+    def commit(self, rows: Sequence[TraceRow], *, take_inbox_as: int | None = None) -> Signals:
         if self._handle.lost.is_set():
             raise LeaseLost(f"lease on conversation {self._task.conversation_id} was lost")
-        return self._store.checkpoint(self._task, self._run_id, rows, self._clock())
+        return self._store.checkpoint(
+            self._task, self._run_id, rows, self._clock(), take_inbox_as=take_inbox_as
+        )
 
     def must_stop(self) -> bool:
         """Lease lost, or (asked of the store at most every CANCEL_POLL_S) a cancel requested."""
@@ -54,7 +56,7 @@ class StoreJournal:
         if now < self._next_poll:
             return False
         self._next_poll = now + CANCEL_POLL_S
-        try:
+        try:  # a cancel or an interrupt: either stops the tool; the next commit says which
             return self._store.cancel_requested(self._task.id)
         except Unavailable:  # the store is down: let the tool go on; the next commit decides
             return False

@@ -21,24 +21,39 @@ from fleet import metrics, policy
 from fleet.agents import models as model_adapters
 from fleet.agents import prompt, telemetry
 from fleet.agents.runner import RunPorts, run_agent
-from fleet.agents.tools import Tool, ToolContext, ToolLoadError, toolbox
+from fleet.agents.tools import ToolContext, ToolLoadError, toolbox
 from fleet.agents.tools.toolbox import Toolbox, ToolServerError
-from fleet.config import AgentConfig, FleetConfig, Settings
+from fleet.config import AgentConfig, ConversationsConfig, FleetConfig, Settings
 from fleet.dispatch.journal import StoreJournal
 from fleet.dispatch.lease import Lease, LeaseHandle
+from fleet.dispatch.sources import RunSources
 from fleet.dispatch.waker import Waker
 from fleet.domain import inputs, keys
-from fleet.domain.admission import QueuePolicy, Submission
+from fleet.domain.admission import QUEUE_MODES, QueuePolicy, Submission
 from fleet.domain.labels import merge_labels
 from fleet.domain.runs import Outcome
 from fleet.domain.values import CLAIMABLE, Admission, Task, TaskStatus
-from fleet.errors import Forbidden, InputError, LeaseLost, NotFound
-from fleet.memory import render
-from fleet.memory import tools as memory_tools
-from fleet.memory.binding import StoreMemory
+from fleet.errors import Conflict, Forbidden, InputError, LeaseLost, NotFound, QueueFull
 from fleet.store import CancelResult, Chain, Claim, Head, Prepared, Started, Store
 
 log = logging.getLogger(__name__)
+
+
+def queue_policy(conv: ConversationsConfig, delivery: str | None = None) -> QueuePolicy:
+    """The deployment's queue policy, with one submission's ``delivery`` mode if it gives one."""
+    mode = conv.queue_mode if delivery is None else delivery
+    if mode not in QUEUE_MODES:
+        raise InputError(
+            f"delivery must be one of {', '.join(QUEUE_MODES)}, got {delivery!r}", field="delivery"
+        )
+    return QueuePolicy(
+        mode,
+        conv.debounce,
+        max_wait_s=conv.effective_max_wait,
+        max_merged=conv.max_merged,
+        max_queued=conv.max_queued,
+        on_full=conv.on_full,
+    )
 
 
 def utcnow() -> datetime:
@@ -77,6 +92,8 @@ class Dispatcher:
         self.worker = worker or worker_name()
         self._models: dict[str, model_adapters.Model] = {}
         self._toolboxes: dict[str, Toolbox] = {}
+        #: Memory, recall and the jobs that keep them current.
+        self.sources = RunSources(store, config, settings, clock)
         toolbox.importable(config.root)
         #: The authorize policy of config/fleet.toml (or the scope rules alone).
         self.policy = policy.load(config.app.authorize, str(config.root / "fleet.toml"))
@@ -99,6 +116,8 @@ class Dispatcher:
         labels: dict[str, str] | None = None,
         idempotency_key: str | None = None,
         caller: str | None = None,
+        delivery: str | None = None,
+        resource_id: str | None = None,
     ) -> Admission:
         """Admit a submission (one transaction), then send a wake-up hint for its conversation.
 
@@ -134,19 +153,55 @@ class Dispatcher:
             input_bytes=size,
             labels=merge_labels(dep.labels, labels or {}),
             idempotency_key=inputs.idempotency_key(idempotency_key),
-            policy=QueuePolicy(dep.conversations.queue_mode, dep.conversations.debounce),
+            policy=queue_policy(dep.conversations, delivery),
             max_attempts=dep.max_attempts or self.settings.max_attempts,
             max_input_bytes=agent.max_input_bytes,
             caller_scope=scope,
             caller=caller,
+            resource_id=inputs.resource_id(resource_id),
         )
-        admission = self.store.admit(sub, self.clock())
-        if not admission.duplicate:
+        try:
+            admission = self.store.admit(sub, self.clock())
+        except QueueFull:
+            metrics.rejected(dep.name)
+            raise
+        if admission.dropped is not None:
+            log.info(
+                "conversation %s: queue full, dropped task %s",
+                admission.task.conversation_id,
+                admission.dropped,
+            )
+        if not admission.duplicate and admission.delivered_to == "queued":
             # De-duplicated also for an idle conversation: the mark this wake-up leaves keeps a
             # burst of submissions (before the first is picked up) from sending one drain each.
             self.waker.wake(admission.task.conversation_id, admission.task.not_before)
         metrics.admitted(admission)
         return admission
+
+    def signal(
+        self,
+        task_id: uuid.UUID,
+        input: str | Sequence[Any],
+        *,
+        scope: str | None = None,
+        caller: str | None = None,
+    ) -> Task:
+        """Deliver a message into a running task's run at its next step boundary (if the run
+        ends first, the message becomes the conversation's next task); Conflict if the task
+        is not running."""
+        task = self.store.get_task(task_id, scope=scope)
+        agent = self._agent(task.deployment)
+        limit = agent.max_input_bytes if agent is not None else 16_384
+        parts, size = inputs.parse(input, limit)
+        running = self.store.signal(task.id, parts, size, self.clock(), caller=caller)
+        if running is None:
+            current = self.store.get_task(task.id)
+            raise Conflict(
+                f"task {task.id} is {current.status.value}: signals reach running tasks only "
+                "(submit a new task to the conversation instead)",
+                field="id",
+            )
+        return running
 
     def cancel(self, task_id: uuid.UUID, *, scope: str | None = None) -> CancelResult:
         """Cancel a queued task now, or ask a running one to stop at its next step boundary."""
@@ -267,23 +322,9 @@ class Dispatcher:
             claim.task,
             claim.history,
             more_history=claim.more_history,
-            memory=self._memory(agent, claim.task),
+            memory=self.sources.memory(agent, claim.task),
         )
         return Prepared(context, self._model(agent).name)
-
-    def _memory(self, agent: AgentConfig, task: Task) -> prompt.Memory | None:
-        """What the run's prompt shows of memory: attached blocks, the conversation's notes."""
-        if not agent.memory and not agent.notes:
-            return None
-        namespace = self.config.deployment(task.deployment).namespace
-        found = self.store.blocks_named(namespace, [a.block for a in agent.memory])
-        text, shown = render.blocks_text(agent.memory, found)
-        record: dict[str, Any] = {"namespace": namespace, "blocks": shown}
-        notes = None
-        if agent.notes:
-            listed = self.store.list_notes(task.conversation_id, self.clock())
-            notes, record["notes"] = render.notes_message(listed, agent.notes_bytes)
-        return prompt.Memory(blocks=text, notes=notes, record=record)
 
     def _run(
         self, started: Started, handle: LeaseHandle, deadline: float | None = None
@@ -341,11 +382,14 @@ class Dispatcher:
             self.clock,
             previous=self.store.journal(task.id) if task.attempts > 1 else (),
         )
+        conversations = self.config.deployment(task.deployment).conversations
         ports = RunPorts(
             journal=journal,
             watch=journal.must_stop,
             timeout_of=box.timeout_of,
             context_tokens=agent.context_tokens,
+            report_on_interrupt=conversations.report_on_interrupt,
+            inbox_waiting=task.inbox > 0,
             tracer=telemetry.tracer(),
         )
         namespace = self.config.deployment(task.deployment).namespace
@@ -366,20 +410,7 @@ class Dispatcher:
             authorize("recall")  # the run starts (or resumes) with the conversation's context
         except Forbidden as exc:
             return Outcome(TaskStatus.FAILED, None, exc.message, {})
-        extra: list[Tool] = []
-        if agent.memory or agent.notes:
-            port = StoreMemory(
-                self.store,
-                namespace=namespace,
-                conversation_id=task.conversation_id,
-                run_id=run_id,
-                clock=self.clock,
-                authorize=authorize,  # type: ignore[arg-type]
-            )
-            update = memory_tools.block_tool(agent.memory, port)
-            extra = [update] if update is not None else []
-            if agent.notes:
-                extra += memory_tools.note_tools(port)
+        extra = self.sources.tools(agent, task, run_id, authorize)  # type: ignore[arg-type]
         try:
             with box.opened(ctx, extra=extra) as tools:
                 return run_agent(
@@ -419,6 +450,7 @@ class Dispatcher:
             chain=chain,
         )
         metrics.finished(started.task, final, self.clock())
+        self.sources.settled(self._agent(started.task.deployment), started.task)
         return nxt
 
     def _agent(self, deployment: str) -> AgentConfig | None:
@@ -456,6 +488,10 @@ class Dispatcher:
             if status is not None:
                 recovered += 1
                 metrics.recovered(status)
+                self.waker.wake(conv, force=True)
+        for task_id, conv in self.store.inbox_orphans():
+            # a worker died between its settle and the requeue of its run's inbox
+            if self.store.requeue_inbox(task_id, now):
                 self.waker.wake(conv, force=True)
         grace = timedelta(seconds=self.settings.sweep_interval)
         due = self.store.due_conversations(now - grace, limit=1000)

@@ -54,3 +54,16 @@ def _close(**_: Any) -> None:
 def drain(conversation_id: str) -> int:
     """Run the conversation's due tasks in order while holding its lease."""
     return runtime().dispatcher.drain(uuid.UUID(conversation_id))
+
+
+@app.task(  # type: ignore[untyped-decorator]
+    name="fleet.memorize",
+    ignore_result=True,
+    autoretry_for=(Exception,),
+    retry_backoff=True,
+    max_retries=5,
+)
+def memorize(conversation_id: str) -> dict[str, int]:
+    """Embed a conversation's new messages and observe its older history (recall,
+    observations): off the hot path, retried."""
+    return runtime().dispatcher.sources.memorize(uuid.UUID(conversation_id))

@@ -67,6 +67,9 @@ class BackgroundWaker:
     A hint still queued here when the process dies is covered by the sweeper, like any lost one.
     """
 
+    #: Wake-ups sent in one go at most.
+    max_batch = 256
+
     def __init__(self, inner: Waker, *, max_pending: int = 10_000) -> None:
         self._inner = inner
         self._queue: queue.Queue[tuple[uuid.UUID, datetime | None, bool] | None] = queue.Queue(
@@ -89,9 +92,23 @@ class BackgroundWaker:
         self._thread.join(timeout_s)
 
     def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            conversation_id, at, force = item
+        stop = False
+        while not stop:
+            # What piled up while the last batch was sent goes out together (one round trip).
+            batch = [self._queue.get()]
+            while len(batch) < self.max_batch:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = None in batch
+            wakes = [item for item in batch if item is not None]
             try:
-                self._inner.wake(conversation_id, at, force=force)
-            except Exception:  # a hint; the sweeper re-sends what is lost
-                log.warning("wake-up for %s not sent", conversation_id, exc_info=True)
+                wake_many = getattr(self._inner, "wake_many", None)
+                if wake_many is not None:
+                    wake_many(wakes)
+                else:
+                    for conversation_id, at, force in wakes:
+                        self._inner.wake(conversation_id, at, force=force)
+            except Exception:  # hints; the sweeper re-sends what is lost
+                log.warning("%d wake-up(s) not sent", len(wakes), exc_info=True)

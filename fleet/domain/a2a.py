@@ -25,6 +25,10 @@ CANCEL_WAIT_S = 10.0
 LABELS_KEY = "fleet.labels"
 #: Metadata key (request or message) carrying the blocking wait in seconds.
 WAIT_KEY = "fleet.wait"
+#: Metadata key choosing what the message does if its conversation is busy (a queue mode).
+DELIVERY_KEY = "fleet.delivery"
+#: Metadata key naming who or what the message is about across conversations.
+RESOURCE_KEY = "fleet.resource"
 
 #: fleet task status → A2A task state. ``interrupted`` (a crashed run waiting for its retry) shows
 #: as ``working``: the work started and will go on without the client doing anything.
@@ -36,6 +40,7 @@ STATES: dict[TaskStatus, str] = {
     TaskStatus.SUCCEEDED: "completed",
     TaskStatus.FAILED: "failed",
     TaskStatus.CANCELLED: "canceled",
+    TaskStatus.SUPERSEDED: "canceled",  # stopped for a newer message (its report is kept)
 }
 
 
@@ -116,3 +121,38 @@ def wait_seconds(
                 )
             return float(value)
     return DEFAULT_WAIT_S
+
+
+def delivery(
+    request_metadata: Mapping[str, Any] | None, message_metadata: Mapping[str, Any] | None
+) -> str | None:
+    """``fleet.delivery`` (the message's wins): a queue mode for this one submission."""
+    from fleet.domain.admission import QUEUE_MODES
+
+    for where, meta in (("message", message_metadata), ("params", request_metadata)):
+        if meta and DELIVERY_KEY in meta:
+            value = meta[DELIVERY_KEY]
+            if value not in QUEUE_MODES:
+                raise InputError(
+                    f"{where}.metadata[{DELIVERY_KEY!r}] must be one of "
+                    f"{', '.join(QUEUE_MODES)}, got {value!r}",
+                    field=f"{where}.metadata.{DELIVERY_KEY}",
+                )
+            return str(value)
+    return None
+
+
+def resource(
+    request_metadata: Mapping[str, Any] | None, message_metadata: Mapping[str, Any] | None
+) -> str | None:
+    """``fleet.resource`` (the message's wins): the submission's resource id."""
+    for where, meta in (("message", message_metadata), ("params", request_metadata)):
+        if meta and RESOURCE_KEY in meta:
+            value = meta[RESOURCE_KEY]
+            if not isinstance(value, str):
+                raise InputError(
+                    f"{where}.metadata[{RESOURCE_KEY!r}] must be a string, got {value!r}",
+                    field=f"{where}.metadata.{RESOURCE_KEY}",
+                )
+            return value
+    return None

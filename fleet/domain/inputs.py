@@ -87,6 +87,18 @@ def unstorable(value: Any) -> str | None:
     return None
 
 
+def resource_id(value: str | None) -> str | None:
+    """A submission's resource (who or what it is about across conversations), or None."""
+    if value is None:
+        return None
+    if not value or len(value) > MAX_IDEMPOTENCY_KEY_CHARS or not value.isprintable():
+        raise InputError(
+            f"resource id {value!r} must be 1-{MAX_IDEMPOTENCY_KEY_CHARS} printable characters",
+            field="resourceId",
+        )
+    return value
+
+
 def idempotency_key(value: str | None) -> str | None:
     if value is None:
         return None

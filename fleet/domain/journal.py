@@ -47,6 +47,15 @@ class Replay:
     def _peek(self) -> TraceRow | None:
         return self._entries[self._at] if self._at < len(self._entries) else None
 
+    def inbox(self) -> TraceRow | None:
+        """The next journaled inbox delivery, if the journal goes on with one (else nothing is
+        consumed: the journal may go on with a model step)."""
+        entry = self._peek()
+        if entry is None or entry.kind != "inbox":
+            return None
+        self._at += 1
+        return entry
+
     def model(self) -> TraceRow | None:
         """The next journaled model step, if the journal goes on with one that finished."""
         entry = self._peek()

@@ -34,6 +34,28 @@ class TraceRow:
 
 
 @dataclass(frozen=True, slots=True)
+class InboxItem:
+    """A message taken from a run's inbox at a step boundary (steer, signal)."""
+
+    id: int
+    source: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """What a step boundary learned besides storing the finished steps."""
+
+    cancel: bool = False
+    #: A newer submission asks the run to report and stop (``interrupt`` mode).
+    interrupt: bool = False
+    #: Messages taken from the inbox here (already journaled as an ``inbox`` step).
+    taken: tuple[InboxItem, ...] = ()
+    #: Messages waiting in the inbox (at a boundary that does not take them).
+    waiting: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """How a run ended, as the store records it."""
 
@@ -44,3 +66,5 @@ class Outcome:
     traces: Sequence[TraceRow] = ()
     #: What else the run record keeps: ``replayed`` steps, ``shortened`` tool results.
     details: dict[str, Any] = field(default_factory=dict)
+    #: Inbox messages the run took, in order: stored in the transcript after the input.
+    inbox: tuple[str, ...] = ()

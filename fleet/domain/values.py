@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 
 class _Frozen(BaseModel):
@@ -28,13 +28,17 @@ class TaskStatus(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    #: Stopped for a newer submission (``interrupt`` mode), with the report it gave first.
+    SUPERSEDED = "superseded"
 
     @property
     def terminal(self) -> bool:
         return self in _TERMINAL
 
 
-_TERMINAL = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED})
+TERMINAL = _TERMINAL = frozenset(
+    {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.SUPERSEDED}
+)
 #: Statuses a conversation's head may be claimed from.
 CLAIMABLE = (TaskStatus.QUEUED, TaskStatus.INTERRUPTED)
 #: Statuses of the (at most one) task a worker holds.
@@ -61,6 +65,11 @@ def render_parts(parts: tuple[TextPart | DataPart, ...] | list[TextPart | DataPa
     return "\n".join(
         p.text if isinstance(p, TextPart) else json.dumps(p.data, sort_keys=True) for p in parts
     )
+
+
+def render_stored(raw: Any) -> str:
+    """``render_parts`` of parts as the store keeps them (a list of dicts)."""
+    return render_parts(_PARTS.validate_python(raw or []))
 
 
 class Task(_Frozen):
@@ -90,6 +99,12 @@ class Task(_Frozen):
     result: dict[str, Any] | None = None
     #: The configured caller that submitted it (None: the operator's CLI or an open API).
     caller: str | None = None
+    #: Messages waiting in its run's inbox (steer, signals).
+    inbox: int = 0
+    #: Who or what it is about across conversations (``resourceId``).
+    resource_id: str | None = None
+    #: A newer submission asked its run to report and stop (``interrupt`` mode).
+    interrupt_requested: bool = False
 
     @property
     def conversation(self) -> str:
@@ -109,6 +124,13 @@ class Admission(_Frozen):
     merged: bool = False
     #: The idempotency key was seen before: this is the original task; nothing was created.
     duplicate: bool = False
+    #: Where the submission went: ``queued`` (a task, new or merged) or ``run`` (steer: into the
+    #: inbox of ``task``, which is running; if it ends first, the message becomes a new task).
+    delivered_to: Literal["queued", "run"] = "queued"
+    #: ``drop_oldest``: the queued task cancelled to make room.
+    dropped: UUID | None = None
+    #: ``interrupt``: the running task asked to stop for this submission.
+    interrupted: UUID | None = None
 
     @property
     def merged_into(self) -> UUID | None:
@@ -173,3 +195,6 @@ class RunDetail(_Frozen):
 
     run: Run
     steps: tuple[Step, ...]
+
+
+_PARTS: TypeAdapter[tuple[TextPart | DataPart, ...]] = TypeAdapter(tuple[TextPart | DataPart, ...])

@@ -228,6 +228,7 @@ class Delivery:
     key: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     idempotency_key: str | None = None
+    resource_id: str | None = None
 
 
 def parse_body(body: bytes) -> Any:
@@ -310,6 +311,7 @@ def extract(trigger: TriggerConfig, document: Any, headers: Mapping[str, str]) -
       as an empty conversation-key header means no key.
     """
     key = _key(trigger.conversation_key, document, headers) if trigger.conversation_key else None
+    resource = _key(trigger.resource, document, headers) if trigger.resource else None
     labels: dict[str, str] = {}
     for name, pointer in trigger.labels.items():
         value = _scalar(
@@ -325,4 +327,5 @@ def extract(trigger: TriggerConfig, document: Any, headers: Mapping[str, str]) -
         key=key,
         labels=validate_labels(labels),
         idempotency_key=inputs.idempotency_key(delivery_id),
+        resource_id=resource,
     )

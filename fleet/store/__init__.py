@@ -13,6 +13,7 @@ from fleet.store.leasing import LeasingStore
 from fleet.store.memory import MemoryStore
 from fleet.store.operator import OperatorStore
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
+from fleet.store.recall import ObservationStore, RecallStore
 
 __all__ = [
     "Block",
@@ -31,7 +32,16 @@ __all__ = [
 ]
 
 
-class Store(AdmissionStore, LeasingStore, QueryStore, MemoryStore, EventStore, OperatorStore):
+class Store(
+    AdmissionStore,
+    LeasingStore,
+    QueryStore,
+    MemoryStore,
+    RecallStore,
+    ObservationStore,
+    EventStore,
+    OperatorStore,
+):
     """Everything fleet reads or writes in its database."""
 
     @classmethod

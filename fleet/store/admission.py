@@ -11,7 +11,8 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
 from fleet.domain import admission as policy
-from fleet.domain.values import Admission, TaskStatus
+from fleet.domain.values import Admission, Task, TaskStatus
+from fleet.errors import QueueFull
 from fleet.store import pg, rows
 from fleet.store import statements as q
 from fleet.store.base import StoreBase
@@ -23,6 +24,7 @@ class AdmissionStore(StoreBase):
         if (
             self.one_statement_path
             and sub.policy.mode == "followup"
+            and sub.policy.max_queued is None
             and sub.idempotency_key is None
         ):
             return self._admit_followup_pg(sub, now)
@@ -51,10 +53,47 @@ class AdmissionStore(StoreBase):
             "labels": json.dumps(self.redactor.json(sub.labels)),
             "max_attempts": sub.max_attempts,
             "caller": sub.caller,
+            "resource": sub.resource_id,
         }
         row = self.first(pg.ADMIT_FOLLOWUP, params)
         assert row is not None  # an INSERT … SELECT from an upsert always returns its row
         return Admission(task=rows.task(row))
+
+    def _steer(
+        self,
+        conn: Connection,
+        sub: policy.Submission,
+        task_id: uuid.UUID,
+        *,
+        conv_id: uuid.UUID,
+        parts: list[Any],
+        now: datetime,
+    ) -> Any:
+        """Put the submission into the running task's inbox; None if it is no longer running.
+
+        The task row's ``inbox`` count is raised in the same statement that checks it runs, so a
+        settle racing this admission either sees the count (and requeues the message) or makes
+        this match nothing (and the submission is queued as a task instead).
+        """
+        row = conn.execute(q.INBOX_RESERVE, {"b_task": task_id}).first()
+        if row is None:
+            return None
+        conn.execute(
+            q.INSERT_INBOX,
+            {
+                "task_id": task_id,
+                "conversation_id": conv_id,
+                "source": "steer",
+                "input": parts,
+                "input_bytes": sub.input_bytes,
+                "labels": self.redactor.json(sub.labels),
+                "idempotency_key": sub.idempotency_key,
+                "caller": sub.caller,
+                "status": "pending",
+                "created_at": now,
+            },
+        )
+        return row
 
     def _admit(self, conn: Connection, sub: policy.Submission, now: datetime) -> Admission:
         if sub.idempotency_key is not None:
@@ -66,7 +105,7 @@ class AdmissionStore(StoreBase):
                 policy.check_duplicate(task.deployment, sub.deployment, sub.idempotency_key)
                 return Admission(task=task, duplicate=True)
 
-        followup = sub.policy.mode == "followup"
+        followup = sub.policy.mode == "followup" and sub.policy.max_queued is None
         # followup always makes a task, so the upsert takes its seq right away.
         conv_id, last_seq, generation = conn.execute(
             q.UPSERT_CONVERSATION[(self.dialect, followup)],
@@ -80,7 +119,7 @@ class AdmissionStore(StoreBase):
         ).one()
         parts = [self.redactor.json(p.model_dump()) for p in sub.input]
         row: Any = None
-        merged = False
+        outcome: dict[str, Any] = {}
         not_before = now
         if not followup:
             newest = conn.execute(q.NEWEST, {"b_conv": conv_id}).first()
@@ -90,10 +129,14 @@ class AdmissionStore(StoreBase):
                     TaskStatus(newest.status),
                     newest.input_bytes,
                     frozenset(newest.labels or {}),
+                    submissions=newest.submissions,
+                    created_at=newest.created_at,
+                    not_before=newest.not_before,
                 )
                 if newest is not None
                 else None
             )
+            b = conn.execute(q.BUSY, {"b_conv": conv_id}).one()
             decision = policy.decide(
                 sub.policy,
                 head,
@@ -101,8 +144,23 @@ class AdmissionStore(StoreBase):
                 sub.max_input_bytes,
                 now,
                 label_keys=frozenset(sub.labels),
+                busy=policy.Busy(
+                    active=b.active, queued=b.queued, oldest_queued=b.oldest, draining=b.draining
+                ),
             )
-            not_before = decision.not_before
+            if isinstance(decision, policy.Reject):
+                raise QueueFull(
+                    f"{decision.reason}; on_full = 'reject': try again once it has run",
+                    field="conversationKey",
+                )
+            if isinstance(decision, policy.Steer):
+                row = self._steer(
+                    conn, sub, decision.task_id, conv_id=conv_id, parts=parts, now=now
+                )
+                if row is not None:
+                    outcome["delivered_to"] = "run"
+                else:  # the run ended meanwhile: the message is queued like a followup
+                    decision = policy.Create(not_before=now)
             if isinstance(decision, policy.Merge) and newest is not None:
                 row = conn.execute(
                     q.MERGE,
@@ -114,7 +172,19 @@ class AdmissionStore(StoreBase):
                         "b_labels": self.redactor.json({**(newest.labels or {}), **sub.labels}),
                     },
                 ).first()
-                merged = row is not None
+                outcome["merged"] = row is not None
+            if isinstance(decision, policy.Create):
+                not_before = decision.not_before
+                if decision.drop is not None:
+                    dropped = conn.execute(
+                        q.DROP_QUEUED, {"b_task": decision.drop, "b_now": now}
+                    ).scalar()
+                    outcome["dropped"] = dropped
+                if decision.interrupt is not None:
+                    asked = conn.execute(q.INTERRUPT, {"b_task": decision.interrupt}).scalar()
+                    outcome["interrupted"] = asked
+            elif isinstance(decision, policy.Merge) and row is None:
+                not_before = decision.not_before
             if row is None:
                 last_seq = conn.execute(q.NEXT_SEQ, {"b_conv": conv_id}).scalar_one()
         if row is None:
@@ -137,6 +207,7 @@ class AdmissionStore(StoreBase):
                     "max_attempts": sub.max_attempts,
                     "created_at": now,
                     "caller": sub.caller,
+                    "resource_id": sub.resource_id,
                 },
             ).one()
         task = rows.task(row)
@@ -150,4 +221,37 @@ class AdmissionStore(StoreBase):
                     "created_at": now,
                 },
             )
-        return Admission(task=task, merged=merged)
+        return Admission(task=task, **outcome)
+
+    def signal(
+        self,
+        task_id: uuid.UUID,
+        parts: tuple[Any, ...],
+        input_bytes: int,
+        now: datetime,
+        *,
+        caller: str | None = None,
+    ) -> Task | None:
+        """Put a message into a running task's inbox (SignalTask, signal_agent); None if the
+        task does not run (the caller is told its status)."""
+        with self.tx() as conn:
+            row = conn.execute(q.INBOX_RESERVE, {"b_task": task_id}).first()
+            if row is None:
+                return None
+            task = rows.task(row)
+            conn.execute(
+                q.INSERT_INBOX,
+                {
+                    "task_id": task_id,
+                    "conversation_id": task.conversation_id,
+                    "source": "signal",
+                    "input": [self.redactor.json(p.model_dump()) for p in parts],
+                    "input_bytes": input_bytes,
+                    "labels": {},
+                    "idempotency_key": None,
+                    "caller": caller,
+                    "status": "pending",
+                    "created_at": now,
+                },
+            )
+        return task

@@ -43,6 +43,10 @@ def _running(task: Task, now: datetime) -> Task:
     )
 
 
+#: Outcomes whose reply joins the conversation (a superseded run's report does too).
+REPLIED = frozenset({TaskStatus.SUCCEEDED, TaskStatus.SUPERSEDED})
+
+
 class PgHotPath(StoreBase):
     def _start_next_pg(
         self,
@@ -130,7 +134,12 @@ class PgHotPath(StoreBase):
         history_cap: int,
         reserved: tuple[int, int] | None,
         chain: Chain | None,
-    ) -> tuple[TaskStatus, Head | Started | None]:
+    ) -> tuple[TaskStatus, int, Head | Started | None]:
+        # Messages the run took from its inbox come after the input; they were not counted in
+        # what the claim reserved, so then every id is drawn here, in order, and nothing chains.
+        if outcome.inbox:
+            reserved = None
+            chain = None
         said: list[dict[str, Any]] = [
             {
                 "id": reserved[0] if reserved else None,
@@ -139,17 +148,28 @@ class PgHotPath(StoreBase):
                 "delivery": "accepted",
                 "ord": 0,
                 "only_if": None,
-            }
+            },
+            *(
+                {
+                    "id": None,
+                    "role": "user",
+                    "content": self.redactor.text(text),
+                    "delivery": "accepted",
+                    "ord": i,
+                    "only_if": None,
+                }
+                for i, text in enumerate(outcome.inbox, 1)
+            ),
         ]
-        if reply is not None and outcome.status == TaskStatus.SUCCEEDED:
+        if reply is not None and outcome.status in REPLIED:
             said.append(
                 {
                     "id": reserved[1] if reserved else None,
                     "role": "assistant",
                     "content": reply,
                     "delivery": "sent",
-                    "ord": 1,
-                    "only_if": TaskStatus.SUCCEEDED.value,
+                    "ord": len(said),
+                    "only_if": outcome.status.value,
                 }
             )
         params = {
@@ -176,26 +196,34 @@ class PgHotPath(StoreBase):
             row = self.first(pg.SETTLE_AND_CLAIM, {**params, **follow[0]})
         if row is None:
             raise LeaseLost(f"task {task.id} was taken over; its outcome is discarded")
-        final = TaskStatus(row["status"])
+        final, left = TaskStatus(row["status"]), int(row["inbox"] or 0)
         if follow is not None and row["chained_run"] is not None:
             _, nxt, found, prepared = follow
-            return final, Started(
-                task=_running(nxt, now),
-                run_id=row["chained_run"],
-                context=prepared.context,
-                reserved=(row["m1"], row["m2"]),
-                found=found,
-                after=row["chained_after"],
+            return (
+                final,
+                left,
+                Started(
+                    task=_running(nxt, now),
+                    run_id=row["chained_run"],
+                    context=prepared.context,
+                    reserved=(row["m1"], row["m2"]),
+                    found=found,
+                    after=row["chained_after"],
+                ),
             )
         if row["next_row"] is None:
-            return final, None
+            return final, left, None
         ahead = {**row["next_row"], "frozen": row["next_frozen"], "history": row["next_history"]}
-        return final, Head(
-            uuid.UUID(ahead["id"]),
-            TaskStatus(ahead["status"]),
-            datetime.fromisoformat(ahead["not_before"]),
-            ahead["fence"],
-            context_row=ahead,
+        return (
+            final,
+            left,
+            Head(
+                uuid.UUID(ahead["id"]),
+                TaskStatus(ahead["status"]),
+                datetime.fromisoformat(ahead["not_before"]),
+                ahead["fence"],
+                context_row=ahead,
+            ),
         )
 
     def _follow(
@@ -234,7 +262,12 @@ class PgHotPath(StoreBase):
         return params, nxt, found, prepared
 
     def _checkpoint_pg(
-        self, task: Task, run_id: uuid.UUID, traces: Sequence[TraceRow]
+        self,
+        task: Task,
+        run_id: uuid.UUID,
+        traces: Sequence[TraceRow],
+        now: datetime,
+        take_inbox_as: int | None,
     ) -> dict[str, Any] | None:
         return self.first(
             pg.CHECKPOINT,
@@ -243,6 +276,9 @@ class PgHotPath(StoreBase):
                 "fence": task.fence,
                 "run": run_id,
                 "traces": json.dumps([self._trace_row(tr) for tr in traces], default=str),
+                "take": take_inbox_as is not None,
+                "inbox_step": take_inbox_as,
+                "now": now,
             },
         )
 

@@ -11,19 +11,34 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, select, update
 
 from fleet.domain.context import Record
-from fleet.domain.runs import Outcome, TraceRow
-from fleet.domain.values import ACTIVE, CLAIMABLE, Task, TaskStatus, render_parts
+from fleet.domain.runs import InboxItem, Outcome, Signals, TraceRow
+from fleet.domain.values import (
+    ACTIVE,
+    CLAIMABLE,
+    TERMINAL,
+    Task,
+    TaskStatus,
+    render_parts,
+    render_stored,
+)
 from fleet.errors import LeaseLost
 from fleet.store import rows
 from fleet.store import schema as s
 from fleet.store import statements as q
 from fleet.store.claims import Chain, Claim, Head, Prepared, Started
-from fleet.store.hotpath import PgHotPath
+from fleet.store.hotpath import REPLIED, PgHotPath
 
 t = s.tasks
+
+
+def _items(records: Any) -> tuple[InboxItem, ...]:
+    """Inbox messages as the runner gets them (their parts rendered as text)."""
+    return tuple(
+        InboxItem(int(r["id"]), str(r["source"]), render_stored(r["input"])) for r in records or ()
+    )
 
 
 def _head(row: Any) -> Head | None:
@@ -110,22 +125,64 @@ class LeasingStore(PgHotPath):
         return Claim(task=task, history=records, more_history=len(found) > limit)
 
     def checkpoint(
-        self, task: Task, run_id: uuid.UUID, traces: Sequence[TraceRow], now: datetime
-    ) -> bool:
-        """Store finished steps at a step boundary (the step journal), fenced; returns whether
-        a cancel was requested. A tool call journaled as ``started`` gets its result in place."""
+        self,
+        task: Task,
+        run_id: uuid.UUID,
+        traces: Sequence[TraceRow],
+        now: datetime,
+        *,
+        take_inbox_as: int | None = None,
+    ) -> Signals:
+        """Store finished steps at a step boundary (the step journal), fenced, and say what the
+        run must know: cancel or interrupt requested, inbox messages waiting. With
+        ``take_inbox_as`` the waiting messages are taken (delivered into this run) and journaled
+        as that step. A tool call journaled as ``started`` gets its result in place."""
         if self.one_statement_path:
-            row = self._checkpoint_pg(task, run_id, traces)
+            row = self._checkpoint_pg(task, run_id, traces, now, take_inbox_as)
             if row is None:
                 raise LeaseLost(f"task {task.id} was taken over (fence {task.fence} is stale)")
-            return bool(row["cancel_requested"])
+            return Signals(
+                cancel=bool(row["cancel_requested"]),
+                interrupt=bool(row["interrupt_requested"]),
+                taken=_items(row["taken"]),
+                waiting=int(row["waiting"] or 0),
+            )
         with self.tx() as conn:
             fenced = {"b_task": task.id, "b_fence": task.fence, "b_run": run_id}
-            cancel = conn.execute(q.CHECKPOINT, fenced).scalar()
-            if cancel is None:
+            found = conn.execute(q.CHECKPOINT, fenced).first()
+            if found is None:
                 raise LeaseLost(f"task {task.id} was taken over (fence {task.fence} is stale)")
             self._insert_traces(conn, task, run_id, traces)
-        return bool(cancel)
+            taken: tuple[InboxItem, ...] = ()
+            if take_inbox_as is not None and found.inbox:
+                taken = self._take_inbox(conn, task, run_id, take_inbox_as, now)
+        return Signals(
+            cancel=bool(found.cancel_requested),
+            interrupt=bool(found.interrupt_requested),
+            taken=taken,
+            waiting=0 if take_inbox_as is not None else int(found.inbox),
+        )
+
+    def _take_inbox(
+        self, conn: Connection, task: Task, run_id: uuid.UUID, step: int, now: datetime
+    ) -> tuple[InboxItem, ...]:
+        """SQLite: deliver the task's pending inbox messages into the run, journaled as ``step``."""
+        ib = s.run_inbox
+        pending = conn.execute(
+            select(ib.c.id, ib.c.source, ib.c.input)
+            .where(ib.c.task_id == task.id, ib.c.status == "pending")
+            .order_by(ib.c.id)
+        ).all()
+        conn.execute(
+            update(ib)
+            .where(ib.c.id.in_([p.id for p in pending]))
+            .values(status="delivered", run_id=run_id, step=step, delivered_at=now)
+        )
+        conn.execute(update(t).where(t.c.id == task.id).values(inbox=0))
+        records = [{"id": p.id, "source": p.source, "input": p.input} for p in pending]
+        journaled = TraceRow(step, "inbox", "inbox", None, records, None, {}, now, 0.0)
+        self._insert_traces(conn, task, run_id, [journaled])
+        return _items(records)
 
     def journal(self, task_id: uuid.UUID) -> list[TraceRow]:
         """The step journal a retry of the task replays: the steps of its latest run that
@@ -143,10 +200,13 @@ class LeasingStore(PgHotPath):
         return [rows.trace(r) for r in found]
 
     def cancel_requested(self, task_id: uuid.UUID) -> bool:
-        """Was the task asked to stop? (Polled while a tool runs, so a cancel reaches it.)"""
+        """Was the task asked to stop (a cancel, or an interrupt for a newer message)? Polled
+        while a tool runs, so either reaches it; the next commit says which."""
         with self.read() as conn:
-            found = conn.execute(select(t.c.cancel_requested).where(t.c.id == task_id)).scalar()
-        return bool(found)
+            found = conn.execute(
+                select(t.c.cancel_requested, t.c.interrupt_requested).where(t.c.id == task_id)
+            ).first()
+        return found is not None and bool(found.cancel_requested or found.interrupt_requested)
 
     def settle(
         self,
@@ -172,7 +232,7 @@ class LeasingStore(PgHotPath):
         reply = None if outcome.reply is None else self.redactor.text(outcome.reply)
         error = self.redactor.text(outcome.error) if outcome.error else None
         if self.one_statement_path:
-            return self._settle_pg(
+            final, left, nxt = self._settle_pg(
                 task,
                 run_id,
                 outcome,
@@ -183,6 +243,25 @@ class LeasingStore(PgHotPath):
                 reserved=reserved,
                 chain=chain,
             )
+        else:
+            final, left, nxt = self._settle_portable(
+                task, run_id, outcome, reply=reply, error=error, now=now
+            )
+        if left and self.requeue_inbox(task.id, now) and not isinstance(nxt, Started):
+            nxt = self.head(task.conversation_id)  # the inbox's messages queued behind
+        return final, nxt
+
+    def _settle_portable(
+        self,
+        task: Task,
+        run_id: uuid.UUID,
+        outcome: Outcome,
+        *,
+        reply: str | None,
+        error: str | None,
+        now: datetime,
+    ) -> tuple[TaskStatus, int, Head | None]:
+        """SQLite: the settle as several statements in one transaction."""
         with self.tx() as conn:
             row = conn.execute(
                 q.SETTLE,
@@ -204,7 +283,7 @@ class LeasingStore(PgHotPath):
                 q.CLOSE_RUN,
                 {
                     "b_run": run_id,
-                    "b_status": final.value,
+                    "b_status": ("interrupted" if final == TaskStatus.SUPERSEDED else final.value),
                     "b_usage": outcome.usage,
                     "b_details": outcome.details,
                     "b_error": "cancelled by request" if final == TaskStatus.CANCELLED else error,
@@ -213,7 +292,8 @@ class LeasingStore(PgHotPath):
             )
             if final != TaskStatus.CANCELLED:
                 said = [("user", render_parts(task.input), "accepted")]
-                if final == TaskStatus.SUCCEEDED and reply is not None:
+                said += [("user", self.redactor.text(m), "accepted") for m in outcome.inbox]
+                if final in REPLIED and final == outcome.status and reply is not None:
                     said.append(("assistant", reply, "sent"))
                 conn.execute(
                     q.INSERT_MESSAGES,
@@ -232,7 +312,86 @@ class LeasingStore(PgHotPath):
                     ],
                 )
             nxt = _head(conn.execute(q.HEAD, {"b_conv": task.conversation_id}).first())
-        return final, nxt
+        return final, int(row.inbox or 0), nxt
+
+    def requeue_inbox(self, task_id: uuid.UUID, now: datetime) -> list[uuid.UUID]:
+        """The task's run ended before taking its inbox: each waiting message becomes a task of
+        its own, queued in order (an idempotency key now names that task). Returns their ids."""
+        ib, ik = s.run_inbox, s.idempotency_keys
+        made: list[uuid.UUID] = []
+        with self.tx() as conn:
+            owner = conn.execute(select(*rows.TASK_COLUMNS).where(t.c.id == task_id)).first()
+            if owner is None:
+                return made
+            task = rows.task(owner)
+            # Lock the conversation first, as admission does: a steered message that finds
+            # this inbox still full joins it before this reads it, or queues after these.
+            conn.execute(
+                select(s.conversations.c.id)
+                .where(s.conversations.c.id == task.conversation_id)
+                .with_for_update()
+            )
+            pending = conn.execute(
+                select(ib)
+                .where(ib.c.task_id == task_id, ib.c.status == "pending")
+                .order_by(ib.c.id)
+                .with_for_update()
+            ).all()
+            for msg in pending:
+                seq = conn.execute(q.NEXT_SEQ, {"b_conv": task.conversation_id}).scalar_one()
+                generation = conn.execute(
+                    select(s.conversations.c.generation).where(
+                        s.conversations.c.id == task.conversation_id
+                    )
+                ).scalar_one()
+                new_id = uuid.uuid4()
+                conn.execute(
+                    q.INSERT_TASK,
+                    {
+                        "id": new_id,
+                        "conversation_id": task.conversation_id,
+                        "seq": seq,
+                        "generation": generation,
+                        "deployment": task.deployment,
+                        "scope": task.scope,
+                        "conversation_key": task.key,
+                        "status": TaskStatus.QUEUED.value,
+                        "input": msg.input,
+                        "input_bytes": msg.input_bytes,
+                        "not_before": now,
+                        "idempotency_key": msg.idempotency_key,
+                        "labels": msg.labels or {},
+                        "max_attempts": task.max_attempts,
+                        "created_at": now,
+                        "caller": msg.caller,
+                        "resource_id": task.resource_id,
+                    },
+                )
+                conn.execute(
+                    update(ib)
+                    .where(ib.c.id == msg.id)
+                    .values(status="requeued", requeued_task_id=new_id)
+                )
+                if msg.idempotency_key is not None:
+                    conn.execute(
+                        update(ik)
+                        .where(ik.c.key == msg.idempotency_key, ik.c.task_id == task_id)
+                        .values(task_id=new_id)
+                    )
+                made.append(new_id)
+            conn.execute(update(t).where(t.c.id == task_id).values(inbox=0))
+        return made
+
+    def inbox_orphans(self, limit: int = 100) -> list[tuple[uuid.UUID, uuid.UUID]]:
+        """(task, conversation) of finished tasks whose inbox still holds messages (a worker
+        died between its settle and the requeue): the sweeper requeues them."""
+        with self.read() as conn:
+            found = conn.execute(
+                select(t.c.id, t.c.conversation_id)
+                .where(t.c.inbox > 0, q.status_in(t.c.status, TERMINAL))
+                .limit(limit)
+            ).all()
+        return [(r.id, r.conversation_id) for r in found]
 
     def recover(
         self, task_id: uuid.UUID, fence: int, reason: str, now: datetime

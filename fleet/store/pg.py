@@ -22,7 +22,7 @@ _TASK_COLUMNS = (
     "id, conversation_id, seq, generation, deployment, scope, conversation_key, status, input, "
     "submissions, input_bytes, not_before, idempotency_key, labels, attempts, max_attempts, "
     "fence, cancel_requested, worker, created_at, leased_at, started_at, finished_at, error, "
-    "result, caller"
+    "result, caller, inbox, interrupt_requested, resource_id"
 )
 
 #: The conversation's lowest unfinished task, with the frozen context of its latest run (a retry
@@ -121,17 +121,34 @@ def _upsert_traces(fenced: str) -> str:
 #: A step boundary: store the run's finished steps if it still owns its task (fenced like the
 #: settle; the no-op update locks the task row, so a recovery cannot slip in between), and say
 #: whether a cancel was requested. No row back: the run lost its task.
+_TAKEN = (
+    "(SELECT jsonb_agg(jsonb_build_object('id', k.id, 'source', k.source, 'input', k.input) "
+    "ORDER BY k.id) FROM taken k)"
+)
+
 CHECKPOINT = f"""
 WITH fenced AS (
-  UPDATE tasks SET fence = fence
+  UPDATE tasks SET inbox = CASE WHEN %(take)s THEN 0 ELSE inbox END
   WHERE id = %(task)s AND fence = %(fence)s AND status = 'running'
     AND EXISTS (SELECT 1 FROM runs r WHERE r.id = %(run)s AND r.task_id = tasks.id
                 AND r.status = 'running')
-  RETURNING id, labels, cancel_requested
+  RETURNING id, labels, cancel_requested, interrupt_requested, inbox
+), taken AS (
+  UPDATE run_inbox SET status = 'delivered', run_id = %(run)s, step = %(inbox_step)s,
+    delivered_at = %(now)s
+  FROM fenced f
+  WHERE run_inbox.task_id = f.id AND run_inbox.status = 'pending' AND %(take)s
+  RETURNING run_inbox.id, run_inbox.source, run_inbox.input
 ), traced AS (
   {_upsert_traces("fenced")}
+), inboxed AS (
+  INSERT INTO traces (run_id, task_id, step, kind, name, input, output, error, usage, labels,
+                      started_at, duration_ms, status, call_id, replayed)
+  SELECT %(run)s, f.id, %(inbox_step)s, 'inbox', 'inbox', NULL, {_TAKEN}, NULL, '{{}}'::jsonb,
+         f.labels, %(now)s, 0, 'finished', NULL, false
+  FROM fenced f WHERE EXISTS (SELECT 1 FROM taken)
 )
-SELECT cancel_requested FROM fenced
+SELECT cancel_requested, interrupt_requested, inbox AS waiting, {_TAKEN} AS taken FROM fenced
 """
 
 #: Finish a fenced task and close its run, store its last steps and what was said (with the ids
@@ -146,9 +163,10 @@ WITH settled AS (
   WHERE id = %(task)s AND fence = %(fence)s AND status = 'running'
     AND EXISTS (SELECT 1 FROM runs r WHERE r.id = %(run)s AND r.task_id = tasks.id
                 AND r.status = 'running')
-  RETURNING id, conversation_id, seq, status, generation, labels
+  RETURNING id, conversation_id, seq, status, generation, labels, inbox
 ), closed AS (
-  UPDATE runs SET status = s.status, usage = CAST(%(usage)s AS jsonb), finished_at = %(now)s,
+  UPDATE runs SET usage = CAST(%(usage)s AS jsonb), finished_at = %(now)s,
+    status = CASE WHEN s.status = 'superseded' THEN 'interrupted' ELSE s.status END,
     error = CASE WHEN s.status = 'cancelled' THEN 'cancelled by request' ELSE %(error)s END,
     details = CAST(%(details)s AS jsonb)
   FROM settled s WHERE runs.id = %(run)s
@@ -193,7 +211,7 @@ LEFT JOIN LATERAL (
 """
 
 #: Settle, then read the next head.
-SETTLE = _SETTLE_CTES + "\nSELECT s.status," + _NEXT_HEAD.format(skip="false")
+SETTLE = _SETTLE_CTES + "\nSELECT s.status, s.inbox," + _NEXT_HEAD.format(skip="false")
 
 #: Settle, and claim the next task with the context the worker built for it from what it knew:
 #: its row as read at the previous claim, and the history that claim read plus the exchange
@@ -220,7 +238,7 @@ SETTLE_AND_CLAIM = (
 ), chained_run AS (
   {_open_run("next_run", "chained")}
 )
-SELECT s.status, (SELECT id FROM chained_run) AS chained_run, {_RESERVE},
+SELECT s.status, s.inbox, (SELECT id FROM chained_run) AS chained_run, {_RESERVE},
   CASE WHEN EXISTS (SELECT 1 FROM chained_run) THEN
     {_AFTER.format(conv="s.conversation_id", seq="n.seq")}
   END AS chained_after,"""
@@ -240,10 +258,12 @@ WITH conv AS (
 )
 INSERT INTO tasks (id, conversation_id, seq, generation, deployment, scope, conversation_key,
                    status, input, submissions, input_bytes, not_before, idempotency_key, labels,
-                   attempts, max_attempts, fence, cancel_requested, created_at, caller)
+                   attempts, max_attempts, fence, cancel_requested, created_at, caller,
+                   resource_id)
 SELECT %(task_id)s, conv.id, conv.last_seq, conv.generation, %(deployment)s, %(scope)s,
        %(key)s, 'queued', CAST(%(input)s AS jsonb), 1, %(input_bytes)s, %(now)s, NULL,
-       CAST(%(labels)s AS jsonb), 0, %(max_attempts)s, 0, false, %(now)s, %(caller)s
+       CAST(%(labels)s AS jsonb), 0, %(max_attempts)s, 0, false, %(now)s, %(caller)s,
+       %(resource)s
 FROM conv
 RETURNING {_TASK_COLUMNS}
 """

@@ -11,6 +11,8 @@ from fleet.domain.values import DataPart, Message, Run, Step, Task, TaskStatus, 
 from fleet.store import schema as s
 
 _PARTS = TypeAdapter(tuple[TextPart | DataPart, ...])
+#: Validates stored input parts (tasks, inbox messages).
+PARTS = _PARTS
 
 #: Columns a task read returns (also the RETURNING list of task writes).
 TASK_COLUMNS = tuple(s.tasks.c)
@@ -47,6 +49,9 @@ def task(row: Any) -> Task:
         error=m["error"],
         result=m["result"],
         caller=m.get("caller"),
+        inbox=m.get("inbox") or 0,
+        resource_id=m.get("resource_id"),
+        interrupt_requested=bool(m.get("interrupt_requested")),
     )
 
 

@@ -16,6 +16,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -64,7 +65,16 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 _ACTIVE = "status IN ('leased', 'running')"
 _CLAIMABLE = "status IN ('queued', 'interrupted')"
 _UNFINISHED = "status IN ('queued', 'interrupted', 'leased', 'running')"
-TASK_STATUSES = ("queued", "leased", "running", "interrupted", "succeeded", "failed", "cancelled")
+TASK_STATUSES = (
+    "queued",
+    "leased",
+    "running",
+    "interrupted",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "superseded",
+)
 
 
 class Base(DeclarativeBase):
@@ -120,6 +130,13 @@ class Task(Base):
         Index("ix_tasks_listing", "deployment", "scope", "created_at"),
         # A conversation's head (lowest unfinished seq) in one index probe, however many
         # finished tasks the conversation has (a singleton's grow without end).
+        # Finished tasks whose inbox still holds messages (the sweeper requeues them): few.
+        Index(
+            "ix_tasks_inbox",
+            "id",
+            postgresql_where=text("inbox > 0"),
+            sqlite_where=text("inbox > 0"),
+        ),
         Index(
             "ix_tasks_unfinished",
             "conversation_id",
@@ -155,9 +172,18 @@ class Task(Base):
     cancel_requested: Mapped[bool] = mapped_column(
         Boolean, default=False, server_default=text("false")
     )
+    #: ``interrupt`` mode: a newer submission asks the run to report and stop.
+    interrupt_requested: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=text("false")
+    )
+    #: Messages waiting in the run's inbox (steer, signals); the settle sees it and requeues them.
+    inbox: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     worker: Mapped[str | None] = mapped_column(String(200))
     #: The caller that submitted it (API caller, trigger, A2A caller), for the authorize policy.
     caller: Mapped[str | None] = mapped_column(String(200))
+    #: Who or what the work is about across conversations (a user id): ``resource`` recall and
+    #: working memory reach its other conversations, within the same scope.
+    resource_id: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(default=_now)
     leased_at: Mapped[datetime | None] = mapped_column()
     started_at: Mapped[datetime | None] = mapped_column()
@@ -311,6 +337,40 @@ class Note(Base):
     updated_at: Mapped[datetime] = mapped_column(default=_now)
 
 
+class InboxMessage(Base):
+    """A message for a running run, delivered at its next step boundary (steer, signals).
+
+    ``pending`` until a step boundary takes it (``delivered``, journaled as an ``inbox`` step of
+    that run) or the run ends first and it becomes a task of its own (``requeued``).
+    """
+
+    __tablename__ = "run_inbox"
+    __table_args__ = (Index("ix_run_inbox_task_status", "task_id", "status"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    task_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"))
+    conversation_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    #: ``steer`` (a submission), ``signal`` (SignalTask, signal_agent).
+    source: Mapped[str] = mapped_column(String(16))
+    input: Mapped[Any] = mapped_column(JSONType)
+    input_bytes: Mapped[int] = mapped_column(Integer, default=0)
+    labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    caller: Mapped[str | None] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    run_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    #: The run's step that delivered it (its ``inbox`` journal step).
+    step: Mapped[int | None] = mapped_column(Integer)
+    #: The task it became when the run ended before taking it.
+    requeued_task_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("tasks.id", ondelete="SET NULL")
+    )
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+    delivered_at: Mapped[datetime | None] = mapped_column()
+
+
 class NoteOperation(Base):
     """A receipt for a notes tool call, committed with its edit: a retried call applies once.
 
@@ -329,6 +389,94 @@ class NoteOperation(Base):
     created_at: Mapped[datetime] = mapped_column(default=_now)
 
 
+class MessageEmbedding(Base):
+    """A stored message's embedding (recall): written after the message, off the hot path."""
+
+    __tablename__ = "message_embeddings"
+    __table_args__ = (
+        Index("ix_message_embeddings_conversation", "conversation_id", "message_id"),
+        Index("ix_message_embeddings_resource", "scope", "namespace", "resource_id", "message_id"),
+    )
+
+    message_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True
+    )
+    conversation_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    generation: Mapped[int] = mapped_column(Integer)
+    scope: Mapped[str] = mapped_column(String(200))
+    namespace: Mapped[str] = mapped_column(String(100))
+    resource_id: Mapped[str | None] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(16))
+    labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    #: The embedder that made it (``local:wordllama-256``, ``openai:<model>``).
+    model: Mapped[str] = mapped_column(String(200))
+    #: float32 values, little-endian.
+    vector: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+
+
+class WorkingMemory(Base):
+    """Structured state an agent keeps for a conversation or a resource (working memory)."""
+
+    __tablename__ = "working_memory"
+
+    #: ``conversation:<id>`` or ``resource:<namespace>:<scope>:<resource id>``.
+    key: Mapped[str] = mapped_column(String(500), primary_key=True)
+    value: Mapped[Any] = mapped_column(JSONType)
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[datetime] = mapped_column(default=_now)
+    #: ``run:<id>`` of the last writer.
+    author: Mapped[str] = mapped_column(String(200))
+
+
+class WorkingMemoryOperation(Base):
+    """A receipt per applied working-memory patch: a retried call applies it once."""
+
+    __tablename__ = "working_memory_operations"
+
+    receipt: Mapped[str] = mapped_column(String(200), primary_key=True)
+    key: Mapped[str] = mapped_column(String(500))
+    version: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+
+
+class Observation(Base):
+    """Older history distilled by a model call: one per range of messages and level.
+
+    Level 0 (an observation) covers messages ``from_message_id``..``to_message_id``; level 1 (a
+    reflection) condenses level-0 observations covering that span. Journaled by range: asking
+    again for the same range reads this row instead of calling the model.
+    """
+
+    __tablename__ = "observations"
+    __table_args__ = (
+        Index(
+            "uq_observations_range",
+            "conversation_id",
+            "generation",
+            "level",
+            "from_message_id",
+            "to_message_id",
+            unique=True,
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    generation: Mapped[int] = mapped_column(Integer)
+    level: Mapped[int] = mapped_column(Integer)
+    from_message_id: Mapped[int] = mapped_column(BigInteger)
+    to_message_id: Mapped[int] = mapped_column(BigInteger)
+    text: Mapped[str] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(String(200))
+    tokens: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+
+
 #: Core tables for the store's statements (the ORM classes above define them).
 conversations = cast(Table, Conversation.__table__)
 tasks = cast(Table, Task.__table__)
@@ -340,3 +488,8 @@ memory_blocks = cast(Table, MemoryBlock.__table__)
 memory_block_versions = cast(Table, MemoryBlockVersion.__table__)
 notes = cast(Table, Note.__table__)
 note_operations = cast(Table, NoteOperation.__table__)
+run_inbox = cast(Table, InboxMessage.__table__)
+message_embeddings = cast(Table, MessageEmbedding.__table__)
+working_memory = cast(Table, WorkingMemory.__table__)
+working_memory_operations = cast(Table, WorkingMemoryOperation.__table__)
+observations = cast(Table, Observation.__table__)

@@ -106,8 +106,13 @@ _FENCED = and_(
     ),
 )
 
-#: Step boundary: is the run still ours, and was a cancel requested?
-CHECKPOINT = update(t).where(_FENCED).values(fence=t.c.fence).returning(t.c.cancel_requested)
+#: Step boundary: is the run still ours, was a cancel or interrupt requested, is mail waiting?
+CHECKPOINT = (
+    update(t)
+    .where(_FENCED)
+    .values(fence=t.c.fence)
+    .returning(t.c.cancel_requested, t.c.interrupt_requested, t.c.inbox)
+)
 
 #: Finish the task; a cancel requested meanwhile wins over the run's outcome.
 SETTLE = (
@@ -122,7 +127,7 @@ SETTLE = (
         finished_at=bindparam("b_now"),
         worker=None,
     )
-    .returning(t.c.status, t.c.generation, t.c.input)
+    .returning(t.c.status, t.c.generation, t.c.input, t.c.inbox)
 )
 
 CLOSE_RUN = (
@@ -248,7 +253,16 @@ UPSERT_CONVERSATION = _upserts()
 
 #: What collect needs to know of the conversation's newest task.
 NEWEST = (
-    select(t.c.id, t.c.status, t.c.input_bytes, t.c.input, t.c.labels)
+    select(
+        t.c.id,
+        t.c.status,
+        t.c.input_bytes,
+        t.c.input,
+        t.c.labels,
+        t.c.submissions,
+        t.c.created_at,
+        t.c.not_before,
+    )
     .where(t.c.conversation_id == bindparam("b_conv"))
     .order_by(t.c.seq.desc())
     .limit(1)
@@ -278,3 +292,64 @@ NEXT_SEQ = (
 
 INSERT_TASK = t.insert().returning(*rows.TASK_COLUMNS)
 INSERT_IDEMPOTENCY_KEY = k.insert()
+
+
+def _conversation_task(*statuses: TaskStatus) -> Any:
+    return t.c.conversation_id == bindparam("b_conv"), status_in(t.c.status, statuses)
+
+
+#: The running task (if any) and the queued ones of a conversation: what a busy queue is.
+BUSY = select(
+    select(t.c.id).where(*_conversation_task(*ACTIVE)).limit(1).scalar_subquery().label("active"),
+    select(func.count())
+    .select_from(t)
+    .where(*_conversation_task(TaskStatus.QUEUED))
+    .scalar_subquery()
+    .label("queued"),
+    select(t.c.id)
+    .where(*_conversation_task(TaskStatus.QUEUED))
+    .order_by(t.c.seq)
+    .limit(1)
+    .scalar_subquery()
+    .label("oldest"),
+    select(t.c.id)
+    .where(t.c.conversation_id == bindparam("b_conv"), t.c.inbox > 0)
+    .order_by(t.c.seq.desc())
+    .limit(1)
+    .scalar_subquery()
+    .label("draining"),
+)
+
+#: ``drop_oldest``: cancel a queued task to make room, saying why.
+DROP_QUEUED = (
+    update(t)
+    .where(t.c.id == bindparam("b_task"), t.c.status == TaskStatus.QUEUED.value)
+    .values(
+        status=TaskStatus.CANCELLED.value,
+        error="dropped: queue full (max_queued; on_full = 'drop_oldest')",
+        finished_at=bindparam("b_now"),
+    )
+    .returning(t.c.id)
+)
+
+#: ``interrupt``: ask the active task's run to report and stop.
+INTERRUPT = (
+    update(t)
+    .where(t.c.id == bindparam("b_task"), status_in(t.c.status, ACTIVE))
+    .values(interrupt_requested=True)
+    .returning(t.c.id)
+)
+
+#: ``steer``: count a message into the task's inbox if the task still runs, or if its run ended
+#: with messages still waiting (they become tasks together, in order). Locks the row.
+INBOX_RESERVE = (
+    update(t)
+    .where(
+        t.c.id == bindparam("b_task"),
+        (t.c.status == TaskStatus.RUNNING.value) | (t.c.inbox > 0),
+    )
+    .values(inbox=t.c.inbox + 1)
+    .returning(*rows.TASK_COLUMNS)
+)
+
+INSERT_INBOX = s.run_inbox.insert()

@@ -228,7 +228,7 @@ def test_cancel_queued_at_once_and_running_at_settle(store: Store) -> None:
     started = start(store, t1.conversation_id, T0)
     assert started is not None
     assert store.cancel(t1.id, T0).effect == "requested"
-    assert store.checkpoint(started.task, started.run_id, [], T0) is True
+    assert store.checkpoint(started.task, started.run_id, [], T0).cancel is True
     final, nxt = store.settle(started.task, started.run_id, ok("late"), T0)
     assert final == TaskStatus.CANCELLED and nxt is None
     done = store.get_task(t1.id)
@@ -387,7 +387,7 @@ def test_a_fencing_number_handed_out_twice_still_fences_the_first_holder_out(
         store.checkpoint(lost.task, lost.run_id, [], T0)
     with pytest.raises(LeaseLost):
         store.settle(lost.task, lost.run_id, ok("stale"), T0)
-    assert not store.checkpoint(again.task, again.run_id, [], T0)
+    assert not store.checkpoint(again.task, again.run_id, [], T0).cancel
     final, _ = store.settle(again.task, again.run_id, ok("fresh"), T0)
     assert final == TaskStatus.SUCCEEDED
     assert store.get_task(task.id).result == {"reply": "fresh"}
@@ -447,7 +447,7 @@ def test_the_step_journal_is_fenced_upserted_and_read_back_for_a_retry(store: St
     calls = {"content": "", "tool_calls": [{"id": "c1", "name": "refund", "arguments": {}}]}
     model = _step(1, "model", output=calls)
     marker = _step(2, "tool", status="started", call_id="c1")
-    assert store.checkpoint(first.task, first.run_id, [model, marker], T0) is False
+    assert store.checkpoint(first.task, first.run_id, [model, marker], T0).cancel is False
     assert [(j.step, j.status) for j in store.journal(t1.id)] == [(1, "finished"), (2, "started")]
     # the finished call replaces its marker (same run, same step)
     done = _step(2, "tool", output="refunded sk-test-secret-value-1234567890", call_id="c1")

@@ -417,6 +417,8 @@ def test_openapi_names_the_operations_and_documents_problems(client):
         "conversationKey",
         "labels",
         "idempotencyKey",
+        "delivery",
+        "resourceId",
     }
     assert schema["additionalProperties"] is False
     assert ops["ListConversationMessages"][0] == "/v1/conversations/{conversationKey}/messages"

@@ -113,11 +113,11 @@ def first_attempt(tool: Counting, *, crash_after: int) -> list[TraceRow]:
         pass
 
     class Dying(MemoryJournal):
-        def commit(self, rows):
+        def commit(self, rows, **kw):
             stored.extend(rows)
             if len(self.commits) + 1 >= crash_after:
                 raise Crash
-            return super().commit(rows)
+            return super().commit(rows, **kw)
 
     with pytest.raises(Crash):
         run_agent(

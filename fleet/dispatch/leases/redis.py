@@ -98,9 +98,18 @@ class RedisLease(Lease):
         args = [int(WOKEN_TTL_S * 1000), int(KNOCK_TTL_S * 1000)]
         return bool(self._wake(keys=_keys(conversation_id), args=args))
 
-    def forget_wake(self, conversation_id: uuid.UUID) -> None:
-        """A wake-up could not be published after all: let the next admission try again."""
-        self._redis.delete(woken_key(conversation_id))
+    def wakes_needed(self, conversation_ids: Sequence[uuid.UUID]) -> list[bool]:
+        """``wake_needed`` for each, in one round trip (in order: a repeat is a no)."""
+        args = [int(WOKEN_TTL_S * 1000), int(KNOCK_TTL_S * 1000)]
+        pipe = self._redis.pipeline(transaction=False)
+        for conversation_id in conversation_ids:
+            self._wake(keys=_keys(conversation_id), args=args, client=pipe)
+        return [bool(v) for v in pipe.execute()]
+
+    def forget_wake(self, *conversation_ids: uuid.UUID) -> None:
+        """Wake-ups could not be published after all: let the next admission try again."""
+        if conversation_ids:
+            self._redis.delete(*(woken_key(c) for c in conversation_ids))
 
     def held(self, conversation_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
         if not conversation_ids:

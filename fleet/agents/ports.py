@@ -1,0 +1,92 @@
+"""What the runner is handed: its journal (steps, inbox, stop requests) and its settings.
+
+The runner never touches the store: the dispatcher binds these ports to it
+(``fleet.dispatch.journal.StoreJournal``); tests use ``MemoryJournal``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+from fleet.agents import telemetry
+from fleet.agents.tokens import Tokenizer
+from fleet.agents.tools.base import Tool
+from fleet.domain.runs import InboxItem, Signals, TraceRow
+
+
+class Journal(Protocol):
+    """Where a run's steps go, and what an earlier attempt of its task left."""
+
+    def replay(self) -> Sequence[TraceRow]:
+        """The steps the task's previous attempt journaled, in order (empty on a first run)."""
+        ...
+
+    def commit(self, rows: Sequence[TraceRow], *, take_inbox_as: int | None = None) -> Signals:
+        """Store ``rows`` fenced and say what the run must know (cancel, interrupt, inbox);
+        with ``take_inbox_as`` also take the waiting inbox messages, journaled as that step.
+        Raises LeaseLost."""
+        ...
+
+
+@dataclass
+class MemoryJournal:
+    """A journal kept in memory (tests): scripted cancel, interrupt and inbox messages.
+
+    ``cancel_at`` / ``interrupt_at``: from that commit (1-based) on the flag is set;
+    ``inbox``: commit number → messages that arrive just before it.
+    """
+
+    previous: Sequence[TraceRow] = ()
+    cancel_at: int | None = None
+    interrupt_at: int | None = None
+    inbox: dict[int, list[str]] = field(default_factory=dict)
+    commits: list[list[TraceRow]] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)
+    taken_at: list[int] = field(default_factory=list)
+
+    def replay(self) -> Sequence[TraceRow]:
+        return self.previous
+
+    def commit(self, rows: Sequence[TraceRow], *, take_inbox_as: int | None = None) -> Signals:
+        self.commits.append(list(rows))
+        n = len(self.commits)
+        self.waiting.extend(self.inbox.get(n, []))
+        taken: tuple[InboxItem, ...] = ()
+        if take_inbox_as is not None and self.waiting:
+            taken = tuple(InboxItem(i, "steer", text) for i, text in enumerate(self.waiting, 1))
+            self.waiting = []
+            self.taken_at.append(take_inbox_as)
+            records = [{"id": i.id, "source": i.source, "text": i.text} for i in taken]
+            self.commits[-1].append(
+                TraceRow(
+                    take_inbox_as, "inbox", "inbox", None, records, None, {}, datetime.now(UTC), 0.0
+                )
+            )
+        return Signals(
+            cancel=self.cancel_at is not None and n >= self.cancel_at,
+            interrupt=self.interrupt_at is not None and n >= self.interrupt_at,
+            taken=taken,
+            waiting=len(self.waiting),
+        )
+
+
+@dataclass(frozen=True)
+class RunPorts:
+    journal: Journal
+    #: Polled while a tool runs: must the run stop now (cancel or interrupt, lease lost)?
+    watch: Callable[[], bool] = lambda: False
+    #: Seconds a call of this tool may take.
+    timeout_of: Callable[[Tool], float] = lambda tool: tool.timeout or 60.0
+    #: The agent's ``context_tokens``: what is sent each step is cut to fit it (None: no cut).
+    context_tokens: int | None = None
+    #: Counts tokens for ``context_tokens`` (default: the process's tokenizer).
+    tokenizer: Tokenizer | None = None
+    #: Spans for model and tool calls (OpenTelemetry when tracing is on; no-op by default).
+    tracer: telemetry.Tracer = telemetry.NOOP
+    #: An interrupted run gets one last model turn (no tools) to report what it has.
+    report_on_interrupt: bool = True
+    #: Messages already wait in the inbox when the run starts (a retry): take them first.
+    inbox_waiting: bool = False
