@@ -110,7 +110,7 @@ def load_wrk(url: str, clients: int, seconds: float, tmp: Path) -> dict[str, flo
     )
     argv = ["wrk", "-t2", f"-c{clients}", f"-d{seconds:g}s", "--latency", "-s", str(script)]
     out = subprocess.run([*argv, f"{url}/v1/tasks"], capture_output=True, text=True, check=True)
-    found = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out.stdout, re.M))
+    found = dict(re.findall(r"^\s+(50|99)%\s+(\S+)\s*$", out.stdout, re.M))
     if "99" not in found:  # no request finished (a warm-up against a cold server can do that)
         raise SystemExit(f"wrk got no answers from {url}:\n{out.stdout}")
     total = int(re.search(r"(\d+) requests in", out.stdout).group(1))  # type: ignore[union-attr]

@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 
 from fleet import __version__
+from fleet.cli_live import printer
 from fleet.cli_memory import memory_app
 from fleet.cli_runs import fetch_runs, show_context, show_runs, show_trace
 from fleet.cli_tasks import (
@@ -142,6 +143,14 @@ def run(
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.0, help="Seconds to wait for the result.")
     ] = 300.0,
+    live: Annotated[
+        bool | None,
+        typer.Option(
+            "--live/--no-live",
+            help="Show each step on stderr while waiting (default: when stderr is a terminal "
+            "and not --json).",
+        ),
+    ] = None,
 ) -> None:
     """Submit a task and print the agent's reply."""
     from fleet.domain.labels import parse_label_args
@@ -165,7 +174,10 @@ def run(
                 "run at its next step",
                 markup=False,
             )
-        task = admitted if no_wait else tasks.wait(admitted["id"], timeout, err)
+        if live is None:
+            live = err.is_terminal and not as_json
+        on_event = printer(err) if live else None
+        task = admitted if no_wait else tasks.wait(admitted["id"], timeout, err, on_event)
     status = TaskStatus(task["status"])
     if as_json:
         _print_json(admitted | task)

@@ -7,6 +7,7 @@ the same whether it talked to the store (embedded or fleet) or to ``fleet serve`
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,8 +18,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fleet.cli_live import POLL_MAX_S, POLL_MIN_S, OnEvent, StoreFollower
 from fleet.domain.ids import IdPrefix, short
-from fleet.domain.values import TaskStatus
+from fleet.domain.values import Task, TaskStatus
 from fleet.errors import InputError, NotFound
 
 View = dict[str, Any]
@@ -47,7 +49,12 @@ class Tasks(Protocol):
         resource: str | None = None,
     ) -> View: ...
 
-    def wait(self, task_id: str, timeout: float, status: Console) -> View: ...
+    def wait(
+        self, task_id: str, timeout: float, status: Console, on_event: OnEvent | None = None
+    ) -> View:
+        """The task once finished (or as it is after ``timeout``); ``on_event`` gets its events
+        as they are stored, else a spinner shows on ``status``."""
+        ...
 
     def get(self, task_id: uuid.UUID) -> View: ...
 
@@ -97,16 +104,34 @@ class LocalTasks:
         )
         return admission_json(adm)
 
-    def wait(self, task_id: str, timeout: float, status: Console) -> View:
+    def wait(
+        self, task_id: str, timeout: float, status: Console, on_event: OnEvent | None = None
+    ) -> View:
         from fleet.views import task_json
 
         tid = uuid.UUID(task_id)
         if self.rt.local_waker is not None:
             from fleet.dispatch.embedded import run_until_done
 
-            return task_json(run_until_done(self.rt.dispatcher, self.rt.local_waker, tid, timeout))
-        with status.status(f"waiting for task {task_id}"):
-            return task_json(self.rt.dispatcher.wait(tid, timeout))
+            def work() -> Task:
+                return run_until_done(self.rt.dispatcher, self.rt.local_waker, tid, timeout)
+
+            if on_event is None:
+                return task_json(work())
+            return task_json(StoreFollower(self.rt.store, tid, on_event).alongside(work))
+        if on_event is None:
+            with status.status(f"waiting for task {task_id}"):
+                return task_json(self.rt.dispatcher.wait(tid, timeout))
+        follower = StoreFollower(self.rt.store, tid, on_event)
+        deadline = time.monotonic() + timeout
+        pause = POLL_MIN_S
+        while True:
+            task = follower.poll()
+            left = deadline - time.monotonic()
+            if task.status.terminal or left <= 0:
+                return task_json(task)
+            time.sleep(min(pause, left))  # a poll interval, not a synchronization
+            pause = min(pause * 2, POLL_MAX_S)
 
     def get(self, task_id: uuid.UUID) -> View:
         from fleet.views import task_json
@@ -176,10 +201,20 @@ class RemoteTasks:
         )
         return view
 
-    def wait(self, task_id: str, timeout: float, status: Console) -> View:
-        with status.status(f"waiting for task {task_id}"):
-            view: View = self.client.wait(task_id, timeout)
-        return view
+    def wait(
+        self, task_id: str, timeout: float, status: Console, on_event: OnEvent | None = None
+    ) -> View:
+        if on_event is None:
+            with status.status(f"waiting for task {task_id}"):
+                view: View = self.client.wait(task_id, timeout)
+            return view
+        for ev in self.client.events(task_id, timeout):
+            on_event(ev.kind, ev.data)
+            if ev.kind == "end":
+                final: View = ev.data["task"]
+                return final
+        found: View = self.client.get_task(task_id)
+        return found
 
     def get(self, task_id: uuid.UUID) -> View:
         view: View = self.client.get_task(str(task_id))

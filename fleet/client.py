@@ -7,7 +7,10 @@ with its detail), a 5xx answer or an unreachable server is ``Unavailable`` (the 
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
@@ -22,6 +25,37 @@ from fleet.errors import FleetError, InputError, Unavailable
 MAX_WAIT_S = 60.0
 #: Seconds to connect and for answers that do not long-poll.
 TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One Server-Sent Event of StreamTaskEvents."""
+
+    id: str | None
+    kind: str
+    data: dict[str, Any]
+
+
+def parse_sse(lines: Iterable[str]) -> Iterator[Event]:
+    """Events from the lines of a ``text/event-stream`` (comments and ``retry`` skipped)."""
+    event_id: str | None = None
+    kind, data = "message", list[str]()
+    for line in lines:
+        if not line:
+            if data:
+                yield Event(event_id, kind, json.loads("\n".join(data)))
+            kind, data = "message", []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            kind = value
+        elif name == "id":
+            event_id = value
 
 
 class ApiError(FleetError):
@@ -105,15 +139,19 @@ class FleetClient:
 
     def _answer(self, response: httpx.Response, path: str) -> Any:
         """The answer's JSON, or the error it stands for (4xx ApiError, 5xx Unavailable)."""
+        self._raise(response)
+        try:
+            return response.json()
+        except ValueError:
+            raise Unavailable(f"{self.shown_url}{path} did not answer with JSON") from None
+
+    @staticmethod
+    def _raise(response: httpx.Response) -> None:
         if response.status_code >= 500:
             raise Unavailable(_problem(response)[0])
         if response.status_code >= 400:
             detail, field = _problem(response)
             raise ApiError(detail, status=response.status_code, field=field)
-        try:
-            return response.json()
-        except ValueError:
-            raise Unavailable(f"{self.shown_url}{path} did not answer with JSON") from None
 
     def submit(
         self,
@@ -176,6 +214,34 @@ class FleetClient:
                 task: dict[str, Any] = self._answer(response, path)
                 if TaskStatus(task["status"]).terminal or time.monotonic() >= deadline:
                     return task
+
+    def events(self, task_id: str, timeout: float, *, after: str | None = None) -> Iterator[Event]:
+        """StreamTaskEvents until the task's ``end`` or ``timeout``, reconnecting with the last
+        event's id whenever the server ends a stream early (its per-connection limit)."""
+        deadline = time.monotonic() + timeout
+        last = after
+        while time.monotonic() < deadline:
+            headers = {"Last-Event-ID": last} if last else {}
+            left = max(0.1, deadline - time.monotonic())
+            try:
+                with self._http.stream(
+                    "GET",
+                    f"/v1/tasks/{task_id}/events",
+                    headers=headers,
+                    timeout=httpx.Timeout(TIMEOUT_S, read=min(left, 60.0)),
+                ) as response:
+                    if response.status_code >= 400:
+                        response.read()
+                        self._raise(response)
+                    for ev in parse_sse(response.iter_lines()):
+                        last = ev.id or last
+                        yield ev
+                        if ev.kind == "end":
+                            return
+            except httpx.ReadTimeout:
+                continue
+            except httpx.HTTPError as exc:
+                raise self._unreachable(exc) from None
 
     def list_tasks(
         self,

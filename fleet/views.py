@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic.alias_generators import to_camel
 
-from fleet.domain.values import Admission, Message, Run, Step, Task
+from fleet.domain.events import TaskEvent
+from fleet.domain.values import Admission, Message, Run, Step, Task, TaskStatus
 
 
 def iso(ts: datetime | None) -> str | None:
@@ -175,3 +176,26 @@ def _camel_keys(value: Any) -> Any:
     if isinstance(value, list):
         return [_camel_keys(v) for v in value]
     return value
+
+
+def event_json(event: TaskEvent) -> dict[str, Any]:
+    """The data of one task event (``StreamTaskEvents``, ``fleet run``'s live view)."""
+    run = event.run
+    out: dict[str, Any] = {
+        "taskId": str(event.task.id),
+        "attempt": run.attempt if run is not None else 0,
+        "runId": str(run.id) if run is not None else None,
+    }
+    if event.kind == "status":
+        assert event.status is not None
+        out.update(status=event.status.value, at=iso(event.at), error=event.error)
+        if event.status == TaskStatus.RUNNING and run is not None:
+            out.update(worker=run.worker, model=run.model)
+    elif event.kind in ("step", "inbox"):
+        assert event.step is not None
+        out.update(step_json(event.step))
+    elif event.kind == "reply":
+        out["reply"] = event.task.reply
+    else:  # end
+        out["task"] = task_json(event.task)
+    return out

@@ -66,7 +66,7 @@ def _dispatcher(request: Request) -> JsonRpcDispatcher:
     if found is None:
         rt: Runtime = request.app.state.runtime
         found = JsonRpcDispatcher(
-            a2a_handler.FleetRequestHandler(rt),
+            a2a_handler.FleetRequestHandler(rt, request.app.state.event_hub),
             context_builder=_ContextBuilder(),
             enable_v0_3_compat=True,
         )
@@ -93,7 +93,7 @@ def a2a_caller(ring: KeyRing, authorization: str | None, deployment: str) -> Cal
 
 
 def agent_card(dep: DeploymentConfig, rpc_url: str, *, secured: bool) -> AgentCard:
-    """The card of one deployment: both protocol versions on one JSON-RPC URL, unary only."""
+    """The card of one deployment: both protocol versions on one JSON-RPC URL, streaming."""
     card = AgentCard(
         name=dep.name,
         description=f"fleet deployment {dep.name!r} ({dep.kind}): send it a message; "
@@ -103,7 +103,7 @@ def agent_card(dep: DeploymentConfig, rpc_url: str, *, secured: bool) -> AgentCa
             AgentInterface(url=rpc_url, protocol_binding="JSONRPC", protocol_version="1.0"),
             AgentInterface(url=rpc_url, protocol_binding="JSONRPC", protocol_version="0.3"),
         ],
-        capabilities=AgentCapabilities(streaming=False, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
         default_input_modes=["text/plain", "application/json"],
         default_output_modes=["text/plain"],
         skills=[
@@ -157,8 +157,10 @@ _ENVELOPE: dict[str, Any] = {
         "id": {"type": ["string", "integer"]},
         "method": {
             "type": "string",
-            "description": "v1.0: SendMessage, GetTask, CancelTask, ListTasks (header "
-            "`A2A-Version: 1.0`); v0.3: message/send, tasks/get, tasks/cancel.",
+            "description": "v1.0: SendMessage, SendStreamingMessage, SubscribeToTask, GetTask, "
+            "CancelTask, ListTasks (header `A2A-Version: 1.0`); v0.3: message/send, "
+            "message/stream, tasks/resubscribe, tasks/get, tasks/cancel. The streaming methods "
+            "answer with Server-Sent Events.",
         },
         "params": {"type": "object"},
     },

@@ -37,9 +37,11 @@ from a2a.types import (
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
+    TaskArtifactUpdateEvent,
     TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
+    TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import (
     A2AError,
@@ -49,16 +51,18 @@ from a2a.utils.errors import (
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
-    UnsupportedOperationError,
 )
 from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.timestamp_pb2 import Timestamp
 from starlette.concurrency import run_in_threadpool
 
+from fleet import views
 from fleet.api.auth import Caller
+from fleet.api.event_hub import EventHub, follow, snapshot
 from fleet.domain import a2a as rules
 from fleet.domain import keys
+from fleet.domain.events import TaskEvent
 from fleet.domain.values import DataPart, TextPart
 from fleet.domain.values import Task as FleetTask
 from fleet.domain.values import TaskStatus as FleetStatus
@@ -77,7 +81,6 @@ LIST_PAGE = 50
 LIST_MAX = 100
 #: Seconds between store reads while waiting for a task (grows to the second value).
 POLL_FIRST_S, POLL_MAX_S = 0.05, 0.5
-_UNARY = "streaming is not offered by this agent (see its card); use SendMessage and GetTask"
 
 
 @contextmanager
@@ -153,9 +156,7 @@ def to_a2a(task: FleetTask, *, history_length: int | None = None) -> Task:
     if task.status == FleetStatus.SUCCEEDED and task.reply is not None:
         reply = _agent_message(task, "reply", task.reply)
         status.message.CopyFrom(reply)
-        artifacts.append(
-            Artifact(artifact_id=f"{task.id}-reply", name="reply", parts=[Part(text=task.reply)])
-        )
+        artifacts.append(_reply_artifact(task))
         history.append(reply)
     elif task.error:
         status.message.CopyFrom(_agent_message(task, "error", task.error))
@@ -179,6 +180,37 @@ def to_a2a(task: FleetTask, *, history_length: int | None = None) -> Task:
     )
 
 
+def _reply_artifact(task: FleetTask) -> Artifact:
+    return Artifact(artifact_id=f"{task.id}-reply", name="reply", parts=[Part(text=task.reply)])
+
+
+def stream_events(ev: TaskEvent) -> list[Event]:
+    """What a task event is on an A2A stream: ``working`` updates carrying fleet's event in
+    their metadata (``fleet.event``, ``fleet.data``), the reply artifact, the final status."""
+    task = ev.task
+    if ev.kind == "reply":
+        return [
+            TaskArtifactUpdateEvent(
+                task_id=str(task.id),
+                context_id=task.key,
+                artifact=_reply_artifact(task),
+                last_chunk=True,
+            )
+        ]
+    if ev.kind == "end" or (ev.kind == "status" and ev.status == FleetStatus.QUEUED):
+        return []
+    if ev.kind == "status" and ev.status is not None and ev.status.terminal:
+        status = to_a2a(task).status
+    else:
+        status = TaskStatus(state="TASK_STATE_WORKING", timestamp=_ts(ev.at))
+    meta = {"fleet.event": ev.kind, "fleet.id": ev.id, "fleet.data": views.event_json(ev)}
+    return [
+        TaskStatusUpdateEvent(
+            task_id=str(task.id), context_id=task.key, status=status, metadata=_struct(meta)
+        )
+    ]
+
+
 def _task_id(value: str) -> uuid.UUID:
     try:
         return uuid.UUID(value)
@@ -189,8 +221,9 @@ def _task_id(value: str) -> uuid.UUID:
 class FleetRequestHandler(RequestHandler):
     """Answers A2A calls for any deployment from the runtime's dispatcher and store."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, hub: EventHub) -> None:
         self.rt = runtime
+        self.hub = hub
 
     async def _task(self, context: ServerCallContext, task_id: str) -> FleetTask:
         """The caller's task on this endpoint's deployment, or NotFound."""
@@ -224,48 +257,54 @@ class FleetRequestHandler(RequestHandler):
             task = await run_in_threadpool(self.rt.store.get_task, task.id)
         return task
 
+    async def _admit(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> tuple[FleetTask, float]:
+        """Admit the message's task (or find the one its messageId already made); the task and
+        how long SendMessage waits for it."""
+        caller, deployment = _who(context)
+        msg = params.message
+        try:
+            request_meta = MessageToDict(params.metadata) if params.HasField("metadata") else None
+            message_meta = MessageToDict(msg.metadata) if msg.HasField("metadata") else None
+            parts = rules.input_parts(MessageToDict(msg).get("parts", []))
+        except ValueError as exc:  # NaN or Infinity somewhere: JSON cannot carry them
+            raise InputError(f"the message cannot be read as JSON: {exc}") from None
+        labels = rules.labels(request_meta, message_meta)
+        delivery = rules.delivery(request_meta, message_meta)
+        resource = rules.resource(request_meta, message_meta)
+        wait = rules.wait_seconds(
+            params.configuration.return_immediately, request_meta, message_meta
+        )
+        key = msg.context_id or None
+        if msg.task_id:
+            # A follow-up to one of our tasks continues that task's conversation.
+            earlier = await self._task(context, msg.task_id)
+            if key is not None and key != earlier.key:
+                raise InputError(
+                    f"message.taskId {msg.task_id} belongs to contextId {earlier.key!r}, "
+                    f"not {key!r}; send one of them",
+                    field="message.contextId",
+                )
+            key = earlier.key
+        admission = await run_in_threadpool(
+            self.rt.dispatcher.submit,
+            deployment,
+            parts,
+            scope=caller.scope,
+            key=key,
+            labels=labels,
+            idempotency_key=msg.message_id or None,
+            caller=caller.name,
+            delivery=delivery,
+            resource_id=resource,
+        )
+        return admission.task, wait
+
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task:
         with a2a_errors():
-            caller, deployment = _who(context)
-            msg = params.message
-            try:
-                request_meta = (
-                    MessageToDict(params.metadata) if params.HasField("metadata") else None
-                )
-                message_meta = MessageToDict(msg.metadata) if msg.HasField("metadata") else None
-                parts = rules.input_parts(MessageToDict(msg).get("parts", []))
-            except ValueError as exc:  # NaN or Infinity somewhere: JSON cannot carry them
-                raise InputError(f"the message cannot be read as JSON: {exc}") from None
-            labels = rules.labels(request_meta, message_meta)
-            delivery = rules.delivery(request_meta, message_meta)
-            resource = rules.resource(request_meta, message_meta)
-            wait = rules.wait_seconds(
-                params.configuration.return_immediately, request_meta, message_meta
-            )
-            key = msg.context_id or None
-            if msg.task_id:
-                # A follow-up to one of our tasks continues that task's conversation.
-                earlier = await self._task(context, msg.task_id)
-                if key is not None and key != earlier.key:
-                    raise InputError(
-                        f"message.taskId {msg.task_id} belongs to contextId {earlier.key!r}, "
-                        f"not {key!r}; send one of them",
-                        field="message.contextId",
-                    )
-                key = earlier.key
-            admission = await run_in_threadpool(
-                self.rt.dispatcher.submit,
-                deployment,
-                parts,
-                scope=caller.scope,
-                key=key,
-                labels=labels,
-                idempotency_key=msg.message_id or None,
-                caller=caller.name,
-                delivery=delivery,
-                resource_id=resource,
-            )
-            task = await self._wait(admission.task, wait)
+            task, wait = await self._admit(params, context)
+            task = await self._wait(task, wait)
             history = (
                 params.configuration.history_length
                 if params.configuration.HasField("history_length")
@@ -333,19 +372,37 @@ class FleetRequestHandler(RequestHandler):
             page = [to_a2a(t, history_length=history) for t in tasks]
             return ListTasksResponse(tasks=page, page_size=size, total_size=total)
 
-    # -- not offered ------------------------------------------------------------------------
+    # -- streaming: the task's events as they are stored ------------------------------------
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        raise UnsupportedOperationError(_UNARY)
-        yield  # an async generator, as the SDK expects
+        """The task, then a status update per status change and step, the reply artifact, and
+        the final status (its end)."""
+        with a2a_errors():
+            task, _ = await self._admit(params, context)
+        async for event in self._stream(task.id):
+            yield event
 
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        raise UnsupportedOperationError(_UNARY)
-        yield
+        """The task as it is now, then what follows, as ``message/stream`` sends it."""
+        with a2a_errors():
+            task = await self._task(context, params.id)
+        async for event in self._stream(task.id):
+            yield event
+
+    async def _stream(self, task_id: uuid.UUID) -> AsyncGenerator[Event]:
+        with a2a_errors():
+            task, position = await snapshot(self.hub, task_id)
+        yield to_a2a(task)
+        if task.status.terminal:
+            return
+        with a2a_errors():
+            async for ev in follow(self.hub, task_id, position):
+                for out in stream_events(ev):
+                    yield out
 
     @staticmethod
     def _no_push() -> NoReturn:

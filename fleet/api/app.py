@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from fleet import __version__
 from fleet.api import problems
 from fleet.api.auth import KeyRing
+from fleet.api.event_hub import EventHub
 from fleet.api.limits import BodyLimit
 from fleet.runtime import Runtime, build
 
@@ -28,6 +29,7 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
         rt = runtime or build()
         app.state.runtime = rt
         app.state.keyring = KeyRing.from_config(rt.config)
+        app.state.event_hub = EventHub(rt.store)
         loop = None
         background = None
         if rt.local_waker is None:
@@ -46,6 +48,7 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
         try:
             yield
         finally:
+            await app.state.event_hub.close()
             if loop is not None:
                 loop.stop()
             if background is not None:

@@ -29,6 +29,8 @@ class Caller:
     scope: str
     #: Deployments it may use; None means all.
     deployments: frozenset[str] | None = None
+    #: May use the operator UI (every scope of its deployments).
+    operator: bool = False
 
     def check_deployment(self, deployment: str) -> None:
         if self.deployments is not None and deployment not in self.deployments:
@@ -82,7 +84,9 @@ class KeyRing:
                     "key_sha256" if c.key_sha256 else "key_env",
                     f"the same key as caller {found[digest].name!r}; give each caller its own key",
                 )
-            found[digest] = Caller(name=name, scope=c.scope, deployments=deployments)
+            found[digest] = Caller(
+                name=name, scope=c.scope, deployments=deployments, operator=c.operator
+            )
         if not found:
             log.warning("no callers configured in config/callers: the API accepts anyone as 'api'")
         return cls(found)
@@ -90,6 +94,24 @@ class KeyRing:
     @property
     def open(self) -> bool:
         return not self._by_hash
+
+    @property
+    def operators(self) -> bool:
+        """Is some caller an operator (the UI is served)?"""
+        return any(c.operator for c in self._by_hash.values())
+
+    def lookup(self, key: str) -> tuple[Caller, str] | None:
+        """The caller of a bare key and its key's hash, or None."""
+        digest = hash_key(key.strip())
+        caller = self._by_hash.get(digest)
+        return None if caller is None else (caller, digest)
+
+    def named(self, name: str) -> tuple[Caller, str] | None:
+        """The caller with this name and its key's hash (a UI session names its caller)."""
+        for digest, caller in self._by_hash.items():
+            if caller.name == name:
+                return caller, digest
+        return None
 
     def authenticate(self, authorization: str | None) -> Caller:
         if self.open:

@@ -103,6 +103,9 @@ class CallerConfig(_Strict):
     key_env: str | None = None
     #: Deployments this caller may use; ``["*"]`` means all.
     deployments: tuple[str, ...] = ("*",)
+    #: An operator key: it may sign in to the operator UI (``/ui``) and see every scope's
+    #: conversations of its deployments there.
+    operator: StrictBool = False
 
     @field_validator("source")
     @classmethod

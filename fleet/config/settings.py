@@ -61,6 +61,11 @@ class Settings(BaseSettings):
     server: str | None = None
     #: API key the CLI sends to ``server``.
     api_key: SecretStr | None = None
+    #: Longest a task event stream stays open; the client then reconnects with its last id.
+    event_stream_max: Duration = 300.0
+    #: Signs the operator UI's session cookies; unset: a random one per process (sessions end
+    #: when it restarts; set it when several API processes serve the UI).
+    ui_secret: SecretStr | None = None
 
     @field_validator("lease_ttl")
     @classmethod
@@ -69,7 +74,7 @@ class Settings(BaseSettings):
             raise ValueError("must be at least 1s so heartbeats can renew it")
         return v
 
-    @field_validator("sweep_interval", "drain_budget")
+    @field_validator("sweep_interval", "drain_budget", "event_stream_max")
     @classmethod
     def _positive(cls, v: float) -> float:
         if v <= 0:
@@ -88,7 +93,7 @@ class Settings(BaseSettings):
 
     def secrets(self) -> tuple[str, ...]:
         """Secret values that redaction must remove wherever they appear."""
-        keys = (self.openai_api_key, self.anthropic_api_key, self.api_key)
+        keys = (self.openai_api_key, self.anthropic_api_key, self.api_key, self.ui_secret)
         values = [s.get_secret_value() for s in keys if s]
         return tuple(v for v in values if v)
 

@@ -8,8 +8,10 @@ from fleet.domain.runs import Outcome, TraceRow
 from fleet.store import db
 from fleet.store.admission import AdmissionStore
 from fleet.store.claims import Chain, Claim, Head, Prepared, Started
+from fleet.store.events import EventStore
 from fleet.store.leasing import LeasingStore
 from fleet.store.memory import MemoryStore
+from fleet.store.operator import OperatorStore
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
 from fleet.store.recall import ObservationStore, RecallStore
 
@@ -30,7 +32,16 @@ __all__ = [
 ]
 
 
-class Store(AdmissionStore, LeasingStore, QueryStore, MemoryStore, RecallStore, ObservationStore):
+class Store(
+    AdmissionStore,
+    LeasingStore,
+    QueryStore,
+    MemoryStore,
+    RecallStore,
+    ObservationStore,
+    EventStore,
+    OperatorStore,
+):
     """Everything fleet reads or writes in its database."""
 
     @classmethod

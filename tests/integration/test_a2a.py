@@ -234,7 +234,7 @@ def test_agent_card_describes_both_versions(base: str) -> None:
     assert versions == {("JSONRPC", "1.0"), ("JSONRPC", "0.3")}
     assert all(i["url"] == f"{base}/a2a/chat" for i in card["supportedInterfaces"])
     assert card["url"] == f"{base}/a2a/chat"  # the v0.3 field, for older clients
-    assert card["capabilities"].get("streaming", False) is False
+    assert card["capabilities"]["streaming"] is True
     assert "bearer" in card["securitySchemes"]
     legacy = httpx.get(f"{base}/a2a/chat/.well-known/agent.json").json()
     assert legacy == card

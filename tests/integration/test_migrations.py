@@ -175,6 +175,10 @@ def test_wheel_ships_the_migrations(tmp_path: Path) -> None:
         # Every package of the source tree is in the wheel (guards a hand-written package list).
         for init in sorted((REPO / "fleet").rglob("__init__.py")):
             assert init.relative_to(REPO).as_posix() in names, f"the wheel lacks {init}"
+        # The operator UI's templates and static files are package data.
+        for shipped in sorted((REPO / "fleet" / "ui").rglob("*.*")):
+            if shipped.suffix in (".html", ".css", ".js"):
+                assert shipped.relative_to(REPO).as_posix() in names, f"the wheel lacks {shipped}"
         site = tmp_path / "site"
         zf.extractall(site)
 

@@ -55,11 +55,20 @@ def row_counts(database_url: str) -> dict[str, int]:
 class A2A:
     """An a2a-sdk client of one deployment, speaking protocol 1.0 or 0.3, with a bearer key."""
 
-    def __init__(self, base: str, deployment: str, *, key: str | None, version: str) -> None:
+    def __init__(
+        self,
+        base: str,
+        deployment: str,
+        *,
+        key: str | None,
+        version: str,
+        streaming: bool = False,
+    ) -> None:
         self.url = f"{base}/a2a/{deployment}"
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.http = httpx.AsyncClient(headers=headers, timeout=90)
         self.version = version
+        self.streaming = streaming
         self.card: AgentCard | None = None
         self._client: Client | None = None
 
@@ -70,7 +79,7 @@ class A2A:
         assert keep, f"the card offers no {self.version} interface: {card.supported_interfaces}"
         del card.supported_interfaces[:]
         card.supported_interfaces.extend(keep)
-        config = ClientConfig(streaming=False, httpx_client=self.http)
+        config = ClientConfig(streaming=self.streaming, httpx_client=self.http)
         self._client = ClientFactory(config).create(card)
         return self
 

@@ -1,0 +1,332 @@
+"""The operator UI at ``/ui``: server-rendered pages (Jinja2 templates shipped in ``fleet/ui``),
+a little JavaScript that follows task events live, and forms for actions.
+
+Pages read the store through the same reads and JSON shapes as the API (``fleet.views``), but
+an operator sees every scope of its deployments. Who may look is ``fleet.api.ui_auth``'s call.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
+
+from fleet import __version__, views
+from fleet.api import ui_format
+from fleet.api.auth import Unauthorized
+from fleet.api.event_hub import snapshot
+from fleet.api.events import hub_of, sse_response, start_position
+from fleet.api.ui_auth import COOKIE, SESSION_S, UiAuth, Viewer
+from fleet.domain import operator as op
+from fleet.errors import FleetError, Forbidden, NotFound
+from fleet.runtime import Runtime
+from fleet.store.operator import ConversationFilter
+
+UI_DIR = Path(__file__).resolve().parent.parent / "ui"
+#: Static files the pages load, and their types (nothing else is served from the folder).
+STATIC = {"ui.css": "text/css; charset=utf-8", "ui.js": "text/javascript; charset=utf-8"}
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+_env = Environment(
+    loader=FileSystemLoader(UI_DIR / "templates"),
+    autoescape=select_autoescape(["html"]),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+_env.filters.update(ui_format.FILTERS)
+
+
+class UiRefused(Exception):
+    """A UI request that gets an HTML page instead of what it asked for (sign in, not found)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _rt(request: Request) -> Runtime:
+    rt: Runtime = request.app.state.runtime
+    return rt
+
+
+def _auth(request: Request) -> UiAuth:
+    found: UiAuth | None = getattr(request.app.state, "ui_auth", None)
+    if found is None:
+        secret = _rt(request).settings.ui_secret
+        found = UiAuth(
+            request.app.state.keyring, secret.get_secret_value().encode() if secret else None
+        )
+        request.app.state.ui_auth = found
+    return found
+
+
+def _viewer(request: Request) -> Viewer:
+    auth = _auth(request)
+    if auth.mode == "off":
+        raise UiRefused(404, "The operator UI is off: no caller has operator = true.")
+    try:
+        return auth.viewer(request.cookies.get(COOKIE))
+    except Unauthorized as exc:
+        raise UiRefused(401, exc.message) from None
+
+
+def _page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    body = _env.get_template(template).render(
+        request=request,
+        version=__version__,
+        now=datetime.now(UTC),
+        **context,
+    )
+    headers = {
+        "Cache-Control": "no-store",
+        "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+        "frame-ancestors 'none'; form-action 'self'",
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "same-origin",
+    }
+    return HTMLResponse(body, status_code=status, headers=headers)
+
+
+def _deployments(rt: Runtime, viewer: Viewer) -> list[str]:
+    return sorted(d for d in rt.config.deployments if viewer.may_see(d))
+
+
+def _seen(viewer: Viewer, deployment: str, what: str) -> None:
+    if not viewer.may_see(deployment):
+        raise UiRefused(404, f"No {what} with that id.")
+
+
+def _csrf(viewer: Viewer, form: dict[str, str]) -> None:
+    try:
+        UiAuth.check_csrf(viewer, form.get("csrf"))
+    except Forbidden as exc:
+        raise UiRefused(403, exc.message) from None
+
+
+def _next(value: str | None) -> str:
+    """Where to go after a form: a path inside the UI only (never another site)."""
+    if value and value.startswith("/ui") and not value.startswith("//"):
+        return value
+    return "/ui"
+
+
+async def _form(request: Request) -> dict[str, str]:
+    body = (await request.body()).decode("utf-8", "replace")
+    return {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
+
+
+# -- sign in -------------------------------------------------------------------------------------
+
+
+@router.get("/login", response_class=HTMLResponse)
+async def login_page(request: Request, next: str | None = None) -> Response:
+    auth = _auth(request)
+    if auth.mode == "off":
+        raise UiRefused(404, "The operator UI is off: no caller has operator = true.")
+    if auth.mode == "open":
+        return RedirectResponse(_next(next), status_code=303)
+    return _page(request, "login.html", next=_next(next), error=None)
+
+
+@router.post("/login", response_class=HTMLResponse)
+async def login(request: Request) -> Response:
+    auth = _auth(request)
+    if auth.mode != "keys":
+        return RedirectResponse("/ui/login", status_code=303)
+    form = await _form(request)
+    target = _next(form.get("next"))
+    try:
+        cookie, _ = auth.sign_in(form.get("key", ""))
+    except FleetError as exc:
+        return _page(request, "login.html", exc.status, next=target, error=exc.message)
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(
+        COOKIE,
+        cookie,
+        max_age=SESSION_S,
+        path="/ui",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    viewer = _viewer(request)
+    _csrf(viewer, await _form(request))
+    response = RedirectResponse("/ui/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/ui")
+    return response
+
+
+# -- pages ---------------------------------------------------------------------------------------
+
+
+@router.get("", response_class=HTMLResponse)
+async def overview(request: Request) -> Response:
+    viewer = _viewer(request)
+    rt = _rt(request)
+    names = _deployments(rt, viewer)
+    figures = await run_in_threadpool(rt.store.figures, names, datetime.now(UTC))
+    rows = [figures[n] for n in names]
+    return _page(request, "overview.html", viewer=viewer, rows=rows, window_s=op.RECENT_S)
+
+
+@router.get("/conversations", response_class=HTMLResponse)
+async def conversations(
+    request: Request,
+    deployment: Annotated[str | None, Query()] = None,
+    scope: Annotated[str | None, Query()] = None,
+    state: Annotated[str | None, Query()] = None,
+) -> Response:
+    viewer = _viewer(request)
+    rt = _rt(request)
+    names = _deployments(rt, viewer)
+    deployment = deployment or None
+    if deployment is not None and deployment not in names:
+        raise UiRefused(404, f"No deployment {deployment!r} among yours.")
+    chosen = state if state in op.STATES else None
+    flt = ConversationFilter(
+        deployments=None if viewer.deployments is None else frozenset(names),
+        deployment=deployment,
+        scope=(scope or "").strip() or None,
+        state=chosen,
+        limit=200,
+    )
+    rows = await run_in_threadpool(rt.store.conversations, flt, datetime.now(UTC))
+    return _page(
+        request,
+        "conversations.html",
+        viewer=viewer,
+        rows=rows,
+        deployments=names,
+        states=op.STATES,
+        chosen={"deployment": deployment or "", "scope": flt.scope or "", "state": chosen or ""},
+    )
+
+
+@router.get("/conversations/{conversation_id}", response_class=HTMLResponse)
+async def conversation(request: Request, conversation_id: uuid.UUID) -> Response:
+    viewer = _viewer(request)
+    rt = _rt(request)
+    try:
+        found = await run_in_threadpool(rt.store.conversation, conversation_id)
+    except NotFound:
+        raise UiRefused(404, "No conversation with that id.") from None
+    _seen(viewer, found.deployment, "conversation")
+    runs = await run_in_threadpool(rt.store.runs_by_task, [t.id for t in found.tasks])
+    messages = await run_in_threadpool(rt.store.messages, found.id, limit=200)
+    # The live section follows the first unfinished task from its start (queued, each step).
+    head = next((t for t in found.tasks if not t.status.terminal), None)
+    return _page(
+        request,
+        "conversation.html",
+        viewer=viewer,
+        conversation=found,
+        tasks=[views.task_json(t) for t in found.tasks],
+        runs={str(k): v for k, v in runs.items()},
+        messages=[views.message_json(m) for m in messages],
+        head=head,
+    )
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+async def run_page(request: Request, run_id: uuid.UUID) -> Response:
+    viewer = _viewer(request)
+    rt = _rt(request)
+    try:
+        detail = await run_in_threadpool(rt.store.get_run, run_id)
+        task = await run_in_threadpool(rt.store.get_task, detail.run.task_id)
+    except NotFound:
+        raise UiRefused(404, "No run with that id.") from None
+    _seen(viewer, task.deployment, "run")
+    _, position = await snapshot(hub_of(request), task.id)
+    run = views.run_json(detail.run, detail.steps)
+    return _page(
+        request,
+        "run.html",
+        viewer=viewer,
+        run=run,
+        task=views.task_json(task),
+        conversation_id=str(task.conversation_id),
+        after=str(position) if position else None,
+        live=not task.status.terminal,
+    )
+
+
+@router.get("/tasks/{task_id}")
+async def task_page(request: Request, task_id: uuid.UUID) -> Response:
+    """A task is shown on its conversation's page."""
+    viewer = _viewer(request)
+    task = await _task(request, viewer, task_id)
+    return RedirectResponse(
+        f"/ui/conversations/{task.conversation_id}#task-{task.id}", status_code=303
+    )
+
+
+@router.post("/tasks/{task_id}/cancel", response_class=HTMLResponse)
+async def cancel(request: Request, task_id: uuid.UUID) -> Response:
+    """Cancel after a confirmation (the page's dialog, or this answer's own form without JS)."""
+    viewer = _viewer(request)
+    form = await _form(request)
+    _csrf(viewer, form)
+    task = await _task(request, viewer, task_id)
+    target = _next(form.get("next") or f"/ui/conversations/{task.conversation_id}")
+    if form.get("confirmed") != "yes":
+        return _page(
+            request, "confirm.html", viewer=viewer, task=views.task_json(task), next=target
+        )
+    rt = _rt(request)
+    await run_in_threadpool(rt.dispatcher.cancel, task.id, scope=task.scope)
+    return RedirectResponse(target, status_code=303)
+
+
+@router.get("/tasks/{task_id}/events")
+async def task_events(
+    request: Request, task_id: uuid.UUID, after: Annotated[str | None, Query()] = None
+) -> Response:
+    """The task's event stream (as StreamTaskEvents) for the pages' live updates."""
+    viewer = _viewer(request)
+    task = await _task(request, viewer, task_id)
+    position = start_position(request.headers.get("last-event-id"), after)
+    return sse_response(hub_of(request), task.id, position, _rt(request).settings.event_stream_max)
+
+
+@router.get("/static/{name}")
+async def static(name: str) -> Response:
+    if name not in STATIC:
+        raise UiRefused(404, "No such file.")
+    body = (UI_DIR / "static" / name).read_bytes()
+    return Response(body, media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
+
+
+async def _task(request: Request, viewer: Viewer, task_id: uuid.UUID) -> Any:
+    try:
+        task = await run_in_threadpool(_rt(request).store.get_task, task_id)
+    except NotFound:
+        raise UiRefused(404, "No task with that id.") from None
+    _seen(viewer, task.deployment, "task")
+    return task
+
+
+def install(app: FastAPI) -> None:
+    """Serve the UI and answer its refusals with pages (sign in, not found, forbidden)."""
+
+    @app.exception_handler(UiRefused)
+    async def _refused(request: Request, exc: UiRefused) -> Response:
+        if exc.status == 401:
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return _page(request, "login.html", 401, next=_next(target), error=exc.message)
+        return _page(request, "error.html", exc.status, message=exc.message)
+
+    app.include_router(router)

@@ -1,0 +1,108 @@
+"""Reads behind task event streams: a task's events after a position, and cheap change marks.
+
+The events come from the store's own records (``fleet.domain.events`` derives them); nothing is
+written for them. A follower asks ``event_marks`` (one statement for every task it watches) and
+reads ``task_events`` only when a task's mark changed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import and_, case, func, or_, select
+
+from fleet.domain.events import Position, RunMark, TaskEvent, derive
+from fleet.domain.values import Step, Task
+from fleet.store import rows
+from fleet.store import schema as s
+from fleet.store.base import StoreBase
+
+t, r, tr = s.tasks, s.runs, s.traces
+
+#: A task's change mark: status, attempts, journal rows, finished journal rows.
+Mark = tuple[str, int, int, int]
+#: Tasks one mark statement asks about at most (bound parameters stay few).
+MARK_BATCH = 500
+
+_RUN_COLUMNS = (
+    r.c.id,
+    r.c.attempt,
+    r.c.status.label("run_status"),
+    r.c.model,
+    r.c.worker.label("run_worker"),
+    r.c.started_at.label("run_started_at"),
+    r.c.finished_at.label("run_finished_at"),
+    r.c.error.label("run_error"),
+)
+
+
+class EventStore(StoreBase):
+    def task_events(
+        self, task_id: uuid.UUID, after: Position | None = None
+    ) -> tuple[Task, list[TaskEvent]]:
+        """The task and its events after ``after``; NotFound if there is no such task.
+
+        Two statements: the task row first, then its runs with their steps after ``after`` in
+        one (a single snapshot), so a final status is never seen before the steps it follows.
+        """
+        from fleet.errors import NotFound
+
+        attempt = after.attempt if after is not None else 0
+        step = after.step if after is not None else -1
+        joined = and_(
+            tr.c.run_id == r.c.id,
+            or_(r.c.attempt > attempt, tr.c.step > step),
+        )
+        query = (
+            select(*_RUN_COLUMNS, *(c.label(f"tr_{c.name}") for c in tr.c))
+            .select_from(r.outerjoin(tr, joined))
+            .where(r.c.task_id == task_id, r.c.attempt >= attempt)
+            .order_by(r.c.attempt, tr.c.step)
+        )
+        with self.read() as conn:
+            row = conn.execute(select(*rows.TASK_COLUMNS).where(t.c.id == task_id)).first()
+            if row is None:
+                raise NotFound(f"no task with id {task_id}", field="id")
+            found = conn.execute(query).all() if row.attempts or row.status != "queued" else []
+        task = rows.task(row)
+        runs: dict[uuid.UUID, RunMark] = {}
+        steps: list[tuple[uuid.UUID, Step]] = []
+        for x in found:
+            m = x._mapping
+            if m["id"] not in runs:
+                runs[m["id"]] = RunMark(
+                    id=m["id"],
+                    attempt=m["attempt"],
+                    status=m["run_status"],
+                    model=m["model"],
+                    worker=m["run_worker"],
+                    started_at=m["run_started_at"],
+                    finished_at=m["run_finished_at"],
+                    error=m["run_error"],
+                )
+            if m["tr_id"] is not None:
+                steps.append((m["id"], rows.step(_unprefixed(m))))
+        return task, derive(task, list(runs.values()), steps, after)
+
+    def event_marks(self, task_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Mark]:
+        """A mark per existing task that changes whenever the task may have a new event."""
+        out: dict[uuid.UUID, Mark] = {}
+        for i in range(0, len(task_ids), MARK_BATCH):
+            batch = list(task_ids[i : i + MARK_BATCH])
+            finished = func.coalesce(func.sum(case((tr.c.status == "finished", 1), else_=0)), 0)
+            query = (
+                select(t.c.id, t.c.status, t.c.attempts, func.count(tr.c.id), finished)
+                .select_from(t.outerjoin(tr, tr.c.task_id == t.c.id))
+                .where(t.c.id.in_(batch))
+                .group_by(t.c.id, t.c.status, t.c.attempts)
+            )
+            with self.read() as conn:
+                for task_id, status, attempts, count, done in conn.execute(query):
+                    out[task_id] = (status, int(attempts), int(count), int(done))
+        return out
+
+
+def _unprefixed(m: Any) -> dict[str, Any]:
+    return {c.name: m[f"tr_{c.name}"] for c in tr.c}

@@ -1,0 +1,226 @@
+"""Reads for the operator UI: figures per deployment, conversations with their unfinished work,
+one conversation's tasks. Every read takes the deployments the operator may see."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import case, func, select
+
+from fleet.domain import operator as op
+from fleet.domain.events import RunMark
+from fleet.domain.values import CLAIMABLE, UNFINISHED, Task, TaskStatus
+from fleet.errors import NotFound
+from fleet.store import rows
+from fleet.store import schema as s
+from fleet.store.base import StoreBase
+
+t, c = s.tasks, s.conversations
+_FINAL = sorted(st.value for st in TaskStatus if st.terminal)
+#: A conversations list holds at most this many.
+MAX_LISTED = 500
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationFilter:
+    deployments: frozenset[str] | None = None
+    deployment: str | None = None
+    scope: str | None = None
+    state: op.State | None = None
+    limit: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """A conversation with its newest tasks (seq order)."""
+
+    id: uuid.UUID
+    deployment: str
+    scope: str
+    key: str
+    generation: int
+    created_at: datetime
+    updated_at: datetime
+    tasks: tuple[Task, ...]
+
+    @property
+    def conversation(self) -> str:
+        return f"{self.scope}:{self.key}"
+
+
+class OperatorStore(StoreBase):
+    def figures(self, deployments: list[str], now: datetime) -> dict[str, op.DeploymentFigures]:
+        """Backlog (unfinished tasks, oldest due) and the last hour's outcomes per deployment."""
+        cutoff = now - timedelta(seconds=op.RECENT_S)
+        backlog = (
+            select(t.c.deployment, t.c.status, func.count(), func.min(t.c.not_before))
+            .where(t.c.status.in_(UNFINISHED), t.c.deployment.in_(deployments))
+            .group_by(t.c.deployment, t.c.status)
+        )
+        recent = (
+            select(t.c.deployment, t.c.status, func.count())
+            .where(
+                t.c.status.in_(_FINAL),
+                t.c.finished_at >= cutoff,
+                t.c.deployment.in_(deployments),
+            )
+            .group_by(t.c.deployment, t.c.status)
+        )
+        with self.read() as conn:
+            waiting = conn.execute(backlog).all()
+            finished = conn.execute(recent).all()
+        found: dict[str, dict[str, float]] = {d: {} for d in deployments}
+        for dep, status, count, oldest in waiting:
+            f = found[dep]
+            f[status] = f.get(status, 0) + count
+            if status in CLAIMABLE and oldest is not None:
+                due = max(0.0, (now - oldest).total_seconds())
+                f["oldest"] = max(f.get("oldest", 0.0), due)
+        for dep, status, count in finished:
+            f = found[dep]
+            f["finished"] = f.get("finished", 0) + count
+            if status == TaskStatus.FAILED:
+                f["failed"] = f.get("failed", 0) + count
+        return {
+            dep: op.DeploymentFigures(
+                deployment=dep,
+                queued=int(f.get("queued", 0)),
+                running=int(f.get("running", 0) + f.get("leased", 0)),
+                interrupted=int(f.get("interrupted", 0)),
+                oldest_due_s=f.get("oldest", 0.0),
+                finished_recently=int(f.get("finished", 0)),
+                failed_recently=int(f.get("failed", 0)),
+            )
+            for dep, f in found.items()
+        }
+
+    def conversations(self, flt: ConversationFilter, now: datetime) -> list[op.ConversationRow]:
+        """Every conversation with unfinished work plus the most recently active ones, stuck
+        first (``fleet.domain.operator.listing_order``), filtered and cut at ``flt.limit``."""
+        claimable = t.c.status.in_(CLAIMABLE)
+        pending = (
+            select(
+                t.c.conversation_id,
+                func.sum(case((claimable, 1), else_=0)).label("waiting"),
+                func.min(case((claimable, t.c.not_before), else_=None)).label("oldest_due"),
+                func.sum(case((t.c.status == "interrupted", 1), else_=0)).label("interrupted"),
+                func.min(case((t.c.status == "running", t.c.started_at), else_=None)).label(
+                    "running_since"
+                ),
+            )
+            .where(t.c.status.in_(UNFINISHED))
+            .group_by(t.c.conversation_id)
+            .limit(MAX_LISTED)
+            .subquery()
+        )
+        busy = select(c, pending).join(pending, pending.c.conversation_id == c.c.id)
+        recent = select(c).order_by(c.c.updated_at.desc()).limit(min(flt.limit, MAX_LISTED))
+        for query in ("busy", "recent"):
+            q = busy if query == "busy" else recent
+            if flt.deployments is not None:
+                q = q.where(c.c.deployment.in_(sorted(flt.deployments)))
+            if flt.deployment is not None:
+                q = q.where(c.c.deployment == flt.deployment)
+            if flt.scope is not None:
+                q = q.where(c.c.scope == flt.scope)
+            if query == "busy":
+                busy = q
+            else:
+                recent = q
+        with self.read() as conn:
+            busy_rows = conn.execute(busy).all()
+            recent_rows = conn.execute(recent).all() if flt.state in (None, "idle") else []
+        out: dict[uuid.UUID, op.ConversationRow] = {}
+        for row in (*busy_rows, *recent_rows):
+            m = row._mapping
+            if m["id"] in out:
+                continue
+            p = op.Pending(
+                waiting=int(m.get("waiting") or 0),
+                oldest_due=_aware(m.get("oldest_due")),
+                interrupted=int(m.get("interrupted") or 0),
+                running_since=_aware(m.get("running_since")),
+            )
+            st, reason, stuck = op.state(p, now)
+            out[m["id"]] = op.ConversationRow(
+                m["id"],
+                m["deployment"],
+                m["scope"],
+                m["key"],
+                m["updated_at"],
+                p,
+                st,
+                reason,
+                stuck,
+            )
+        listed = sorted(out.values(), key=op.listing_order)
+        if flt.state is not None:
+            listed = [r for r in listed if r.state == flt.state]
+        return listed[: flt.limit]
+
+    def runs_by_task(self, task_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[RunMark]]:
+        """The runs of these tasks (without their context), first attempt first."""
+        r = s.runs
+        cols = [r.c.id, r.c.task_id, r.c.attempt, r.c.status, r.c.model, r.c.worker]
+        cols += [r.c.started_at, r.c.finished_at, r.c.error]
+        out: dict[uuid.UUID, list[RunMark]] = {tid: [] for tid in task_ids}
+        with self.read() as conn:
+            for i in range(0, len(task_ids), 500):
+                found = conn.execute(
+                    select(*cols)
+                    .where(r.c.task_id.in_(task_ids[i : i + 500]))
+                    .order_by(r.c.attempt)
+                ).all()
+                for row in found:
+                    out[row.task_id].append(_run_mark(row._mapping))
+        return out
+
+    def conversation(self, conversation_id: uuid.UUID, *, tasks: int = 200) -> Conversation:
+        """The conversation and its newest ``tasks`` tasks in seq order; NotFound otherwise."""
+        with self.read() as conn:
+            row = conn.execute(select(c).where(c.c.id == conversation_id)).first()
+            if row is None:
+                raise NotFound(f"no conversation with id {conversation_id}", field="id")
+            found = conn.execute(
+                select(*rows.TASK_COLUMNS)
+                .where(t.c.conversation_id == conversation_id)
+                .order_by(t.c.seq.desc())
+                .limit(tasks)
+            ).all()
+        m = row._mapping
+        return Conversation(
+            id=m["id"],
+            deployment=m["deployment"],
+            scope=m["scope"],
+            key=m["key"],
+            generation=m["generation"],
+            created_at=m["created_at"],
+            updated_at=m["updated_at"],
+            tasks=tuple(rows.task(r) for r in reversed(found)),
+        )
+
+
+def _run_mark(m: Any) -> RunMark:
+    return RunMark(
+        id=m["id"],
+        attempt=m["attempt"],
+        status=m["status"],
+        model=m["model"],
+        worker=m["worker"],
+        started_at=m["started_at"],
+        finished_at=m["finished_at"],
+        error=m["error"],
+    )
+
+
+def _aware(value: object) -> datetime | None:
+    """Aggregates of timestamps come back as text on SQLite: make them aware datetimes."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    assert isinstance(value, datetime)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -1,0 +1,1 @@
+"""The operator UI's templates and static files (served by ``fleet.api.ui``)."""

@@ -1,0 +1,208 @@
+"""The operator UI over an embedded SQLite runtime: who may look (operator keys, open API, off),
+sessions, CSRF, what an operator sees, and the pages' content."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from fleet.api.app import create_app
+from fleet.api.ui_auth import COOKIE, UiAuth
+from fleet.config import Settings
+from fleet.dispatch.embedded import run_until_done
+from fleet.runtime import Runtime, build
+from tests.conftest import write_config
+
+KEYS = {
+    "boss": "boss-key-0123456789",
+    "narrow": "narrow-key-0123456789",
+    "app": "app-key-0123456789",
+}
+CALLERS = {
+    "boss": 'source = "api"\noperator = true\n',
+    "narrow": 'source = "api"\noperator = true\ndeployments = ["chat"]\n',
+    "app": 'source = "api"\n',
+}
+
+
+def _runtime(tmp_path: Path, callers: dict[str, str] | None) -> Runtime:
+    config = write_config(tmp_path / "config")
+    if callers is not None:
+        (config / "callers").mkdir()
+        for name, body in callers.items():
+            digest = hashlib.sha256(KEYS[name].encode()).hexdigest()
+            (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
+    return build(Settings(home=tmp_path / "home", config_dir=config))
+
+
+@pytest.fixture
+def rt(tmp_path: Path) -> Iterator[Runtime]:
+    runtime = _runtime(tmp_path, CALLERS)
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture
+def client(rt: Runtime) -> Iterator[TestClient]:
+    with TestClient(
+        create_app(rt, run_embedded=False),
+        raise_server_exceptions=False,
+        follow_redirects=False,
+    ) as c:
+        yield c
+
+
+def sign_in(client: TestClient, name: str) -> None:
+    r = client.post("/ui/login", data={"key": KEYS[name], "next": "/ui"})
+    assert r.status_code == 303 and r.headers["location"] == "/ui", r.text
+    cookie = r.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/ui" in cookie
+    assert KEYS[name] not in cookie
+
+
+def csrf(page: str) -> str:
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+    assert found, page
+    return found.group(1)
+
+
+def test_pages_refuse_without_a_session_and_offer_the_login_form(client: TestClient) -> None:
+    for path in ("/ui", "/ui/conversations", f"/ui/runs/{uuid.uuid4()}"):
+        r = client.get(path)
+        assert r.status_code == 401, path
+        assert 'name="key"' in r.text and 'type="password"' in r.text
+        assert 'name="next" value="' + path in r.text
+    events = client.get(f"/ui/tasks/{uuid.uuid4()}/events")
+    assert events.status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("key", "status", "says"),
+    [
+        ("wrong-key", 401, "unknown key"),
+        ("", 401, "unknown key"),
+        (KEYS["app"], 403, "not an operator"),
+    ],
+)
+def test_a_key_that_is_no_operators_is_refused(
+    client: TestClient, key: str, status: int, says: str
+) -> None:
+    r = client.post("/ui/login", data={"key": key})
+    assert r.status_code == status and says in r.text
+    assert COOKIE not in r.headers.get("set-cookie", "")
+    assert client.get("/ui").status_code == 401
+
+
+def test_an_operator_sees_every_scope_of_its_deployments(rt: Runtime, client: TestClient) -> None:
+    a2a = rt.dispatcher.submit("chat", "from a2a", scope="a2a:alice", key="c1").task
+    hook = rt.dispatcher.submit("tooly", "from a hook", scope="webhook:gh", key="7").task
+    sign_in(client, "boss")
+    page = client.get("/ui/conversations").text
+    assert "a2a:alice:c1" in page and "webhook:gh:7" in page
+    overview = client.get("/ui").text
+    assert ">chat</a>" in overview and ">tooly</a>" in overview
+
+    narrow = TestClient(client.app, follow_redirects=False)
+    with narrow:
+        sign_in(narrow, "narrow")
+        page = narrow.get("/ui/conversations").text
+        assert "a2a:alice:c1" in page and "webhook:gh:7" not in page
+        assert ">tooly</a>" not in narrow.get("/ui").text
+        hidden = narrow.get(f"/ui/conversations/{hook.conversation_id}")
+        assert hidden.status_code == 404
+        assert narrow.get(f"/ui/tasks/{hook.id}/events").status_code == 404
+        assert narrow.get(f"/ui/conversations/{a2a.conversation_id}").status_code == 200
+        assert narrow.get("/ui/conversations?deployment=tooly").status_code == 404
+
+
+def test_cancel_needs_the_csrf_token_and_a_confirmation(rt: Runtime, client: TestClient) -> None:
+    task = rt.dispatcher.submit("chat", "wait for me", scope="api", key="k").task
+    sign_in(client, "boss")
+    page = client.get(f"/ui/conversations/{task.conversation_id}").text
+    assert 'data-confirm="Cancel task #1 (queued)?' in page
+    url = f"/ui/tasks/{task.id}/cancel"
+    assert client.post(url, data={"confirmed": "yes"}).status_code == 403
+    assert client.post(url, data={"csrf": "0" * 32, "confirmed": "yes"}).status_code == 403
+    token = csrf(page)
+    asked = client.post(url, data={"csrf": token})  # without JS: a page asks to confirm
+    assert asked.status_code == 200 and 'name="confirmed" value="yes"' in asked.text
+    assert rt.store.get_task(task.id).status == "queued"
+    done = client.post(url, data={"csrf": token, "confirmed": "yes", "next": "https://evil"})
+    assert done.status_code == 303 and done.headers["location"] == "/ui"
+    assert rt.store.get_task(task.id).status == "cancelled"
+
+
+def test_a_tampered_or_stale_session_is_refused(rt: Runtime, client: TestClient) -> None:
+    sign_in(client, "boss")
+    good = client.cookies[COOKIE]
+    sig, _, body = good.partition(".")
+    forged = f"{sig}.{body.replace('boss', 'narrow')}"
+    client.cookies.clear()
+    assert client.get("/ui", headers={"Cookie": f"{COOKIE}={good}"}).status_code == 200
+    assert client.get("/ui", headers={"Cookie": f"{COOKIE}={forged}"}).status_code == 401
+    later = UiAuth(client.app.state.keyring, b"x", clock=lambda: 10.0)  # type: ignore[attr-defined]
+    cookie, _ = later.sign_in(KEYS["boss"])
+    expired = UiAuth(client.app.state.keyring, b"x", clock=lambda: 10.0 + 13 * 3600)  # type: ignore[attr-defined]
+    with pytest.raises(Exception, match="expired"):
+        expired.viewer(cookie)
+
+
+def test_run_page_shows_provenance_and_steps(rt: Runtime, client: TestClient) -> None:
+    first = rt.dispatcher.submit("tooly", "hello", scope="api", key="k").task
+    assert rt.local_waker is not None
+    run_until_done(rt.dispatcher, rt.local_waker, first.id, 30)
+    task = rt.dispatcher.submit("tooly", "/tool current_time {}", scope="api", key="k").task
+    run_until_done(rt.dispatcher, rt.local_waker, task.id, 30)
+    (run,) = rt.store.list_runs(task.id)
+    sign_in(client, "boss")
+    page = client.get(f"/ui/runs/{run.id}").text
+    assert "Context provenance" in page and "Injected" in page and "Dropped" in page
+    assert page.count('<tr data-step="') == 3
+    assert "current_time" in page and "→ current_time" in page
+    assert "echo: hello [history: 0]" in page  # an injected message's preview
+    assert "data-events" not in page  # finished: nothing to follow
+    conversation = client.get(f"/ui/conversations/{task.conversation_id}").text
+    assert f'href="/ui/runs/{run.id}"' in conversation
+    assert "echo: /tool current_time {} [history: 2]" in conversation  # the transcript
+
+
+def test_without_operators_the_ui_is_off(tmp_path: Path) -> None:
+    runtime = _runtime(tmp_path, {"app": CALLERS["app"]})
+    try:
+        with TestClient(create_app(runtime, run_embedded=False), follow_redirects=False) as c:
+            assert c.get("/ui").status_code == 404
+            assert "off" in c.get("/ui/login").text
+            assert c.post("/ui/login", data={"key": KEYS["app"]}).status_code == 303
+            assert c.get("/ui").status_code == 404
+    finally:
+        runtime.close()
+
+
+def test_an_open_api_serves_the_ui_without_sign_in(tmp_path: Path) -> None:
+    runtime = _runtime(tmp_path, None)
+    try:
+        with TestClient(create_app(runtime, run_embedded=False), follow_redirects=False) as c:
+            page = c.get("/ui")
+            assert page.status_code == 200 and "Overview" in page.text
+            assert "Sign out" not in page.text
+            assert c.get("/ui/login").status_code == 303
+            assert page.headers["content-security-policy"].startswith("default-src 'self'")
+            task = runtime.dispatcher.submit("chat", "x", scope="api", key="k").task
+            conv = c.get(f"/ui/conversations/{task.conversation_id}").text
+            r = c.post(f"/ui/tasks/{task.id}/cancel", data={"csrf": csrf(conv), "confirmed": "yes"})
+            assert r.status_code == 303
+    finally:
+        runtime.close()
+
+
+def test_static_files_are_the_packaged_ones(client: TestClient) -> None:
+    assert client.get("/ui/static/ui.js").headers["content-type"].startswith("text/javascript")
+    assert client.get("/ui/static/ui.css").status_code == 200
+    assert client.get("/ui/static/../api/ui.py").status_code == 404
+    assert client.get("/ui/static/missing.js").status_code == 404
