@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from fleet import metrics
+from fleet import metrics, policy
 from fleet.config import AgentConfig, FleetConfig, Settings
 from fleet.dispatch.waker import Waker
 from fleet.domain import delegation as rules
@@ -49,6 +49,7 @@ class Delegations:
         policy_of: PolicyOf,
         cancel: Callable[[uuid.UUID], Any],
         drive: Callable[[uuid.UUID], Any] | None = None,
+        authorize: policy.Policy = policy.allow_all,
     ) -> None:
         self.store = store
         self.config = config
@@ -59,6 +60,8 @@ class Delegations:
         self._cancel = cancel
         #: Embedded mode: run a delegated task's conversation in the waiting thread.
         self.drive = drive
+        #: The authorize policy, asked about each delegated dispatch (as its caller's).
+        self.authorize = authorize
 
     def port(self, task: Task, agent: AgentConfig) -> RunDelegation:
         """The delegation port of one run of ``task`` (its chain read from its record)."""
@@ -165,6 +168,17 @@ class RunDelegation:
                 task.deployment, task.scope, task.key, dict(task.labels), task.caller
             )
         conv = self.conversation_for(dep.kind, deployment, call_id)
+        if owner.authorize is not policy.allow_all:  # (Forbidden: the model is told)
+            access = policy.Access(
+                "dispatch",
+                task.caller,
+                conv[0],
+                deployment,
+                f"{conv[0]}:{conv[1]}",
+                None,
+                dep.namespace,
+            )
+            policy.check(owner.authorize, access)
         queued = owner._policy_of(dep.conversations)
         admission = owner.admit(
             Submission(

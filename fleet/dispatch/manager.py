@@ -114,6 +114,7 @@ class Dispatcher:
             policy_of=queue_policy,
             cancel=self.cancel,
             drive=self.drain if settings.embedded else None,
+            authorize=self.policy,
         )
 
     # -- intake ---------------------------------------------------------------------------------
