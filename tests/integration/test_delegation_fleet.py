@@ -201,9 +201,7 @@ def test_a_caller_killed_while_it_waits_gets_the_same_delegated_task_on_retry(
         "lead", tool("call_agent", "slow", '/tool wait {"seconds": 6}'), key="k"
     ).task
     child = wait_for(lambda: tasks_of(rt, "slow"), 30, what="the delegated task")[0]
-    wait_for(
-        lambda: rt.store.get_task(child.id).status == TaskStatus.RUNNING, 30, what="it to run"
-    )
+    wait_for(lambda: rt.store.get_task(child.id).status == TaskStatus.RUNNING, 30, what="it to run")
     with rt.store.read() as conn:
         holder = conn.execute(select(s.tasks.c.worker).where(s.tasks.c.id == lead.id)).scalar()
     assert holder
