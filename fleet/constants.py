@@ -53,6 +53,10 @@ MIN_TASK_ID_PREFIX = 6
 SHORT_TASK_ID_CHARS = 8
 #: Seconds an MCP server gets to start, answer the handshake and list its tools.
 DEFAULT_MCP_CONNECT_TIMEOUT_S = 10.0
+#: Delegation: how many delegations deep a chain of tasks may go (``FLEET_MAX_DELEGATION_DEPTH``).
+DEFAULT_MAX_DELEGATION_DEPTH = 3
+#: Delegation: how often a waiting ``call_agent`` looks at its delegated task (seconds).
+DELEGATION_POLL_S = 0.2
 #: Collect mode: the debounce a deployment gets when it names none (seconds).
 DEFAULT_DEBOUNCE_S = 2.0
 #: Collect mode: the longest debounce a deployment may configure (seconds).

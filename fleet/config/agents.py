@@ -473,6 +473,8 @@ class AgentConfig(_Strict):
     )
     #: MCP servers whose tools the agent gets, namespaced ``server.tool``.
     mcp_servers: tuple[McpServerConfig, ...] = ()
+    #: Deployments this agent may hand work to (``call_agent``, ``start_agent``); none: no tools.
+    delegates: tuple[str, ...] = ()
 
     @field_validator("mcp_servers")
     @classmethod

@@ -212,6 +212,15 @@ def load_config(root: Path) -> FleetConfig:
             raise ConfigError(
                 str(root / "deployments" / f"{name}.toml"), "labels", str(exc)
             ) from None
+    for name, agent in agents.items():
+        for i, target in enumerate(agent.delegates):
+            if target not in deployments:
+                known = ", ".join(sorted(deployments)) or "none"
+                raise ConfigError(
+                    str(root / "agents" / f"{name}.toml"),
+                    f"delegates[{i}]",
+                    f"no deployment named {target!r} (known: {known})",
+                )
     for name, trig in sections["triggers"].items():
         if trig.deployment not in deployments:
             known = ", ".join(sorted(deployments)) or "none"

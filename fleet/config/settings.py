@@ -17,6 +17,7 @@ from fleet.config.base import (
     Duration,
     _reason,
 )
+from fleet.constants import DEFAULT_MAX_DELEGATION_DEPTH
 from fleet.errors import ConfigError
 
 
@@ -51,6 +52,8 @@ class Settings(BaseSettings):
     drain_budget: Duration = 5.0
     #: Embedded mode: conversations run at once (threads, each draining one conversation).
     embedded_concurrency: int = Field(default=4, ge=1, le=32)
+    #: How many delegations deep (``call_agent``, ``start_agent``) a chain of tasks may go.
+    max_delegation_depth: int = Field(default=DEFAULT_MAX_DELEGATION_DEPTH, ge=0, le=20)
     #: Log level of fleet's own loggers.
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     #: ``text``, or ``json``: one JSON object per line with the ids and labels of the run.

@@ -24,6 +24,7 @@ from fleet.agents.runner import RunPorts, run_agent
 from fleet.agents.tools import ToolContext, ToolLoadError, toolbox
 from fleet.agents.tools.toolbox import Toolbox, ToolServerError
 from fleet.config import AgentConfig, ConversationsConfig, FleetConfig, Settings
+from fleet.dispatch.delegation import Delegations
 from fleet.dispatch.journal import StoreJournal
 from fleet.dispatch.lease import Lease, LeaseHandle
 from fleet.dispatch.sources import RunSources
@@ -103,6 +104,18 @@ class Dispatcher:
         )
         #: Set on warm shutdown: finish the current run, then stop looking for more.
         self.stopping = threading.Event()
+        #: call_agent / start_agent: delegated tasks and the results reported back.
+        self.delegations = Delegations(
+            store,
+            config,
+            settings,
+            waker,
+            clock,
+            policy_of=queue_policy,
+            cancel=self.cancel,
+            drive=self.drain if settings.embedded else None,
+            authorize=self.policy,
+        )
 
     # -- intake ---------------------------------------------------------------------------------
 
@@ -394,6 +407,7 @@ class Dispatcher:
             report_on_interrupt=conversations.report_on_interrupt,
             inbox_waiting=task.inbox > 0,
             tracer=telemetry.tracer(),
+            delegation=self.delegations.port(task, agent) if agent.delegates else None,
         )
         namespace = self.config.deployment(task.deployment).namespace
 
@@ -454,6 +468,7 @@ class Dispatcher:
         )
         metrics.finished(started.task, final, self.clock())
         self.sources.settled(self._agent(started.task.deployment), started.task)
+        self.delegations.settled(started.task)
         return nxt
 
     def _agent(self, deployment: str) -> AgentConfig | None:
@@ -500,6 +515,7 @@ class Dispatcher:
         due = self.store.due_conversations(now - grace, limit=1000)
         for conv in due:
             self.waker.wake(conv, force=True)
+        self.delegations.report_due()
         return SweepReport(recovered=recovered, woken=len(due))
 
     def wait(self, task_id: uuid.UUID, timeout_s: float, *, poll_s: float = 0.05) -> Task:

@@ -477,6 +477,42 @@ class Observation(Base):
     created_at: Mapped[datetime] = mapped_column(default=_now)
 
 
+class Delegation(Base):
+    """A delegated task's place in its chain, and where its result goes (``start_agent``).
+
+    Written in the admission transaction of the task it describes, so the task never runs
+    without it. A ``start`` delegation is reported back once: ``reported_at`` is set when the
+    task carrying its result was admitted (idempotently) into the caller's conversation.
+    """
+
+    __tablename__ = "delegations"
+    __table_args__ = (
+        # The sweeper's scan for started tasks whose result was not reported yet: few.
+        Index(
+            "ix_delegations_unreported",
+            "task_id",
+            postgresql_where=text("mode = 'start' AND reported_at IS NULL"),
+            sqlite_where=text("mode = 'start' AND reported_at IS NULL"),
+        ),
+    )
+
+    task_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True
+    )
+    #: ``call`` (the caller waits), ``start`` (reported back), ``result`` (a report).
+    mode: Mapped[str] = mapped_column(String(8))
+    #: The task whose run delegated (None for a report).
+    parent_task_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    #: Conversations of the runs that delegated, root first: the depth is its length.
+    chain: Mapped[Any] = mapped_column(JSONType)
+    #: ``start``: the caller's conversation, labels and caller the result goes to.
+    report_to: Mapped[Any | None] = mapped_column(JSONType)
+    reported_at: Mapped[datetime | None] = mapped_column()
+    #: The task that carried the result back (or the running task it was steered into).
+    reported_task_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    created_at: Mapped[datetime] = mapped_column(default=_now)
+
+
 #: Core tables for the store's statements (the ORM classes above define them).
 conversations = cast(Table, Conversation.__table__)
 tasks = cast(Table, Task.__table__)
@@ -493,3 +529,4 @@ message_embeddings = cast(Table, MessageEmbedding.__table__)
 working_memory = cast(Table, WorkingMemory.__table__)
 working_memory_operations = cast(Table, WorkingMemoryOperation.__table__)
 observations = cast(Table, Observation.__table__)
+delegations = cast(Table, Delegation.__table__)

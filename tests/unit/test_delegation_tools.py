@@ -1,0 +1,129 @@
+"""call_agent and start_agent against a scripted port, and embedded mode end to end (SQLite,
+one thread: the waiting call runs the delegated task itself)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from fleet.agents.tools import executor
+from fleet.agents.tools.base import ToolContext
+from fleet.agents.tools.delegation import tools
+from fleet.config import Settings
+from fleet.dispatch.embedded import run_until_done
+from fleet.domain.delegation import Delegated, Finished, Refused
+from fleet.domain.values import TaskStatus
+from fleet.runtime import build
+from fleet.store import TaskFilter
+from tests.conftest import write_config
+
+
+@dataclass
+class ScriptedPort:
+    """Delegates to nothing: ``polls`` answers None that many times, then ``ends``."""
+
+    delegates: Sequence[str] = ("helper",)
+    polls: int = 0
+    ends: Finished | None = None
+    refuse: str | None = None
+    calls: list[tuple[str, str, str, bool]] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+
+    def delegate(self, deployment: str, input: str, *, call_id: str, wait: bool) -> Delegated:
+        if self.refuse:
+            raise Refused(self.refuse)
+        self.calls.append((deployment, input, call_id, wait))
+        return Delegated("t1", deployment, "agent:lead:x")
+
+    def poll(self, task_id: str) -> Finished | None:
+        if self.polls > 0:
+            self.polls -= 1
+            return None
+        return self.ends
+
+    def cancel(self, task_id: str) -> None:
+        self.cancelled.append(task_id)
+
+
+def call(port: ScriptedPort, name: str, args: dict, *, timeout_s: float = 5.0, ctx=None):
+    tool = {t.name: t for t in tools(port, port.delegates)}[name]
+    ctx = ctx or ToolContext(task_id="p", run_id="r", call_id="call_1")
+    return executor.call(tool, args, ctx, timeout_s=timeout_s)
+
+
+def test_call_agent_waits_for_the_result_keyed_by_the_call() -> None:
+    port = ScriptedPort(polls=2, ends=Finished("t1", "helper", "succeeded", reply="42"))
+    result = call(port, "call_agent", {"deployment": "helper", "input": "sum it"})
+    assert result.text == "42" and result.error is None
+    assert port.calls == [("helper", "sum it", "call_1", True)]
+
+
+def test_call_agent_stops_and_cancels_the_delegated_task_when_the_run_stops() -> None:
+    port = ScriptedPort(polls=10**9)
+    ctx = ToolContext(task_id="p", run_id="r", call_id="call_1")
+    threading.Timer(0.3, ctx.cancelled.set).start()
+    result = call(port, "call_agent", {"deployment": "helper", "input": "x"}, ctx=ctx)
+    assert result.text.startswith("stopped: ") and port.cancelled == ["t1"]
+
+
+def test_call_agent_is_bounded_by_the_tool_timeout() -> None:
+    port = ScriptedPort(polls=10**9)
+    result = call(port, "call_agent", {"deployment": "helper", "input": "x"}, timeout_s=0.5)
+    assert result.error == "timed out after 0.5s"
+    assert port.cancelled == ["t1"]  # (the stopped tool cancels what it waited for)
+
+
+def test_start_agent_returns_at_once() -> None:
+    port = ScriptedPort()
+    result = call(port, "start_agent", {"deployment": "helper", "input": "x"})
+    assert result.text.startswith("started task t1 on 'helper'")
+    assert port.calls == [("helper", "x", "call_1", False)]
+
+
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        ({"deployment": "", "input": "x"}, "deployment must be one of helper"),
+        ({"deployment": "helper", "input": " "}, "input must be the non-empty text"),
+    ],
+)
+def test_bad_arguments_are_errors_the_model_sees(args, fragment) -> None:
+    result = call(ScriptedPort(), "call_agent", args)
+    assert fragment in (result.error or "")
+
+
+def test_a_refusal_is_an_error_the_model_sees() -> None:
+    port = ScriptedPort(refuse="delegation depth limit reached: …")
+    result = call(port, "start_agent", {"deployment": "helper", "input": "x"})
+    assert result.text == "error: delegation depth limit reached: …"
+
+
+def test_embedded_call_and_start_run_in_one_thread(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "config",
+        {"boss": 'model = "echo"\ndelegates = ["helper"]\n', "worker": 'model = "echo"\n'},
+        {"lead": 'agent = "boss"\n', "helper": 'agent = "worker"\n'},
+    )
+    rt = build(Settings(home=tmp_path / "home", config_dir=config))
+    assert rt.local_waker is not None
+    ask = json.dumps({"deployment": "helper", "input": "do x"})
+    lead = rt.dispatcher.submit("lead", f"/tool call_agent {ask}", key="k").task
+    done = run_until_done(rt.dispatcher, rt.local_waker, lead.id, timeout_s=30)
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    outputs = [r.output for r in rt.store.journal(lead.id) if r.kind == "tool"]
+    assert outputs == ["echo: do x [history: 0]"]
+    ask = json.dumps({"deployment": "helper", "input": "do y"})
+    started = rt.dispatcher.submit("lead", f"/tool start_agent {ask}", key="k").task
+    run_until_done(rt.dispatcher, rt.local_waker, started.id, timeout_s=30)
+    (child,) = [
+        t for t in rt.store.list_tasks(TaskFilter(deployment="helper")) if "do y" in str(t.input)
+    ]
+    run_until_done(rt.dispatcher, rt.local_waker, child.id, timeout_s=30)
+    back = [t for t in rt.store.list_tasks(TaskFilter(deployment="lead")) if t.seq == 3]
+    assert back and back[0].input[0].text.endswith("Its reply:\necho: do y [history: 0]")  # type: ignore[union-attr]
+    rt.close()
