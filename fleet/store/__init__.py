@@ -11,6 +11,7 @@ from fleet.store.claims import Chain, Claim, Head, Prepared, Started
 from fleet.store.events import EventStore
 from fleet.store.leasing import LeasingStore
 from fleet.store.memory import MemoryStore
+from fleet.store.nearest import VectorStore
 from fleet.store.operator import OperatorStore
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
 from fleet.store.recall import ObservationStore, RecallStore
@@ -38,6 +39,7 @@ class Store(
     QueryStore,
     MemoryStore,
     RecallStore,
+    VectorStore,
     ObservationStore,
     EventStore,
     OperatorStore,
