@@ -109,14 +109,15 @@ def _sqlite(engine: Engine, *, install: bool) -> VectorSearch:
         import sqlite_vec  # noqa: F401
     except ImportError:
         return VectorSearch("exact", "exact search (the sqlite-vec package is not installed)")
-    if not hasattr(sqlite3.Connection, "enable_load_extension"):
+    dbapi: Any = engine.dialect.loaded_dbapi  # the stdlib's sqlite3 unless told otherwise
+    if not hasattr(dbapi.Connection, "enable_load_extension"):
         return VectorSearch(
             "exact",
             "exact search (this Python's sqlite3 cannot load extensions, so sqlite-vec "
             "cannot load; a Python built with loadable SQLite extensions can)",
         )
     try:
-        probe_conn = sqlite3.connect(":memory:")
+        probe_conn = dbapi.connect(":memory:")
         try:
             _load(probe_conn)
             version = probe_conn.execute("SELECT vec_version()").fetchone()[0]
