@@ -178,7 +178,9 @@ def _exact(
     already: Set[int],
 ) -> tuple[list[tuple[int, float]], int]:
     """Score every candidate here (vectors pooled in this process); (hits, searched)."""
-    cached = POOLS.get((embedder.name, cfg.max_candidates, *sorted(where.items())))
+    # keyed by database too: a process (tests, tools) may open more than one
+    database = store.engine.url.render_as_string(hide_password=True)
+    cached = POOLS.get((database, embedder.name, cfg.max_candidates, *sorted(where.items())))
     with _pool_lock:
         fresh = store.candidates(
             model=embedder.name, limit=cfg.max_candidates, after_id=cached.newest, **where
