@@ -146,3 +146,25 @@ def test_an_unknown_conversation_finds_nothing(db_url: str, rt: Runtime) -> None
         assert (hits, searched) == ([], 0)
     finally:
         vector.dispose()
+
+
+def test_fleet_check_reports_the_search(
+    tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fleet.checks import run_checks
+
+    config = write_config(tmp_path / "config", AGENTS, DEPLOYMENTS)
+    monkeypatch.setenv("FLEET_CONFIG_DIR", str(config))
+    monkeypatch.setenv("FLEET_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("FLEET_DATABASE_URL", db_url)
+    monkeypatch.delenv("FLEET_REDIS_URL", raising=False)
+    probed = Store.open(db_url, Redactor(()))
+    want = probed.enable_vector_search(create=False)
+    probed.dispose()
+    (recall,) = [r for r in run_checks() if r.name == "recall"]
+    assert recall.state == "ok"
+    assert recall.detail.startswith(f"keeper: {want.detail}, embeddings by local wordllama")
+    assert want.method in {"pgvector", "sqlite-vec"} or "exact search (" in want.detail
+    (config / "fleet.toml").write_text('[embeddings]\nsearch = "exact"\n')
+    (recall,) = [r for r in run_checks() if r.name == "recall"]
+    assert 'exact search in the worker ([embeddings] search = "exact")' in recall.detail
