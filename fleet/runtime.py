@@ -100,6 +100,11 @@ def build(
     store = open_store(settings, config=config)
     if check_schema:
         ensure_schema(store)
+    if config.app.embeddings.search == "auto" and any(
+        a.recall is not None for a in config.agents.values()
+    ):
+        with db.unavailable_on_outage():
+            store.enable_vector_search(create=True)
     local_waker: LocalWaker | None = None
     if settings.embedded:
         lease = lease or LocalLease(settings.lease_ttl)

@@ -63,6 +63,9 @@ class EmbeddingsConfig(_Strict):
     #: openai only: overrides FLEET_OPENAI_BASE_URL.
     base_url: str | None = None
     dimensions: StrictInt | None = Field(default=None, ge=1, le=8192)
+    #: ``auto``: search in the database where it can (pgvector, sqlite-vec), else exactly in
+    #: the worker; ``exact``: always in the worker (same results, probes nothing).
+    search: Literal["auto", "exact"] = "auto"
 
     @model_validator(mode="after")
     def _named(self) -> EmbeddingsConfig:

@@ -12,6 +12,7 @@ from fleet.store.delegation import DelegationStore
 from fleet.store.events import EventStore
 from fleet.store.leasing import LeasingStore
 from fleet.store.memory import MemoryStore
+from fleet.store.nearest import VectorStore
 from fleet.store.operator import OperatorStore
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
 from fleet.store.recall import ObservationStore, RecallStore
@@ -39,6 +40,7 @@ class Store(
     QueryStore,
     MemoryStore,
     RecallStore,
+    VectorStore,
     ObservationStore,
     EventStore,
     OperatorStore,

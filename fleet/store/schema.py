@@ -26,7 +26,7 @@ from sqlalchemy import (
     Uuid,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, REAL
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 _NAMING = {
@@ -61,6 +61,8 @@ class UTCDateTime(TypeDecorator[datetime]):
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 #: 64-bit ids on PostgreSQL; INTEGER PRIMARY KEY (the rowid) on SQLite.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
+#: A vector as PostgreSQL ``real[]`` (pgvector casts it to ``vector``); unused JSON elsewhere.
+FloatArray = JSON().with_variant(ARRAY(REAL()), "postgresql")
 
 _ACTIVE = "status IN ('leased', 'running')"
 _CLAIMABLE = "status IN ('queued', 'interrupted')"
@@ -414,6 +416,10 @@ class MessageEmbedding(Base):
     model: Mapped[str] = mapped_column(String(200))
     #: float32 values, little-endian.
     vector: Mapped[bytes] = mapped_column(LargeBinary)
+    #: PostgreSQL: the same values as ``real[]``, for pgvector's in-database search (written
+    #: whether or not the server has pgvector, so enabling it later finds every message);
+    #: NULL on SQLite, whose sqlite-vec reads ``vector``.
+    embedding: Mapped[list[float] | None] = mapped_column(FloatArray, nullable=True)
     created_at: Mapped[datetime] = mapped_column(default=_now)
 
 
