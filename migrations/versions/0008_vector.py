@@ -1,7 +1,7 @@
 """vector search: message embeddings as real[] on PostgreSQL (pgvector casts them to vector)
 
-Revision ID: 0007_vector
-Revises: 0006
+Revision ID: 0008_vector
+Revises: 0007_delegation
 Create Date: 2026-11-30 12:00:00
 """
 
@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0007_vector"
-down_revision: str | None = "0006"
+revision: str = "0008_vector"
+down_revision: str | None = "0007_delegation"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
