@@ -8,10 +8,16 @@ for them within the grace period and hand back from outside those that are still
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from fleet.dispatch.lease import LeaseHandle
@@ -22,6 +28,8 @@ from fleet.store import Started
 
 if TYPE_CHECKING:
     from fleet.dispatch.manager import Dispatcher
+
+log = logging.getLogger(__name__)
 
 #: After the grace period, how long a run that is already settling may still take to commit.
 SETTLE_WAIT_S = 2.0
@@ -94,3 +102,40 @@ def stop_runs(dispatcher: Dispatcher, grace_s: float) -> int:
         abandoned += 1
     dispatcher.inflight.wait_empty(SETTLE_WAIT_S)
     return abandoned
+
+
+@contextmanager
+def sigterm_stops(
+    dispatcher: Dispatcher, grace_s: float, on_abandoned: Callable[[int], None]
+) -> Iterator[None]:
+    """While the block runs (a drain in this process's main thread), SIGTERM stops gracefully.
+
+    Instead of ending the process at once (a Celery pool process's default), the signal sets
+    ``stopping`` and starts ``shut_down`` on a thread: the run hands its task back after its
+    current step; if the grace period ends first, ``on_abandoned(count)`` runs (a pool process
+    exits there). When the block is over the signal takes its course: it is raised again for
+    the handler it replaced, so the process ends as it would have.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach the main thread only: the worker's own shutdown hook stops us
+        return
+    fired = threading.Event()
+
+    def stop() -> None:
+        abandoned = dispatcher.shut_down(grace_s)
+        if abandoned:
+            on_abandoned(abandoned)
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if not fired.is_set():
+            fired.set()
+            log.warning("SIGTERM: finishing the current step, then handing the task back")
+            threading.Thread(target=stop, name="fleet-shutdown", daemon=True).start()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if fired.is_set():
+            os.kill(os.getpid(), signal.SIGTERM)
