@@ -93,7 +93,10 @@ def side_effects(counter: Path) -> list[str]:
 
 def holder(fleet: Fleet, rt: Runtime, task_id: uuid.UUID) -> Proc:
     """The worker (main process) whose pool process holds the task."""
-    worker = rt.store.get_task(task_id).worker
+    with rt.store.read() as conn:
+        worker = conn.execute(
+            s.tasks.select().with_only_columns(s.tasks.c.worker).where(s.tasks.c.id == task_id)
+        ).scalar()
     assert worker, "the task has no holder"
     group = os.getpgid(int(worker.rpartition(":")[2]))
     return next(p for p in fleet.procs if p.pid == group)
