@@ -54,9 +54,10 @@ def _stop_draining(**_: Any) -> None:
         grace = _process["rt"].settings.shutdown_grace
         threading.Thread(target=dispatcher.shut_down, args=(grace,), daemon=True).start()
     busy = {getattr(r, "worker_pid", None) for r in list(state.active_requests)}
-    for pid in busy - {None, os.getpid()}:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(int(pid), signal.SIGTERM)  # type: ignore[arg-type]
+    for pid in busy:
+        if isinstance(pid, int) and pid != os.getpid():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
 
 
 @worker_process_shutdown.connect  # type: ignore[untyped-decorator]
