@@ -7,6 +7,7 @@ reason; ``--json`` prints machine-readable records.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -413,6 +414,10 @@ def serve(
         rt.close()
     from fleet import logs
 
+    # SIGTERM / Ctrl-C: uvicorn stops accepting, lets in-flight requests finish (for at most
+    # the grace period), then the app's shutdown sends queued wake-ups and, embedded, hands
+    # running tasks back after their current step.
+    drain_s = max(1, math.ceil(rt.settings.shutdown_grace))
     json_logs: dict[str, Any] = {}
     if logs.log_format() == "json":  # uvicorn's records too, in each process it starts
         level = os.environ.get("FLEET_LOG_LEVEL", "WARNING").upper()
@@ -425,6 +430,7 @@ def serve(
         workers=workers,
         log_level=loglevel.lower(),
         access_log=False,
+        timeout_graceful_shutdown=drain_s,
         **json_logs,
     )
 

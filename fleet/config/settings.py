@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     max_attempts: int = Field(default=3, ge=1, le=100)
     #: How long one drain may keep a worker on one conversation before yielding to others.
     drain_budget: Duration = 5.0
+    #: On SIGTERM (or Ctrl-C) a run's current step may take this long to finish before its task
+    #: is handed back anyway; ``fleet serve`` drains in-flight requests for as long.
+    shutdown_grace: Duration = 10.0
     #: Embedded mode: conversations run at once (threads, each draining one conversation).
     embedded_concurrency: int = Field(default=4, ge=1, le=32)
     #: How many delegations deep (``call_agent``, ``start_agent``) a chain of tasks may go.
@@ -75,6 +78,13 @@ class Settings(BaseSettings):
     def _ttl_positive(cls, v: float) -> float:
         if v < 1.0:
             raise ValueError("must be at least 1s so heartbeats can renew it")
+        return v
+
+    @field_validator("shutdown_grace")
+    @classmethod
+    def _not_negative(cls, v: float) -> float:
+        if v < 0:
+            raise ValueError("must be zero or more seconds")
         return v
 
     @field_validator("sweep_interval", "drain_budget", "event_stream_max")

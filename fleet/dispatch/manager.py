@@ -27,9 +27,10 @@ from fleet.config import AgentConfig, ConversationsConfig, FleetConfig, Settings
 from fleet.dispatch.delegation import Delegations
 from fleet.dispatch.journal import StoreJournal
 from fleet.dispatch.lease import Lease, LeaseHandle
+from fleet.dispatch.shutdown import HandBack, InFlight, stop_runs
 from fleet.dispatch.sources import RunSources
 from fleet.dispatch.waker import Waker
-from fleet.domain import inputs, keys
+from fleet.domain import inputs, keys, shutdown
 from fleet.domain.admission import QUEUE_MODES, QueuePolicy, Submission
 from fleet.domain.labels import merge_labels
 from fleet.domain.runs import Outcome
@@ -102,7 +103,7 @@ class Dispatcher:
         self._history_cap = max(
             (prompt.history_reads(a.history.max_items) for a in config.agents.values()), default=1
         )
-        #: Set on warm shutdown: finish the current run, then stop looking for more.
+        #: Set on shutdown: take no new task; a run hands its task back after its current step.
         self.stopping = threading.Event()
         #: call_agent / start_agent: delegated tasks and the results reported back.
         self.delegations = Delegations(
@@ -116,6 +117,8 @@ class Dispatcher:
             drive=self.drain if settings.embedded else None,
             authorize=self.policy,
         )
+        #: The runs this process works on now (what a shutdown waits for).
+        self.inflight = InFlight()
 
     # -- intake ---------------------------------------------------------------------------------
 
@@ -238,6 +241,9 @@ class Dispatcher:
         idle = 0
         with self.store.pinned():
             while True:
+                if self.stopping.is_set():  # leave the conversation to a worker that stays
+                    self.waker.wake(conversation_id, force=True)
+                    return ran
                 handle = self.lease.acquire(conversation_id)
                 if handle is None:
                     return ran  # the holder will see the knock when it releases
@@ -267,7 +273,10 @@ class Dispatcher:
                     if head.not_before > self.clock():
                         self.waker.wake(conversation_id, head.not_before)
                         return ran
-                    if time.monotonic() > deadline or self.stopping.is_set():
+                    if self.stopping.is_set():  # handed back, or not started: another worker
+                        self.waker.wake(conversation_id, force=True)
+                        return ran
+                    if time.monotonic() > deadline:
                         self.waker.wake(conversation_id)  # yield to other conversations / workers
                         return ran
                     idle = 0 if did else idle + 1
@@ -344,15 +353,38 @@ class Dispatcher:
     ) -> Head | Started | None:
         """Run a claimed task and settle it, inside its run span (when tracing is on)."""
         task, agent = started.task, self._agent(started.task.deployment)
-        with (
-            logs.context(**logs.run_fields(task, started.run_id)),
-            telemetry.tracer().run(task, started.run_id, agent, self.store.redactor) as span,
-        ):
-            outcome = self._outcome(started, agent, handle)
-            span.outcome(outcome)
-            if agent is None:  # a deployment that is gone: settle without chaining the next
-                return self._settle(started, outcome)
-            return self._settle(started, outcome, handle, deadline)
+        self.inflight.add(started, handle)
+        try:
+            with (
+                logs.context(**logs.run_fields(task, started.run_id)),
+                telemetry.tracer().run(task, started.run_id, agent, self.store.redactor) as span,
+            ):
+                try:
+                    outcome = self._outcome(started, agent, handle)
+                except HandBack:
+                    self.inflight.settling(started.run_id)
+                    return self.hand_back(started, shutdown.HANDED_BACK)
+                span.outcome(outcome)
+                self.inflight.settling(started.run_id)
+                if agent is None:  # a deployment that is gone: settle without chaining the next
+                    return self._settle(started, outcome)
+                return self._settle(started, outcome, handle, deadline)
+        finally:
+            self.inflight.remove(started.run_id)
+
+    def hand_back(self, started: Started, reason: str) -> Head | None:
+        """Give a task back at shutdown (fenced); the conversation's head, for the drain."""
+        task = started.task
+        status = self.store.hand_back(task.id, task.fence, reason, self.clock())
+        if status is None:
+            raise LeaseLost(f"task {task.id} was taken over before it could be handed back")
+        log.info("task %s handed back (%s): %s", task.id, status.value, reason)
+        return self.store.head(task.conversation_id)
+
+    def shut_down(self, grace_s: float) -> int:
+        """Stop taking work and hand back the runs in flight (see ``fleet.dispatch.shutdown``);
+        returns how many were abandoned mid-step when ``grace_s`` ran out."""
+        return stop_runs(self, grace_s)
 
     def _outcome(self, started: Started, agent: AgentConfig | None, handle: LeaseHandle) -> Outcome:
         task, run_id = started.task, started.run_id
@@ -368,7 +400,7 @@ class Dispatcher:
         )
         try:
             outcome = self._execute(started, agent, handle, ctx)
-        except LeaseLost:
+        except (LeaseLost, HandBack):
             raise
         except Exception as exc:  # a bug must not wedge the conversation
             log.exception("run of task %s crashed", task.id)
@@ -397,6 +429,7 @@ class Dispatcher:
             handle,
             self.clock,
             previous=self.store.journal(task.id) if task.attempts > 1 else (),
+            stopping=self.stopping.is_set,
         )
         conversations = self.config.deployment(task.deployment).conversations
         ports = RunPorts(
@@ -428,6 +461,8 @@ class Dispatcher:
         except Forbidden as exc:
             return Outcome(TaskStatus.FAILED, None, exc.message, {})
         extra = self.sources.tools(agent, task, run_id, authorize)  # type: ignore[arg-type]
+        if self.stopping.is_set():  # claimed as the shutdown began: nothing ran yet
+            raise HandBack(f"task {task.id}: handed back before its first step")
         try:
             with box.opened(ctx, extra=extra) as tools:
                 return run_agent(

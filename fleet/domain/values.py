@@ -23,7 +23,8 @@ class TaskStatus(StrEnum):
     #: so stores never show it; the one-active-task index covers it with ``running``.
     LEASED = "leased"
     RUNNING = "running"
-    #: A run whose worker was lost; it waits to be retried (it keeps its frozen snapshot).
+    #: A run whose worker was lost, or handed back at worker shutdown; it waits to be resumed
+    #: (it keeps its frozen snapshot and step journal).
     INTERRUPTED = "interrupted"
     SUCCEEDED = "succeeded"
     FAILED = "failed"

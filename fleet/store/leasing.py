@@ -409,6 +409,20 @@ class LeasingStore(PgHotPath):
             conn.execute(q.INTERRUPT_RUN, params)
         return TaskStatus(status)
 
+    def hand_back(
+        self, task_id: uuid.UUID, fence: int, reason: str, now: datetime
+    ) -> TaskStatus | None:
+        """Give a running task back at worker shutdown: its run is closed as interrupted and the
+        task waits, claimable at once, to resume from its journal. A hand-back never fails a task
+        (the attempt still counts). Fenced like ``recover``."""
+        params = {"b_task": task_id, "b_fence": fence, "b_reason": reason, "b_now": now}
+        with self.tx() as conn:
+            status = conn.execute(q.HAND_BACK, params).scalar()
+            if status is None:
+                return None
+            conn.execute(q.INTERRUPT_RUN, params)
+        return TaskStatus(status)
+
     def head(self, conversation_id: uuid.UUID) -> Head | None:
         """The lowest unfinished task of a conversation."""
         with self.read() as conn:

@@ -195,6 +195,29 @@ RECOVER = (
     .returning(t.c.status)
 )
 
+#: Give a running task back at worker shutdown: claimable at once, never failed for it (it keeps
+#: its frozen context and journal; a cancel requested meanwhile wins).
+HAND_BACK = (
+    update(t)
+    .where(
+        t.c.id == bindparam("b_task"),
+        t.c.fence == bindparam("b_fence"),
+        status_in(t.c.status, ACTIVE),
+    )
+    .values(
+        status=case(
+            (t.c.cancel_requested, TaskStatus.CANCELLED.value),
+            else_=TaskStatus.INTERRUPTED.value,
+        ),
+        error=case((t.c.cancel_requested, "cancelled by request"), else_=bindparam("b_reason")),
+        finished_at=case(
+            (t.c.cancel_requested, bindparam("b_now", type_=s.UTCDateTime())), else_=null()
+        ),
+        worker=None,
+    )
+    .returning(t.c.status)
+)
+
 INTERRUPT_RUN = (
     update(r)
     .where(
