@@ -124,7 +124,7 @@ def _ref(record: dict[str, Any]) -> dict[str, Any]:
     """A message the context injected or dropped (``reason`` for dropped ones; ``tokens`` when
     a token budget priced it)."""
     out = {k: record.get(k) for k in ("id", "role", "bytes", "preview")}
-    for optional in ("tokens", "reason"):
+    for optional in ("tokens", "reason", "delivery"):
         if optional in record:
             out[optional] = record[optional]
     return out

@@ -323,6 +323,7 @@ class Dispatcher:
             claim.history,
             more_history=claim.more_history,
             memory=self.sources.memory(agent, claim.task),
+            remember=self.config.deployment(claim.task.deployment).remember,
         )
         return Prepared(context, self._model(agent).name)
 

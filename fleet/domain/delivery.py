@@ -10,6 +10,7 @@ same ``Idempotency-Key``.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -229,3 +230,46 @@ def remembered(role: str, delivery: str, remember: str) -> bool:
     if remember == "all" or role != "assistant":
         return True
     return delivery == "sent"
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A delivery's journal row as the store returns it."""
+
+    id: uuid.UUID
+    task_id: uuid.UUID
+    target: str
+    kind: str
+    url: str | None
+    status: str
+    attempts: int
+    max_attempts: int
+    next_at: datetime | None
+    claim: str | None
+    claimed_until: datetime | None
+    journal: tuple[dict[str, Any], ...]
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A place a task's reply goes, before its journal row exists."""
+
+    #: ``reply:<config file>`` or ``push:<config id>``.
+    target: str
+    kind: Literal["reply", "push"]
+    max_attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class PushConfig:
+    """An A2A push-notification config (the caller's URL, token and authentication)."""
+
+    task_id: uuid.UUID
+    id: str
+    url: str
+    token: str | None = None
+    scheme: str | None = None
+    credentials: str | None = None

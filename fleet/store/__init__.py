@@ -8,6 +8,7 @@ from fleet.domain.runs import Outcome, TraceRow
 from fleet.store import db
 from fleet.store.admission import AdmissionStore
 from fleet.store.claims import Chain, Claim, Head, Prepared, Started
+from fleet.store.deliveries import DeliveryStore
 from fleet.store.events import EventStore
 from fleet.store.leasing import LeasingStore
 from fleet.store.memory import MemoryStore
@@ -41,6 +42,7 @@ class Store(
     ObservationStore,
     EventStore,
     OperatorStore,
+    DeliveryStore,
 ):
     """Everything fleet reads or writes in its database."""
 
