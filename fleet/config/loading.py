@@ -125,9 +125,11 @@ class FleetConfig(BaseModel):
             if trigger.signature is not None:
                 names.append(trigger.signature.secret_env)
         names.extend(c.key_env for c in self.callers.values() if c.key_env)
-        for holder in (*self.deployments.values(), *self.triggers.values()):
-            if holder.reply is not None:
-                names.extend(holder.reply.env_names().values())
+        replies = [d.reply for d in self.deployments.values()]
+        replies += [t.reply for t in self.triggers.values()]
+        for reply in replies:
+            if reply is not None:
+                names.extend(reply.env_names().values())
         return tuple(v for v in (env.get(n) for n in names) if v)
 
     def agent_for(self, deployment: str) -> AgentConfig:
@@ -239,7 +241,7 @@ def load_config(root: Path) -> FleetConfig:
             )
     for section in ("deployments", "triggers"):
         for name, holder in sections[section].items():
-            _reply_env(root / section / f"{name}.toml", holder.reply)
+            _reply_env(root / section / f"{name}.toml", getattr(holder, "reply", None))
     for name, caller in sections["callers"].items():
         where = str(root / "callers" / f"{name}.toml")
         for dep_name in caller.deployments:

@@ -1,4 +1,4 @@
-"""``[reply]`` of a trigger or deployment: where a task's reply is delivered (see fleet.delivery)."""
+"""``[reply]`` of a trigger or deployment: where a task's reply goes (see fleet.delivery)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ class ReplyConfig(_Strict):
     @classmethod
     def _url(cls, v: str) -> str:
         fields = rules.template_fields(v)
-        sample = {f.partition(".")[0]: "x" for f in fields}
+        sample: dict[str, Any] = {f.partition(".")[0]: "x" for f in fields}
         sample["labels"] = {f.partition(".")[2]: "x" for f in fields if f.startswith("labels.")}
         rules.check_url(rules.render(v, sample, url=True))
         for f in fields:

@@ -24,6 +24,7 @@ from fleet.agents.runner import RunPorts, run_agent
 from fleet.agents.tools import ToolContext, ToolLoadError, toolbox
 from fleet.agents.tools.toolbox import Toolbox, ToolServerError
 from fleet.config import AgentConfig, ConversationsConfig, FleetConfig, Settings
+from fleet.delivery import Deliverer
 from fleet.dispatch.journal import StoreJournal
 from fleet.dispatch.lease import Lease, LeaseHandle
 from fleet.dispatch.sources import RunSources
@@ -101,6 +102,8 @@ class Dispatcher:
         self._history_cap = max(
             (prompt.history_reads(a.history.max_items) for a in config.agents.values()), default=1
         )
+        #: Reply delivery: journaled before the settle, attempted off the hot path.
+        self.deliveries = Deliverer(store, config, clock)
         #: Set on warm shutdown: finish the current run, then stop looking for more.
         self.stopping = threading.Event()
 
@@ -444,6 +447,7 @@ class Dispatcher:
         chain = None
         if handle is not None and deadline is not None and self._may_go_on(handle, deadline):
             chain = Chain.of(started, self.worker, self._history_items, self._prepare)
+        outcome = self.deliveries.before_settle(started.task, outcome)
         final, nxt = self.store.settle(
             started.task,
             started.run_id,
@@ -455,6 +459,10 @@ class Dispatcher:
         )
         metrics.finished(started.task, final, self.clock())
         self.sources.settled(self._agent(started.task.deployment), started.task)
+        try:
+            self.deliveries.after_settle(started.task, final)
+        except Exception:  # journaled already: the sweeper starts them
+            log.warning("could not start the deliveries of %s", started.task.id, exc_info=True)
         return nxt
 
     def _agent(self, deployment: str) -> AgentConfig | None:
@@ -501,6 +509,7 @@ class Dispatcher:
         due = self.store.due_conversations(now - grace, limit=1000)
         for conv in due:
             self.waker.wake(conv, force=True)
+        self.deliveries.sweep(self.settings.sweep_interval)
         return SweepReport(recovered=recovered, woken=len(due))
 
     def wait(self, task_id: uuid.UUID, timeout_s: float, *, poll_s: float = 0.05) -> Task:

@@ -164,7 +164,7 @@ def classify(http_status: int | None, *, timed_out: bool = False) -> AttemptResu
 def backoff(
     attempt: int, *, base_s: float = DELIVERY_BACKOFF_S, cap_s: float = DELIVERY_BACKOFF_CAP_S
 ) -> float:
-    """Seconds to wait after attempt ``attempt`` (1, 2, …) failed: base × 2^(attempt-1), capped."""
+    """Seconds to wait after attempt ``attempt`` (1, 2, …) failed: base * 2^(attempt-1), capped."""
     if attempt < 1:
         raise ValueError("attempts count from 1")
     return float(min(cap_s, base_s * 2 ** min(attempt - 1, 32)))

@@ -169,7 +169,9 @@ class DeliveryStore(StoreBase):
             task_id = conn.execute(
                 update(d)
                 .where(d.c.id == delivery_id, d.c.status == "pending")
-                .values(status=status, error=self.redactor.text(error), next_at=None, updated_at=now)
+                .values(
+                    status=status, error=self.redactor.text(error), next_at=None, updated_at=now
+                )
                 .returning(d.c.task_id)
             ).scalar()
             if task_id is not None:
@@ -206,7 +208,9 @@ class DeliveryStore(StoreBase):
 
     def set_push_config(self, cfg: rules.PushConfig, now: datetime) -> None:
         p = s.push_configs
-        auth = None if cfg.scheme is None else {"scheme": cfg.scheme, "credentials": cfg.credentials}
+        auth = (
+            None if cfg.scheme is None else {"scheme": cfg.scheme, "credentials": cfg.credentials}
+        )
         with self.tx() as conn:
             conn.execute(delete(p).where(and_(p.c.task_id == cfg.task_id, p.c.id == cfg.id)))
             conn.execute(

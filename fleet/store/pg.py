@@ -31,7 +31,8 @@ HEAD_WITH_CONTEXT = f"""
 SELECT h.*,
   (SELECT r.context FROM runs r WHERE r.task_id = h.id AND h.attempts > 0
    ORDER BY r.attempt DESC LIMIT 1) AS frozen,
-  (SELECT coalesce(json_agg(json_build_array(x.id, x.role, x.content, x.delivery) ORDER BY x.id DESC), '[]')
+  (SELECT coalesce(json_agg(json_build_array(x.id, x.role, x.content, x.delivery)
+                            ORDER BY x.id DESC), '[]')
    FROM (SELECT m.id, m.role, m.content, m.delivery FROM messages m
          WHERE m.conversation_id = h.conversation_id AND m.generation = h.generation
            AND h.seq > 1
@@ -192,7 +193,8 @@ _NEXT_HEAD = f"""
     (SELECT r.context FROM runs r WHERE r.task_id = n.id ORDER BY r.attempt DESC LIMIT 1)
   END AS next_frozen,
   CASE WHEN n.id IS NOT NULL AND NOT ({{skip}}) THEN (
-    SELECT coalesce(json_agg(json_build_array(x.id, x.role, x.content, x.delivery) ORDER BY x.id DESC), '[]')
+    SELECT coalesce(json_agg(json_build_array(x.id, x.role, x.content, x.delivery)
+                             ORDER BY x.id DESC), '[]')
     FROM (
       SELECT d.id, d.role, d.content, d.delivery FROM said d WHERE d.generation = n.generation
       UNION ALL
