@@ -88,3 +88,21 @@ WAKE_QUEUE = "fleet"
 #: Redis key a sweeper takes (SET NX) for most of a sweep interval: of several `fleet beat`
 #: processes, only the one that took it sweeps in that interval.
 SWEEP_TICK_KEY = "fleet:sweep:tick"
+
+#: Reply delivery: a rendered request body larger than this is not sent (the delivery fails).
+MAX_DELIVERY_BODY_BYTES = 262_144
+#: Reply delivery: characters of a receiver's answer kept in the journal (redacted).
+DELIVERY_ANSWER_CHARS = 200
+#: Reply delivery: attempts when the config names none, and the most it may name.
+DEFAULT_DELIVERY_ATTEMPTS = 5
+MAX_DELIVERY_ATTEMPTS = 20
+#: Reply delivery: seconds one attempt may take (connect + answer) unless the config says otherwise.
+DEFAULT_DELIVERY_TIMEOUT_S = 10.0
+#: Reply delivery: the first retry's wait (seconds); each next one doubles, up to the cap.
+DELIVERY_BACKOFF_S = 1.0
+DELIVERY_BACKOFF_CAP_S = 300.0
+#: Reply delivery: how long past an attempt's timeout its claim holds before the attempt counts
+#: as lost (its worker died) and another may start.
+DELIVERY_CLAIM_MARGIN_S = 30.0
+#: Reply delivery: URLs longer than this are refused.
+MAX_DELIVERY_URL_CHARS = 2048

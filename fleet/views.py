@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic.alias_generators import to_camel
 
+from fleet.domain import delivery
 from fleet.domain.events import TaskEvent
 from fleet.domain.values import Admission, Message, Run, Step, Task, TaskStatus
 
@@ -37,6 +38,29 @@ def task_json(task: Task) -> dict[str, Any]:
         "reply": task.reply,
         "error": task.error,
     }
+
+
+def delivery_json(rec: delivery.Record) -> dict[str, Any]:
+    """A reply delivery and its journal (every attempt)."""
+    return {
+        "id": str(rec.id),
+        "target": rec.target,
+        "kind": rec.kind,
+        "url": rec.url,
+        "status": rec.status,
+        "attempts": rec.attempts,
+        "maxAttempts": rec.max_attempts,
+        "nextAttemptAt": iso(rec.next_at) if rec.status == "pending" else None,
+        "error": rec.error,
+        "journal": list(rec.journal),
+        "createdAt": iso(rec.created_at),
+        "updatedAt": iso(rec.updated_at),
+    }
+
+
+def task_with_deliveries(task: Task, deliveries: Iterable[delivery.Record]) -> dict[str, Any]:
+    """GetTask and ``fleet tasks show``: the task and where its reply was delivered."""
+    return {**task_json(task), "deliveries": [delivery_json(d) for d in deliveries]}
 
 
 def admission_json(adm: Admission) -> dict[str, Any]:
@@ -124,7 +148,7 @@ def _ref(record: dict[str, Any]) -> dict[str, Any]:
     """A message the context injected or dropped (``reason`` for dropped ones; ``tokens`` when
     a token budget priced it)."""
     out = {k: record.get(k) for k in ("id", "role", "bytes", "preview")}
-    for optional in ("tokens", "reason"):
+    for optional in ("tokens", "reason", "delivery"):
         if optional in record:
             out[optional] = record[optional]
     return out

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, NoReturn
+from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
@@ -48,7 +48,6 @@ from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
     InternalError,
     InvalidParamsError,
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
 )
@@ -58,6 +57,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from starlette.concurrency import run_in_threadpool
 
 from fleet import views
+from fleet.api import a2a_push as push
 from fleet.api.auth import Caller
 from fleet.api.event_hub import EventHub, follow, snapshot
 from fleet.domain import a2a as rules
@@ -299,6 +299,8 @@ class FleetRequestHandler(RequestHandler):
             delivery=delivery,
             resource_id=resource,
         )
+        if params.configuration.HasField("task_push_notification_config"):
+            await self._set_push(admission.task, params.configuration.task_push_notification_config)
         return admission.task, wait
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task:
@@ -404,31 +406,61 @@ class FleetRequestHandler(RequestHandler):
                 for out in stream_events(ev):
                     yield out
 
-    @staticmethod
-    def _no_push() -> NoReturn:
-        raise PushNotificationNotSupportedError(
-            "push notifications are not offered by this agent; poll GetTask"
-        )
+    # -- push notifications: the task's final state POSTed to the caller's URL, journaled -----
+
+    async def _set_push(self, task: FleetTask, params: TaskPushNotificationConfig) -> None:
+        """Store the config; a task that finished already (the settle saw no config) gets its
+        notification now."""
+        cfg = push.config(task.id, params)
+        await run_in_threadpool(self.rt.store.set_push_config, cfg, datetime.now(UTC))
+        now = await run_in_threadpool(self.rt.store.get_task, task.id)
+        if now.status.terminal:
+            await run_in_threadpool(self.rt.dispatcher.deliveries.schedule, task.id)
 
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        self._no_push()
+        with a2a_errors():
+            task = await self._task(context, params.task_id)
+            await self._set_push(task, params)
+            return push.to_a2a(push.config(task.id, params))
+
+    async def _push_configs(
+        self, context: ServerCallContext, task_id: str
+    ) -> list[TaskPushNotificationConfig]:
+        task = await self._task(context, task_id)
+        found = await run_in_threadpool(self.rt.store.push_configs, task.id)
+        return [push.to_a2a(c) for c in found]
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        self._no_push()
+        with a2a_errors():
+            wanted = params.id or params.task_id
+            for cfg in await self._push_configs(context, params.task_id):
+                if cfg.id == wanted:
+                    return cfg
+            raise NotFound(f"task {params.task_id} has no push-notification config {wanted!r}")
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        self._no_push()
+        with a2a_errors():
+            found = await self._push_configs(context, params.task_id)
+            return ListTaskPushNotificationConfigsResponse(configs=found)
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        self._no_push()
+        with a2a_errors():
+            task = await self._task(context, params.task_id)
+            gone = await run_in_threadpool(
+                self.rt.store.delete_push_config, task.id, params.id or params.task_id
+            )
+            if not gone:
+                raise NotFound(
+                    f"task {params.task_id} has no push-notification config {params.id!r}"
+                )
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext

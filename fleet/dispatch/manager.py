@@ -24,6 +24,7 @@ from fleet.agents.runner import RunPorts, run_agent
 from fleet.agents.tools import ToolContext, ToolLoadError, toolbox
 from fleet.agents.tools.toolbox import Toolbox, ToolServerError
 from fleet.config import AgentConfig, ConversationsConfig, FleetConfig, Settings
+from fleet.delivery import Deliverer
 from fleet.dispatch.delegation import Delegations
 from fleet.dispatch.journal import StoreJournal
 from fleet.dispatch.lease import Lease, LeaseHandle
@@ -103,6 +104,8 @@ class Dispatcher:
         self._history_cap = max(
             (prompt.history_reads(a.history.max_items) for a in config.agents.values()), default=1
         )
+        #: Reply delivery: journaled before the settle, attempted off the hot path.
+        self.deliveries = Deliverer(store, config, clock)
         #: Set on shutdown: take no new task; a run hands its task back after its current step.
         self.stopping = threading.Event()
         #: call_agent / start_agent: delegated tasks and the results reported back.
@@ -345,6 +348,7 @@ class Dispatcher:
             claim.history,
             more_history=claim.more_history,
             memory=self.sources.memory(agent, claim.task),
+            remember=self.config.deployment(claim.task.deployment).remember,
         )
         return Prepared(context, self._model(agent).name)
 
@@ -492,6 +496,7 @@ class Dispatcher:
         chain = None
         if handle is not None and deadline is not None and self._may_go_on(handle, deadline):
             chain = Chain.of(started, self.worker, self._history_items, self._prepare)
+        outcome = self.deliveries.before_settle(started.task, outcome)
         final, nxt = self.store.settle(
             started.task,
             started.run_id,
@@ -504,6 +509,10 @@ class Dispatcher:
         metrics.finished(started.task, final, self.clock())
         self.sources.settled(self._agent(started.task.deployment), started.task)
         self.delegations.settled(started.task)
+        try:
+            self.deliveries.after_settle(started.task, final)
+        except Exception:  # journaled already: the sweeper starts them
+            log.warning("could not start the deliveries of %s", started.task.id, exc_info=True)
         return nxt
 
     def _agent(self, deployment: str) -> AgentConfig | None:
@@ -551,6 +560,7 @@ class Dispatcher:
         for conv in due:
             self.waker.wake(conv, force=True)
         self.delegations.report_due()
+        self.deliveries.sweep(self.settings.sweep_interval)
         return SweepReport(recovered=recovered, woken=len(due))
 
     def wait(self, task_id: uuid.UUID, timeout_s: float, *, poll_s: float = 0.05) -> Task:

@@ -95,3 +95,10 @@ def memorize(conversation_id: str) -> dict[str, int]:
     """Embed a conversation's new messages and observe its older history (recall,
     observations): off the hot path, retried."""
     return runtime().dispatcher.sources.memorize(uuid.UUID(conversation_id))
+
+
+@app.task(name="fleet.deliver", ignore_result=True)  # type: ignore[untyped-decorator]
+def deliver(delivery_id: str) -> None:
+    """One attempt of a reply delivery; a retry is sent again after its backoff (the sweeper
+    starts one whose message was lost)."""
+    runtime().dispatcher.deliveries.run(uuid.UUID(delivery_id))

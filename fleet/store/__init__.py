@@ -9,6 +9,7 @@ from fleet.store import db
 from fleet.store.admission import AdmissionStore
 from fleet.store.claims import Chain, Claim, Head, Prepared, Started
 from fleet.store.delegation import DelegationStore
+from fleet.store.deliveries import DeliveryStore
 from fleet.store.events import EventStore
 from fleet.store.leasing import LeasingStore
 from fleet.store.memory import MemoryStore
@@ -45,6 +46,7 @@ class Store(
     EventStore,
     OperatorStore,
     DelegationStore,
+    DeliveryStore,
 ):
     """Everything fleet reads or writes in its database."""
 

@@ -121,7 +121,7 @@ class LeasingStore(PgHotPath):
             q.HISTORY,
             {"b_conv": task.conversation_id, "b_gen": generation, "b_limit": limit + 1},
         ).all()
-        records = tuple(Record(r.id, r.role, r.content) for r in found[:limit])
+        records = tuple(Record(r.id, r.role, r.content, r.delivery) for r in found[:limit])
         return Claim(task=task, history=records, more_history=len(found) > limit)
 
     def checkpoint(
@@ -294,7 +294,7 @@ class LeasingStore(PgHotPath):
                 said = [("user", render_parts(task.input), "accepted")]
                 said += [("user", self.redactor.text(m), "accepted") for m in outcome.inbox]
                 if final in REPLIED and final == outcome.status and reply is not None:
-                    said.append(("assistant", reply, "sent"))
+                    said.append(("assistant", reply, outcome.reply_delivery))
                 conn.execute(
                     q.INSERT_MESSAGES,
                     [
