@@ -26,6 +26,7 @@ from fleet.agents.tools.toolbox import Toolbox, ToolServerError
 from fleet.config import AgentConfig, ConversationsConfig, FleetConfig, Settings
 from fleet.dispatch.journal import StoreJournal
 from fleet.dispatch.lease import Lease, LeaseHandle
+from fleet.dispatch.lifecycle import Lifecycle
 from fleet.dispatch.sources import RunSources
 from fleet.dispatch.waker import Waker
 from fleet.domain import inputs, keys
@@ -69,6 +70,8 @@ def worker_name() -> str:
 class SweepReport:
     recovered: int
     woken: int
+    #: Messages retention and the stored cap deleted (``fleet.dispatch.lifecycle``).
+    pruned: int = 0
 
 
 class Dispatcher:
@@ -103,6 +106,8 @@ class Dispatcher:
         )
         #: Set on warm shutdown: finish the current run, then stop looking for more.
         self.stopping = threading.Event()
+        #: Reset, delete, prune; retention and the stored cap on the sweeper's clock.
+        self.lifecycle = Lifecycle(self)
 
     # -- intake ---------------------------------------------------------------------------------
 
@@ -165,6 +170,11 @@ class Dispatcher:
         except QueueFull:
             metrics.rejected(dep.name)
             raise
+        if key and admission.task.seq == 1 and not (admission.duplicate or admission.merged):
+            # The first task of a conversation whose key was deleted before: say so.
+            stone = self.store.tombstone(dep.name, ref.scope, ref.key)
+            if stone is not None:
+                admission = admission.model_copy(update={"fresh_after_delete": stone.deleted_at})
         if admission.dropped is not None:
             log.info(
                 "conversation %s: queue full, dropped task %s",
@@ -500,7 +510,8 @@ class Dispatcher:
         due = self.store.due_conversations(now - grace, limit=1000)
         for conv in due:
             self.waker.wake(conv, force=True)
-        return SweepReport(recovered=recovered, woken=len(due))
+        pruned = self.lifecycle.enforce()  # last: recovery never waits behind it
+        return SweepReport(recovered=recovered, woken=len(due), pruned=pruned)
 
     def wait(self, task_id: uuid.UUID, timeout_s: float, *, poll_s: float = 0.05) -> Task:
         """Poll the store until the task is terminal or ``timeout_s`` passed; return it."""

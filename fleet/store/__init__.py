@@ -10,6 +10,7 @@ from fleet.store.admission import AdmissionStore
 from fleet.store.claims import Chain, Claim, Head, Prepared, Started
 from fleet.store.events import EventStore
 from fleet.store.leasing import LeasingStore
+from fleet.store.lifecycle import ConversationInfo, LifecycleStore, Tombstone
 from fleet.store.memory import MemoryStore
 from fleet.store.operator import OperatorStore
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
@@ -21,6 +22,7 @@ __all__ = [
     "CancelResult",
     "Chain",
     "Claim",
+    "ConversationInfo",
     "Head",
     "NoteValue",
     "Outcome",
@@ -28,6 +30,7 @@ __all__ = [
     "Started",
     "Store",
     "TaskFilter",
+    "Tombstone",
     "TraceRow",
 ]
 
@@ -41,6 +44,7 @@ class Store(
     ObservationStore,
     EventStore,
     OperatorStore,
+    LifecycleStore,
 ):
     """Everything fleet reads or writes in its database."""
 
