@@ -34,7 +34,7 @@ def rt(tmp_path: Path, db_url: str) -> Iterator[Runtime]:
     runtime.close()
 
 
-def run(rt: Runtime, text: str, key: str = "k", dep: str = "chat", **kw: object):  # noqa: ANN201
+def run(rt: Runtime, text: str, key: str = "k", dep: str = "chat", **kw: object):
     adm = rt.dispatcher.submit(dep, text, key=key, **kw)  # type: ignore[arg-type]
     rt.dispatcher.drain(adm.task.conversation_id)
     return adm, rt.store.get_task(adm.task.id)

@@ -91,7 +91,7 @@ def test_get_lists_and_shows_and_an_unknown_key_is_404_creating_nothing(
     assert len(rt.store.conversations(_all(), datetime.now(UTC))) == 1
 
 
-def _all():  # noqa: ANN202
+def _all():
     from fleet.store.operator import ConversationFilter
 
     return ConversationFilter()
