@@ -140,7 +140,7 @@ def get_conversation(
 @router.post(
     "/v1/conversations/{conversationKey:path}/reset",
     operation_id="ResetConversation",
-    responses=problem_responses(*_AUTH, 404, 409, 422),
+    responses=problem_responses(*_AUTH, 400, 404, 409, 422),
     summary="Start a new generation of a conversation (operators)",
 )
 def reset_conversation(
@@ -190,7 +190,7 @@ def delete_conversation(
 @router.post(
     "/v1/conversations:prune",
     operation_id="PruneConversations",
-    responses=problem_responses(*_AUTH, 422),
+    responses=problem_responses(*_AUTH, 400, 422),
     summary="Delete messages past retention and past each conversation's stored cap (operators)",
 )
 def prune_conversations(

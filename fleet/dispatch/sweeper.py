@@ -66,13 +66,8 @@ class Sweeper:
             log.warning("sweep failed: %s: %s", type(exc).__name__, describe(exc))
             log.debug("sweep failure", exc_info=True)
         else:
-            if report is not None and (report.recovered or report.woken or report.pruned):
-                log.info(
-                    "sweep: recovered %d, woke %d, pruned %d",
-                    report.recovered,
-                    report.woken,
-                    report.pruned,
-                )
+            if report is not None and (report.recovered or report.woken):
+                log.info("sweep: recovered %d, woke %d", report.recovered, report.woken)
             return report
         return None
 
