@@ -21,6 +21,7 @@ import typer
 from rich.console import Console
 
 from fleet import __version__
+from fleet.cli_conversations import conversations_app
 from fleet.cli_live import printer
 from fleet.cli_memory import memory_app
 from fleet.cli_runs import fetch_runs, show_context, show_runs, show_trace
@@ -47,6 +48,7 @@ app = typer.Typer(
 tasks_app = typer.Typer(help="Inspect and cancel tasks.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(memory_app, name="memory")
+app.add_typer(conversations_app, name="conversations")
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -175,6 +177,8 @@ def run(
                 "run at its next step",
                 markup=False,
             )
+        if admitted.get("notice") and not as_json:
+            err.print(f"fleet: {admitted['notice']}", markup=False)  # fresh after a delete
         if live is None:
             live = err.is_terminal and not as_json
         on_event = printer(err) if live else None

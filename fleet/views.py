@@ -10,6 +10,7 @@ from pydantic.alias_generators import to_camel
 
 from fleet.domain import delivery
 from fleet.domain.events import TaskEvent
+from fleet.domain.lifecycle import fresh_notice
 from fleet.domain.values import Admission, Message, Run, Step, Task, TaskStatus
 
 
@@ -70,6 +71,9 @@ def admission_json(adm: Admission) -> dict[str, Any]:
     out["deliveredTo"] = adm.delivered_to
     out["dropped"] = str(adm.dropped) if adm.dropped else None
     out["interrupted"] = str(adm.interrupted) if adm.interrupted else None
+    if adm.fresh_after_delete is not None:
+        out["freshAfterDelete"] = iso(adm.fresh_after_delete)
+        out["notice"] = fresh_notice(out["conversation"], adm.fresh_after_delete)
     return out
 
 

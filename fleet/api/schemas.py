@@ -194,6 +194,12 @@ class SubmitTaskResponse(TaskView):
     interrupted: UUID | None = Field(
         description="The running task asked to stop for this submission (`interrupt`)."
     )
+    fresh_after_delete: datetime | None = Field(
+        default=None,
+        description="The conversation's key was deleted at this time (DeleteConversation): "
+        "this task starts it fresh, with no earlier history or notes.",
+    )
+    notice: str | None = Field(default=None, description="Says so, in words.")
 
 
 class CancelTaskResponse(_Camel):

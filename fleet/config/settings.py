@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     lease_ttl: Duration = 10.0
     #: How often the sweeper recovers expired leases and re-sends lost wake-ups.
     sweep_interval: Duration = 5.0
+    #: How often the sweeper enforces retention and the stored cap (batched deletes).
+    prune_interval: Duration = 60.0
     #: How often a run is tried before its task fails (crash recovery retries).
     max_attempts: int = Field(default=3, ge=1, le=100)
     #: How long one drain may keep a worker on one conversation before yielding to others.
@@ -87,7 +89,7 @@ class Settings(BaseSettings):
             raise ValueError("must be zero or more seconds")
         return v
 
-    @field_validator("sweep_interval", "drain_budget", "event_stream_max")
+    @field_validator("sweep_interval", "prune_interval", "drain_budget", "event_stream_max")
     @classmethod
     def _positive(cls, v: float) -> float:
         if v <= 0:

@@ -28,6 +28,7 @@ from fleet.delivery import Deliverer
 from fleet.dispatch.delegation import Delegations
 from fleet.dispatch.journal import StoreJournal
 from fleet.dispatch.lease import Lease, LeaseHandle
+from fleet.dispatch.lifecycle import Lifecycle
 from fleet.dispatch.shutdown import HandBack, InFlight, stop_runs
 from fleet.dispatch.sources import RunSources
 from fleet.dispatch.waker import Waker
@@ -72,6 +73,8 @@ def worker_name() -> str:
 class SweepReport:
     recovered: int
     woken: int
+    #: Messages retention and the stored cap deleted (``fleet.dispatch.lifecycle``).
+    pruned: int = 0
 
 
 class Dispatcher:
@@ -122,6 +125,8 @@ class Dispatcher:
         )
         #: The runs this process works on now (what a shutdown waits for).
         self.inflight = InFlight()
+        #: Reset, delete, prune; retention and the stored cap on the sweeper's clock.
+        self.lifecycle = Lifecycle(self)
 
     # -- intake ---------------------------------------------------------------------------------
 
@@ -184,6 +189,11 @@ class Dispatcher:
         except QueueFull:
             metrics.rejected(dep.name)
             raise
+        if key and admission.task.seq == 1 and not (admission.duplicate or admission.merged):
+            # The first task of a conversation whose key was deleted before: say so.
+            stone = self.store.tombstone(dep.name, ref.scope, ref.key)
+            if stone is not None:
+                admission = admission.model_copy(update={"fresh_after_delete": stone.deleted_at})
         if admission.dropped is not None:
             log.info(
                 "conversation %s: queue full, dropped task %s",
@@ -561,7 +571,8 @@ class Dispatcher:
             self.waker.wake(conv, force=True)
         self.delegations.report_due()
         self.deliveries.sweep(self.settings.sweep_interval)
-        return SweepReport(recovered=recovered, woken=len(due))
+        pruned = self.lifecycle.enforce()  # last: recovery never waits behind it
+        return SweepReport(recovered=recovered, woken=len(due), pruned=pruned)
 
     def wait(self, task_id: uuid.UUID, timeout_s: float, *, poll_s: float = 0.05) -> Task:
         """Poll the store until the task is terminal or ``timeout_s`` passed; return it."""

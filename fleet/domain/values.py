@@ -132,6 +132,8 @@ class Admission(_Frozen):
     dropped: UUID | None = None
     #: ``interrupt``: the running task asked to stop for this submission.
     interrupted: UUID | None = None
+    #: The conversation's key was deleted then (a tombstone): this task starts it fresh.
+    fresh_after_delete: datetime | None = None
 
     @property
     def merged_into(self) -> UUID | None:

@@ -12,6 +12,7 @@ from fleet.store.delegation import DelegationStore
 from fleet.store.deliveries import DeliveryStore
 from fleet.store.events import EventStore
 from fleet.store.leasing import LeasingStore
+from fleet.store.lifecycle import ConversationInfo, LifecycleStore, Tombstone
 from fleet.store.memory import MemoryStore
 from fleet.store.nearest import VectorStore
 from fleet.store.operator import OperatorStore
@@ -24,6 +25,7 @@ __all__ = [
     "CancelResult",
     "Chain",
     "Claim",
+    "ConversationInfo",
     "Head",
     "NoteValue",
     "Outcome",
@@ -31,6 +33,7 @@ __all__ = [
     "Started",
     "Store",
     "TaskFilter",
+    "Tombstone",
     "TraceRow",
 ]
 
@@ -47,6 +50,7 @@ class Store(
     OperatorStore,
     DelegationStore,
     DeliveryStore,
+    LifecycleStore,
 ):
     """Everything fleet reads or writes in its database."""
 

@@ -105,6 +105,23 @@ class Conversation(Base):
     updated_at: Mapped[datetime] = mapped_column(default=_now)
 
 
+class ConversationTombstone(Base):
+    """A deleted conversation's identity: a later submission with its key starts fresh and is
+    told so."""
+
+    __tablename__ = "conversation_tombstones"
+
+    deployment: Mapped[str] = mapped_column(String(100), primary_key=True)
+    scope: Mapped[str] = mapped_column(String(200), primary_key=True)
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    deleted_at: Mapped[datetime] = mapped_column()
+    #: Who deleted it (an operator caller's name, ``cli``).
+    deleted_by: Mapped[str] = mapped_column(String(200))
+    #: How many tasks and messages went with it.
+    tasks: Mapped[int] = mapped_column(Integer, default=0)
+    messages: Mapped[int] = mapped_column(Integer, default=0)
+
+
 class Task(Base):
     """A unit of submitted work; at most one per conversation is leased/running (partial index)."""
 
@@ -240,7 +257,11 @@ class Message(Base):
     """A conversation message: accepted user input or an assistant reply (with delivery status)."""
 
     __tablename__ = "messages"
-    __table_args__ = (Index("ix_messages_history", "conversation_id", "generation", "id"),)
+    __table_args__ = (
+        Index("ix_messages_history", "conversation_id", "generation", "id"),
+        # Retention: the messages said before a cutoff, oldest first.
+        Index("ix_messages_created_at", "created_at"),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     conversation_id: Mapped[uuid.UUID] = mapped_column(
@@ -598,3 +619,4 @@ observations = cast(Table, Observation.__table__)
 delegations = cast(Table, Delegation.__table__)
 deliveries = cast(Table, Delivery.__table__)
 push_configs = cast(Table, PushConfig.__table__)
+conversation_tombstones = cast(Table, ConversationTombstone.__table__)
