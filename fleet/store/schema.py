@@ -538,6 +538,8 @@ class Delegation(Base):
     #: The task that carried the result back (or the running task it was steered into).
     reported_task_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     created_at: Mapped[datetime] = mapped_column(default=_now)
+
+
 class Delivery(Base):
     """The journal of one reply delivered to one place: ``pending → sent | failed | unknown``.
 
