@@ -2,6 +2,7 @@
 
 It holds the job logic and talks only to the store port, a lease and a waker (procrastinate's
 manager/connector split); Celery tasks, HTTP routes and the CLI call it and map its errors.
+What a run does between its claim and its settle is ``fleet.dispatch.execute``'s.
 """
 
 from __future__ import annotations
@@ -18,15 +19,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fleet import logs, metrics, policy
-from fleet.agents import models as model_adapters
 from fleet.agents import prompt, telemetry
-from fleet.agents.runner import RunPorts, run_agent
-from fleet.agents.tools import ToolContext, ToolLoadError, toolbox
-from fleet.agents.tools.toolbox import Toolbox, ToolServerError
+from fleet.agents.tools import toolbox
 from fleet.config import AgentConfig, ConversationsConfig, FleetConfig, Settings
 from fleet.delivery import Deliverer
 from fleet.dispatch.delegation import Delegations
-from fleet.dispatch.journal import StoreJournal
+from fleet.dispatch.execute import Execution, agent_of
 from fleet.dispatch.lease import Lease, LeaseHandle
 from fleet.dispatch.lifecycle import Lifecycle
 from fleet.dispatch.shutdown import HandBack, InFlight, stop_runs
@@ -36,8 +34,8 @@ from fleet.domain import inputs, keys, shutdown
 from fleet.domain.admission import QUEUE_MODES, QueuePolicy, Submission
 from fleet.domain.labels import merge_labels
 from fleet.domain.runs import Outcome
-from fleet.domain.values import CLAIMABLE, Admission, Task, TaskStatus
-from fleet.errors import Conflict, Forbidden, InputError, LeaseLost, NotFound, QueueFull
+from fleet.domain.values import CLAIMABLE, Admission, Task
+from fleet.errors import Conflict, InputError, LeaseLost, NotFound, QueueFull
 from fleet.store import CancelResult, Chain, Claim, Head, Prepared, Started, Store
 
 log = logging.getLogger(__name__)
@@ -96,8 +94,6 @@ class Dispatcher:
         self.waker = waker
         self.clock = clock
         self.worker = worker or worker_name()
-        self._models: dict[str, model_adapters.Model] = {}
-        self._toolboxes: dict[str, Toolbox] = {}
         #: Memory, recall and the jobs that keep them current.
         self.sources = RunSources(store, config, settings, clock)
         toolbox.importable(config.root)
@@ -127,6 +123,8 @@ class Dispatcher:
         self.inflight = InFlight()
         #: Reset, delete, prune; retention and the stored cap on the sweeper's clock.
         self.lifecycle = Lifecycle(self)
+        #: What a claimed task's run does between its claim and its settle.
+        self.execution = Execution(self)
 
     # -- intake ---------------------------------------------------------------------------------
 
@@ -348,19 +346,8 @@ class Dispatcher:
             return True, None
 
     def _prepare(self, claim: Claim) -> Prepared:
-        """The frozen context of a claimed task (built once; a retry reuses its first one)."""
-        agent = self._agent(claim.task.deployment)
-        if agent is None:
-            return Prepared({"messages": []}, "-")
-        context = claim.frozen_context or prompt.assemble(
-            agent,
-            claim.task,
-            claim.history,
-            more_history=claim.more_history,
-            memory=self.sources.memory(agent, claim.task),
-            remember=self.config.deployment(claim.task.deployment).remember,
-        )
-        return Prepared(context, self._model(agent).name)
+        """The frozen context of a claimed task (``fleet.dispatch.execute``)."""
+        return self.execution.prepare(claim)
 
     def _run(
         self, started: Started, handle: LeaseHandle, deadline: float | None = None
@@ -374,7 +361,7 @@ class Dispatcher:
                 telemetry.tracer().run(task, started.run_id, agent, self.store.redactor) as span,
             ):
                 try:
-                    outcome = self._outcome(started, agent, handle)
+                    outcome = self.execution.outcome(started, agent, handle)
                 except HandBack:
                     self.inflight.settling(started.run_id)
                     return self.hand_back(started, shutdown.HANDED_BACK)
@@ -399,102 +386,6 @@ class Dispatcher:
         """Stop taking work and hand back the runs in flight (see ``fleet.dispatch.shutdown``);
         returns how many were abandoned mid-step when ``grace_s`` ran out."""
         return stop_runs(self, grace_s)
-
-    def _outcome(self, started: Started, agent: AgentConfig | None, handle: LeaseHandle) -> Outcome:
-        task, run_id = started.task, started.run_id
-        metrics.started(task, self.clock())
-        if agent is None:
-            missing = f"deployment {task.deployment!r} is no longer configured"
-            return Outcome(TaskStatus.FAILED, None, missing, {})
-        ctx = ToolContext(
-            task_id=str(task.id),
-            run_id=str(run_id),
-            labels=task.labels,
-            conversation_id=str(task.conversation_id),
-        )
-        try:
-            outcome = self._execute(started, agent, handle, ctx)
-        except (LeaseLost, HandBack):
-            raise
-        except Exception as exc:  # a bug must not wedge the conversation
-            log.exception("run of task %s crashed", task.id)
-            outcome = Outcome(
-                TaskStatus.FAILED, None, f"internal error: {type(exc).__name__}: {exc}", {}
-            )
-        finally:
-            ctx.cancelled.set()  # a tool left running (ignored its stop) learns the run is over
-        if handle.lost.is_set():
-            raise LeaseLost(f"lease on conversation {task.conversation_id} was lost mid-run")
-        return outcome
-
-    def _execute(
-        self, started: Started, agent: AgentConfig, handle: LeaseHandle, ctx: ToolContext
-    ) -> Outcome:
-        """Open the agent's tools for this run and run it with its journal and stop watch."""
-        task, run_id = started.task, started.run_id
-        try:
-            box = self._toolbox(agent)
-        except ToolLoadError as exc:
-            return Outcome(TaskStatus.FAILED, None, f"agent {agent.name!r}: {exc}", {})
-        journal = StoreJournal(
-            self.store,
-            task,
-            run_id,
-            handle,
-            self.clock,
-            previous=self.store.journal(task.id) if task.attempts > 1 else (),
-            stopping=self.stopping.is_set,
-        )
-        conversations = self.config.deployment(task.deployment).conversations
-        ports = RunPorts(
-            journal=journal,
-            watch=journal.must_stop,
-            timeout_of=box.timeout_of,
-            context_tokens=agent.context_tokens,
-            report_on_interrupt=conversations.report_on_interrupt,
-            inbox_waiting=task.inbox > 0,
-            tracer=telemetry.tracer(),
-            delegation=self.delegations.port(task, agent) if agent.delegates else None,
-        )
-        namespace = self.config.deployment(task.deployment).namespace
-
-        def authorize(action: policy.Action) -> None:
-            access = policy.Access(
-                action,
-                task.caller,
-                task.scope,
-                task.deployment,
-                task.conversation,
-                task.conversation_id,
-                namespace,
-            )
-            policy.check(self.policy, access)
-
-        try:
-            authorize("recall")  # the run starts (or resumes) with the conversation's context
-        except Forbidden as exc:
-            return Outcome(TaskStatus.FAILED, None, exc.message, {})
-        extra = self.sources.tools(agent, task, run_id, authorize)  # type: ignore[arg-type]
-        if self.stopping.is_set():  # claimed as the shutdown began: nothing ran yet
-            raise HandBack(f"task {task.id}: handed back before its first step")
-        try:
-            with box.opened(ctx, extra=extra) as tools:
-                return run_agent(
-                    self._model(agent),
-                    tools,
-                    prompt.messages(started.context),
-                    max_steps=agent.max_steps,
-                    ctx=ctx,
-                    ports=ports,
-                )
-        except ToolServerError as exc:
-            return Outcome(TaskStatus.FAILED, None, str(exc), {})
-
-    def _toolbox(self, agent: AgentConfig) -> Toolbox:
-        box = self._toolboxes.get(agent.name)
-        if box is None:
-            box = self._toolboxes[agent.name] = toolbox.build(agent, self.config.root)
-        return box
 
     def _settle(
         self,
@@ -526,20 +417,13 @@ class Dispatcher:
         return nxt
 
     def _agent(self, deployment: str) -> AgentConfig | None:
-        dep = self.config.deployments.get(deployment)
-        return None if dep is None else self.config.agents.get(dep.agent)
+        return agent_of(self.config, deployment)
 
     def _history_items(self, deployment: str) -> int:
         dep = self.config.deployments.get(deployment)
         if dep is None:
             return 0
         return prompt.history_reads(self.config.agents[dep.agent].history.max_items)
-
-    def _model(self, agent: AgentConfig) -> model_adapters.Model:
-        model = self._models.get(agent.name)
-        if model is None:
-            model = self._models[agent.name] = model_adapters.build(agent.model, self.settings)
-        return model
 
     # -- sweeper --------------------------------------------------------------------------------
 
