@@ -57,6 +57,21 @@ DEFAULT_MCP_CONNECT_TIMEOUT_S = 10.0
 DEFAULT_MAX_DELEGATION_DEPTH = 3
 #: Delegation: how often a waiting ``call_agent`` looks at its delegated task (seconds).
 DELEGATION_POLL_S = 0.2
+#: Tools fleet binds to a run itself (delegation, memory blocks, notes, working memory,
+#: observations): an agent's own tools may not take these names (``fleet check`` refuses them).
+FLEET_TOOL_NAMES = frozenset(
+    {
+        "call_agent",
+        "start_agent",
+        "memory_update",
+        "memory_list",
+        "memory_get",
+        "memory_set",
+        "memory_remove",
+        "update_working_memory",
+        "recall_observations",
+    }
+)
 #: Collect mode: the debounce a deployment gets when it names none (seconds).
 DEFAULT_DEBOUNCE_S = 2.0
 #: Collect mode: the longest debounce a deployment may configure (seconds).

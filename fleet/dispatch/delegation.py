@@ -130,6 +130,8 @@ class Delegations:
                 max_input_bytes=agent.max_input_bytes,
                 caller_scope=rules.scope_of(task.deployment),
                 caller=to.caller,
+                # the chain of the task it reports, which ends with this conversation: a
+                # start_agent ping-pong grows it a round at a time (``rules.round_trips``)
                 delegation=rules.Record("result", record.chain),
             )
         )

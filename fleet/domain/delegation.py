@@ -6,7 +6,8 @@ delegated task runs in a new conversation of the target deployment, scoped ``age
 it carries its *chain*, the conversations of the runs that delegated to it (root first), so its
 depth (the chain's length) is bounded, and a waiting call into a conversation that is already
 waiting up the chain (a singleton calling itself, directly or round a loop) is refused instead
-of deadlocking.
+of deadlocking. A started task's result carries the chain too, so a ``start_agent`` ping-pong
+between two agents grows it by one a round and ends at the same limit (``round_trips``).
 """
 
 from __future__ import annotations
@@ -107,10 +108,7 @@ def check(
         raise Refused(f"deployment {target!r} is not configured (delegates: {allowed})")
     chain = (*caller.chain, caller.conversation)
     if len(chain) > max_depth:
-        raise Refused(
-            f"delegation depth limit reached: this task is already {caller.depth} delegation(s) "
-            f"deep (FLEET_MAX_DELEGATION_DEPTH = {max_depth}); do the work here instead"
-        )
+        raise Refused(depth_refusal(caller, max_depth))
     if wait and kinds[target] == "singleton":
         own = conversation_ref(target, SINGLETON_SCOPE, SINGLETON_KEY)
         if own in chain:
@@ -120,6 +118,41 @@ def check(
                 "for this call (a deadlock); use start_agent, or answer here"
             )
     return chain
+
+
+def round_trips(caller: Caller) -> int:
+    """How many hops in a row came back into the caller's own conversation.
+
+    A started task's result is admitted into its caller's conversation with the chain of the
+    task it reports, which ends with that very conversation; so in a ``start_agent`` ping-pong
+    (A starts B, B's result comes back to A, A starts B again …) every round adds the
+    conversation once more at the chain's end, and the depth limit ends the game after
+    ``FLEET_MAX_DELEGATION_DEPTH`` rounds.
+    """
+    trips = 0
+    for ref in reversed(caller.chain):
+        if ref != caller.conversation:
+            break
+        trips += 1
+    return trips
+
+
+def depth_refusal(caller: Caller, max_depth: int) -> str:
+    """Why a caller at the depth limit may not delegate, naming the limit (round trips of
+    ``start_agent`` results count, and are named as such)."""
+    limit = f"FLEET_MAX_DELEGATION_DEPTH = {max_depth}"
+    trips = round_trips(caller)
+    if trips == 0:
+        return (
+            f"delegation depth limit reached: this task is already {caller.depth} delegation(s) "
+            f"deep ({limit}); do the work here instead"
+        )
+    return (
+        f"delegation limit reached: this conversation already started {trips} task(s) in a row "
+        f"from the results of tasks it started (each round trip counts as a delegation: "
+        f"{caller.depth} of {limit}); answer with the results you have instead of starting "
+        "another"
+    )
 
 
 @dataclass(frozen=True, slots=True)

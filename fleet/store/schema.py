@@ -114,6 +114,9 @@ class Task(Base):
             sqlite_where=text(_CLAIMABLE),
         ),
         Index("ix_tasks_listing", "deployment", "scope", "created_at"),
+        # The operator UI's last-hour throughput and failures: a range of recent finishes, not
+        # a scan of every task ever finished.
+        Index("ix_tasks_finished_at", "finished_at"),
         # A conversation's head (lowest unfinished seq) in one index probe, however many
         # finished tasks the conversation has (a singleton's grow without end).
         # Finished tasks whose inbox still holds messages (the sweeper requeues them): few.

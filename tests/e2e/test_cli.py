@@ -327,6 +327,7 @@ BROKEN = [
     ("agents", 'model = "gpt"\n', "model.provider"),
     ("agents", 'tools = ["shop.nothere:lookup"]\n', "tools[0] (shop.nothere:lookup): cannot"),
     ("agents", 'tools = ["shell"]\n', "tools.0.tool"),
+    ("agents", 'tools = [{ tool = "wait", name = "call_agent" }]\n', "'call_agent' is one of"),
 ]
 
 

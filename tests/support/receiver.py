@@ -19,10 +19,16 @@ class Received:
 @dataclass
 class Receiver:
     """``/ok…`` answers 200 (echoing the Authorization it got), ``/flaky…`` 500 the first time
-    per path and 200 after, ``/hang…`` never answers (until the receiver stops)."""
+    per path and 200 after, ``/hang…`` never answers (until the receiver stops), ``/held…``
+    holds its first request per path until the test sets ``answer`` (then 200) and answers 200
+    at once after that."""
 
     requests: list[Received] = field(default_factory=list)
     released: threading.Event = field(default_factory=threading.Event)
+    #: Set by the test: the held ``/held…`` request may answer now.
+    answer: threading.Event = field(default_factory=threading.Event)
+    #: (path, status) of every answer written in full.
+    answered: list[tuple[str, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: ThreadingHTTPServer | None = None
 
@@ -52,12 +58,20 @@ class Receiver:
                 if self.path.startswith("/hang"):
                     receiver.released.wait(60)
                     return
+                if self.path.startswith("/held") and seen == 0:
+                    receiver.answer.wait(120)
                 status = 500 if self.path.startswith("/flaky") and seen == 0 else 200
                 answer = f"status {status}; you sent {self.headers.get('Authorization')}".encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Length", str(len(answer)))
+                    self.end_headers()
+                    self.wfile.write(answer)
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # the sender died waiting (a test killed it)
+                with receiver.lock:
+                    receiver.answered.append((self.path, status))
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -66,6 +80,7 @@ class Receiver:
 
     def stop(self) -> None:
         self.released.set()
+        self.answer.set()
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()

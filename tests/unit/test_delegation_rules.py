@@ -83,6 +83,82 @@ def test_refused(caller, target, delegates, max_depth, wait, fragment):
     assert fragment in info.value.message
 
 
+HELPER = rules.conversation_ref("helper", "agent:lead", "x")
+
+
+def result_in_lead(rounds: int, above: tuple[str, ...] = ()) -> Caller:
+    """The task in LEAD reporting the ``rounds``-th result of a start_agent ping-pong."""
+    return Caller("lead", "api", "k", (*above, *([LEAD] * rounds)))
+
+
+@pytest.mark.parametrize(
+    "caller,trips",
+    [
+        (ROOT, 0),
+        (Caller("helper", "agent:lead", "x", (LEAD,)), 0),  # delegated, not a round trip
+        (result_in_lead(1), 1),
+        (result_in_lead(3), 3),
+        (result_in_lead(2, above=(DESK,)), 2),  # counted from the chain's end
+        (Caller("lead", "api", "k", (LEAD, HELPER)), 0),  # its own conversation, not last
+        (Caller("desk", "deployment", "singleton", (DESK,)), 1),  # a singleton started itself
+    ],
+)
+def test_round_trips(caller, trips):
+    assert rules.round_trips(caller) == trips
+
+
+@pytest.mark.parametrize(
+    "max_depth,rounds",
+    [(0, 0), (1, 1), (3, 3), (5, 5)],
+)
+def test_a_start_agent_ping_pong_ends_after_the_limits_rounds(max_depth, rounds):
+    """A starts B, B's result comes back to A, A starts B again: each round one deeper."""
+    caller, played = ROOT, 0
+    while True:
+        try:
+            chain = rules.check(
+                caller, "helper", delegates=["helper"], kinds=KINDS, max_depth=max_depth, wait=False
+            )
+        except Refused as exc:
+            refusal = exc.message
+            break
+        played += 1
+        caller = Caller("lead", "api", "k", chain)  # the result reported back carries B's chain
+    assert played == rounds
+    assert f"FLEET_MAX_DELEGATION_DEPTH = {max_depth}" in refusal
+    if rounds:
+        assert f"already started {rounds} task(s) in a row from the results" in refusal
+    else:
+        assert "depth limit reached" in refusal
+
+
+@pytest.mark.parametrize(
+    "caller,max_depth,fragment",
+    [
+        (ROOT, 0, "this task is already 0 delegation(s) deep (FLEET_MAX_DELEGATION_DEPTH = 0)"),
+        (
+            Caller("helper", "agent:lead", "x", chain_of(2)),
+            2,
+            "already 2 delegation(s) deep (FLEET_MAX_DELEGATION_DEPTH = 2)",
+        ),
+        (
+            result_in_lead(2),
+            2,
+            "started 2 task(s) in a row from the results of tasks it started (each round trip "
+            "counts as a delegation: 2 of FLEET_MAX_DELEGATION_DEPTH = 2)",
+        ),
+        (
+            result_in_lead(1, above=(DESK, HELPER)),
+            3,
+            "started 1 task(s) in a row from the results of tasks it started (each round trip "
+            "counts as a delegation: 3 of FLEET_MAX_DELEGATION_DEPTH = 3)",
+        ),
+    ],
+)
+def test_depth_refusal_names_the_limit(caller, max_depth, fragment):
+    assert fragment in rules.depth_refusal(caller, max_depth)
+
+
 @pytest.mark.parametrize(
     "done,expected",
     [

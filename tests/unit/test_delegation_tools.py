@@ -127,3 +127,46 @@ def test_embedded_call_and_start_run_in_one_thread(tmp_path: Path) -> None:
     back = [t for t in rt.store.list_tasks(TaskFilter(deployment="lead")) if t.seq == 3]
     assert back and back[0].input[0].text.endswith("Its reply:\necho: do y [history: 0]")  # type: ignore[union-attr]
     rt.close()
+
+
+def test_a_start_agent_ping_pong_is_refused_at_the_depth_limit(tmp_path: Path) -> None:
+    """lead starts helper; helper's result comes back to lead as a new task, whose start_agent
+    starts helper again …: with FLEET_MAX_DELEGATION_DEPTH = 2, helper is started twice and the
+    second result's start_agent is refused, an error result naming the limit; nothing is
+    admitted for it."""
+    config = write_config(
+        tmp_path / "config",
+        {"boss": 'model = "echo"\ndelegates = ["helper"]\n', "worker": 'model = "echo"\n'},
+        {"lead": 'agent = "boss"\n', "helper": 'agent = "worker"\n'},
+    )
+    rt = build(Settings(home=tmp_path / "home", config_dir=config, max_delegation_depth=2))
+    assert rt.local_waker is not None
+    boss = rt.config.agents["boss"]
+
+    def drain() -> None:
+        """Run every task, also those admitted meanwhile (a delegated one, a result)."""
+        while open_ := [t for t in rt.store.list_tasks(TaskFilter()) if not t.status.terminal]:
+            run_until_done(rt.dispatcher, rt.local_waker, open_[0].id, timeout_s=30)  # type: ignore[arg-type]
+
+    ask = json.dumps({"deployment": "helper", "input": "round 1"})
+    rt.dispatcher.submit("lead", f"/tool start_agent {ask}", key="k")
+    refusal = None
+    for rounds in range(1, 10):  # (one that is never refused fails the test)
+        drain()  # helper runs; its result comes back to lead as a new task, which runs too
+        lead = rt.store.list_tasks(TaskFilter(deployment="lead"))
+        result = max(lead, key=lambda t: t.seq)
+        assert result.input[0].text.startswith("[fleet] The task you started on 'helper'")  # type: ignore[union-attr]
+        # the result's run plays the ping-pong: start_agent helper again, through the real port
+        port = rt.dispatcher.delegations.port(result, boss)
+        ctx = ToolContext(task_id=str(result.id), run_id="r", call_id=f"again_{rounds}")
+        start = {t.name: t for t in tools(port, port.delegates)}["start_agent"]
+        done = executor.call(start, {"deployment": "helper", "input": "again"}, ctx, timeout_s=5)
+        if done.error is not None:
+            refusal = done.error
+            break
+    assert rounds == 2, "the ping-pong went on past FLEET_MAX_DELEGATION_DEPTH"
+    assert refusal is not None and "FLEET_MAX_DELEGATION_DEPTH = 2" in refusal
+    assert "started 2 task(s) in a row from the results" in refusal
+    helpers = rt.store.list_tasks(TaskFilter(deployment="helper"))
+    assert len(helpers) == 2  # the refused start admitted nothing
+    rt.close()
