@@ -273,3 +273,5 @@ class PushConfig:
     token: str | None = None
     scheme: str | None = None
     credentials: str | None = None
+    #: The caller that set it (None: set before owners were kept; no caller reads it).
+    owner: str | None = None
