@@ -280,7 +280,9 @@ class FleetRequestHandler(RequestHandler):
         )
         push_params = None
         if params.configuration.HasField("task_push_notification_config"):
+            # Checked before the task is admitted: a config refused admits nothing.
             push_params = params.configuration.task_push_notification_config
+            push.config(uuid.uuid4(), push_params, caller.name)
         key = msg.context_id or None
         if msg.task_id:
             # A follow-up to one of our tasks continues that task's conversation.

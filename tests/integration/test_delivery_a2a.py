@@ -24,7 +24,7 @@ from a2a.types import (
 )
 
 from tests.support.fleet import running_fleet, wait_for
-from tests.support.intake import A2A, caller_toml, write_intake_config
+from tests.support.intake import A2A, caller_toml, row_counts, write_intake_config
 from tests.support.receiver import Receiver
 
 pytestmark = [pytest.mark.fleet, pytest.mark.timeout(180)]
@@ -183,3 +183,18 @@ def test_on_a_singleton_a_push_config_is_its_callers_own_and_delivered(
             assert [c.id for c in listed.configs] == [task.id]
 
     asyncio.run(go())
+
+
+def test_a_refused_push_config_with_the_message_admits_no_task(base: str, pg_url: str) -> None:
+    async def go() -> None:
+        async with A2A(base, "chat", key=ALICE, version="1.0") as alice:
+            msg = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text="hi")])
+            request = SendMessageRequest(message=msg)
+            request.configuration.task_push_notification_config.CopyFrom(
+                TaskPushNotificationConfig(url="ftp://example.com/push")
+            )
+            with pytest.raises(Exception, match="scheme must be http or https"):
+                [r async for r in alice.client.send_message(request)]
+
+    asyncio.run(go())
+    assert row_counts(pg_url)["tasks"] == 0
