@@ -156,6 +156,21 @@ def check_url(url: str) -> str:
     return url
 
 
+def shown_url(url: str) -> str:
+    """Where a delivery went, as stored and shown: ``scheme://host[:port]/path`` (its query,
+    fragment and any user info left out: they may hold a secret)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if port is None else f"{host}:{port}"
+    return f"{parts.scheme}://{netloc}{parts.path}"
+
+
 # -- attempts ----------------------------------------------------------------------------------
 
 

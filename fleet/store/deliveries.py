@@ -106,7 +106,8 @@ class DeliveryStore(StoreBase):
             "claimed_until": until,
             "attempts": found.attempts + 1,
             "updated_at": now,
-            "url": url,
+            # Where it goes without query or user info, redacted (a webhook path can be a secret).
+            "url": None if url is None else self.redactor.text(rules.shown_url(url)),
         }
         if lost is not None:
             values["journal"] = [*found.journal, lost]

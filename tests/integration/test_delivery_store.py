@@ -4,12 +4,14 @@ sent again with the same Idempotency-Key."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from fleet import views
 from fleet.config import FleetConfig, load_config
 from fleet.delivery import Deliverer
 from fleet.delivery.http import Sent
@@ -170,3 +172,20 @@ def test_a_push_config_is_delivered_whatever_the_task_scope(
     found = {r.target: r.status for r in store.task_deliveries(started.task.id)}
     assert found == {"reply:deployments/chat": "sent", "push:p": "sent"}
     assert sorted(r.url for r in recv.got)[0] == "http://127.0.0.1:9/push"
+
+
+def test_a_delivery_url_is_stored_and_shown_without_its_secrets(
+    store: Store, tmp_path: Path
+) -> None:
+    hook = "https://hooks.slack.com/services/T0001/B0002/XXXXsecretXXXX?token=other-secret"
+    deployments = {"chat": f'agent = "quick"\n[reply]\nurl = "{hook}"\n'}
+    config = load_config(write_config(tmp_path / "hook", AGENTS, deployments))
+    recv = Receiver(SENT)
+    deliverer = Deliverer(store, config, Clock(), sender=recv)
+    task_id = settled_task(store, deliverer)
+    (rec,) = store.task_deliveries(task_id)
+    assert deliverer.attempt(rec.id) is None
+    assert recv.got[0].url == hook  # sent where configured
+    (done,) = store.task_deliveries(task_id)
+    assert done.url == "https://hooks.slack.com/services/[REDACTED]"
+    assert "secret" not in json.dumps(views.task_with_deliveries(store.get_task(task_id), [done]))

@@ -76,6 +76,21 @@ def test_other_dotted_values_stay_one_segment(value: str, expected: str) -> None
     assert d.render("https://h/x/{labels.n}/y", {"labels": {"n": value}}, url=True) == expected
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://h.example/a/b?token=s3cret#frag", "https://h.example/a/b"),
+        ("http://127.0.0.1:8080/r/1?x=1", "http://127.0.0.1:8080/r/1"),
+        ("https://user@h.example/p", "https://h.example/p"),
+        ("https://[::1]:9/p", "https://[::1]:9/p"),
+        ("https://h.example", "https://h.example"),
+        ("http://h:bad/", ""),
+    ],
+)
+def test_shown_url(url: str, shown: str) -> None:
+    assert d.shown_url(url) == shown
+
+
 def test_render_body_keeps_structure() -> None:
     body = {"body": "{reply}", "n": 3, "tags": ["{labels.repo}", True], "deep": {"t": "{task_id}"}}
     assert d.render_body(body, FIELDS) == {
