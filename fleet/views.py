@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic.alias_generators import to_camel
 
-from fleet.domain import delivery
+from fleet.domain import delivery, redaction
 from fleet.domain.events import TaskEvent
 from fleet.domain.lifecycle import fresh_notice
 from fleet.domain.values import Admission, Message, Run, Step, Task, TaskStatus
@@ -47,7 +47,8 @@ def delivery_json(rec: delivery.Record) -> dict[str, Any]:
         "id": str(rec.id),
         "target": rec.target,
         "kind": rec.kind,
-        "url": rec.url,
+        # (rows stored before URLs were shortened and redacted are shown the same way)
+        "url": None if rec.url is None else redaction.DEFAULT.text(delivery.shown_url(rec.url)),
         "status": rec.status,
         "attempts": rec.attempts,
         "maxAttempts": rec.max_attempts,

@@ -13,9 +13,10 @@ from fleet.errors import InputError
 MAX_SECRET_CHARS = 4096
 
 
-def config(task_id: uuid.UUID, params: TaskPushNotificationConfig) -> rules.PushConfig:
-    """The config to store; its id defaults to the task's id (as the a2a-sdk's stores do).
-    InputError for a URL fleet will not call (the message does not repeat credentials)."""
+def config(task_id: uuid.UUID, params: TaskPushNotificationConfig, owner: str) -> rules.PushConfig:
+    """The config ``owner`` (the calling caller) stores; its id defaults to the task's id (as
+    the a2a-sdk's stores do). InputError for a URL fleet will not call (the message does not
+    repeat credentials)."""
     try:
         url = rules.check_url(params.url)
     except rules.UrlError as exc:
@@ -37,6 +38,7 @@ def config(task_id: uuid.UUID, params: TaskPushNotificationConfig) -> rules.Push
         token=params.token or None,
         scheme=(auth.scheme or None) if auth else None,
         credentials=(auth.credentials or None) if auth else None,
+        owner=owner,
     )
 
 

@@ -56,18 +56,15 @@ class Deliverer:
 
     # -- around a settle ------------------------------------------------------------------------
 
-    def _may_have_targets(self, task: Task) -> bool:
-        return task.scope.startswith("a2a:") or where.reply_config(self.config, task) is not None
-
     def _targets(self, task: Task, status: TaskStatus) -> list[rules.Target]:
-        push = self.store.push_configs(task.id) if task.scope.startswith("a2a:") else []
+        # Push configs whatever the task's scope: an A2A caller may set one on any task it
+        # reads (a singleton deployment's too).
+        push = self.store.push_configs(task.id)
         return where.targets(self.config, task, status, push)
 
     def before_settle(self, task: Task, outcome: Outcome) -> Outcome:
         """Journal the deliveries of the reply about to be stored (``pending``), so a crash
         after the settle loses none; the reply is stored ``pending`` too."""
-        if not self._may_have_targets(task):
-            return outcome
         found = self._targets(task, outcome.status)
         if not found:
             return outcome
@@ -79,7 +76,7 @@ class Deliverer:
     def after_settle(self, task: Task, final: TaskStatus) -> None:
         """Journal what the settle's outcome adds (a push config set meanwhile) and start the
         pending deliveries."""
-        if not self._may_have_targets(task) or not final.terminal:
+        if not final.terminal:
             return
         self.schedule(task.id)
 
@@ -89,7 +86,10 @@ class Deliverer:
         task = self.store.get_task(task_id)
         if not task.status.terminal:
             return []
-        ids = self.store.open_deliveries(task.id, self._targets(task, task.status), self.clock())
+        found = self._targets(task, task.status)
+        if not found:
+            return []  # (a row of a config deleted since the settle: the sweeper ends it)
+        ids = self.store.open_deliveries(task.id, found, self.clock())
         for delivery_id in ids:
             self.start(delivery_id)
         return ids

@@ -124,7 +124,9 @@ class Lifecycle:
         for attempt in range(ATTEMPTS):
             info = self._stopped(deployment, key, "delete", cancel_running, wait_s)
             try:
-                stone = self.store.delete_conversation(info.id, self.d.clock(), by=by)
+                stone = self.store.delete_conversation(
+                    info.id, self.d.clock(), by=by, drop_pending=cancel_running
+                )
             except Conflict:
                 if not cancel_running or attempt == ATTEMPTS - 1:
                     raise

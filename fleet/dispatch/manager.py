@@ -34,7 +34,7 @@ from fleet.domain import inputs, keys, shutdown
 from fleet.domain.admission import QUEUE_MODES, QueuePolicy, Submission
 from fleet.domain.labels import merge_labels
 from fleet.domain.runs import Outcome
-from fleet.domain.values import CLAIMABLE, Admission, Task
+from fleet.domain.values import CLAIMABLE, Admission, Task, TaskStatus
 from fleet.errors import Conflict, InputError, LeaseLost, NotFound, QueueFull
 from fleet.store import CancelResult, Chain, Claim, Head, Prepared, Started, Store
 
@@ -380,6 +380,8 @@ class Dispatcher:
         if status is None:
             raise LeaseLost(f"task {task.id} was taken over before it could be handed back")
         log.info("task %s handed back (%s): %s", task.id, status.value, reason)
+        if status.terminal:  # a cancel won: the task ended here, as a settle would end it
+            self._ended(task, status)
         return self.store.head(task.conversation_id)
 
     def shut_down(self, grace_s: float) -> int:
@@ -407,14 +409,19 @@ class Dispatcher:
             reserved=started.reserved,
             chain=chain,
         )
-        metrics.finished(started.task, final, self.clock())
         self.sources.settled(self._agent(started.task.deployment), started.task)
-        self.delegations.settled(started.task)
-        try:
-            self.deliveries.after_settle(started.task, final)
-        except Exception:  # journaled already: the sweeper starts them
-            log.warning("could not start the deliveries of %s", started.task.id, exc_info=True)
+        self._ended(started.task, final)
         return nxt
+
+    def _ended(self, task: Task, final: TaskStatus) -> None:
+        """What follows a task's end (a settle, or a hand-back a cancel won): its metric, its
+        delegation reported, its deliveries started."""
+        metrics.finished(task, final, self.clock())
+        self.delegations.settled(task)
+        try:
+            self.deliveries.after_settle(task, final)
+        except Exception:  # journaled already (or the sweeper's next look journals them)
+            log.warning("could not start the deliveries of %s", task.id, exc_info=True)
 
     def _agent(self, deployment: str) -> AgentConfig | None:
         return agent_of(self.config, deployment)

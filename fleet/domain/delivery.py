@@ -74,11 +74,15 @@ def _lookup(fields: Mapping[str, Any], name: str) -> str:
     return str(value)
 
 
+#: Field values a URL refuses: empty, or a path segment that names another path.
+_DOT_SEGMENTS = frozenset({"", ".", ".."})
+
+
 def render(template: str, fields: Mapping[str, Any], *, url: bool = False) -> str:
     """``{name}`` and ``{labels.key}`` replaced by the delivery's fields; ``{{``/``}}`` are braces.
 
     In a URL (``url=True``) each value is percent-encoded, so a field cannot add a path, a query
-    or a host.
+    or a host; an empty value, ``.`` or ``..`` is a TemplateError (it would change the path).
     """
     template_fields(template)  # a lone brace is an error, not text
 
@@ -89,7 +93,16 @@ def render(template: str, fields: Mapping[str, Any], *, url: bool = False) -> st
         if token == "}}":
             return "}"
         value = _lookup(fields, m.group(1))
-        return quote(value, safe="") if url else value
+        if not url:
+            return value
+        if value in _DOT_SEGMENTS:
+            # A client removes "." and ".." from a path: the request would go elsewhere.
+            shown = "empty" if not value else repr(value)
+            raise TemplateError(
+                f"{{{m.group(1)}}} is {shown}, which cannot stand in a URL (it would move the "
+                "delivery to another path)"
+            )
+        return quote(value, safe="")
 
     return _FIELD.sub(one, template)
 
@@ -141,6 +154,21 @@ def check_url(url: str) -> str:
     if not parts.hostname:
         raise UrlError("the URL has no host")
     return url
+
+
+def shown_url(url: str) -> str:
+    """Where a delivery went, as stored and shown: ``scheme://host[:port]/path`` (its query,
+    fragment and any user info left out: they may hold a secret)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if port is None else f"{host}:{port}"
+    return f"{parts.scheme}://{netloc}{parts.path}"
 
 
 # -- attempts ----------------------------------------------------------------------------------
@@ -273,3 +301,5 @@ class PushConfig:
     token: str | None = None
     scheme: str | None = None
     credentials: str | None = None
+    #: The caller that set it (None: set before owners were kept; no caller reads it).
+    owner: str | None = None

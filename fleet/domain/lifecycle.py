@@ -99,6 +99,26 @@ def guard(action: Action, conversation: str, busy: Busy, *, cancel_running: bool
     )
 
 
+#: Pending deliveries a refused delete names (the rest are counted).
+NAMED_DELIVERIES = 5
+
+
+def pending_deliveries(conversation: str, pending: list[tuple[str, str]]) -> Conflict:
+    """Delete refused: the conversation's replies are still being delivered (``pending``:
+    delivery id and target); deleting would drop them with their journal."""
+    named = ", ".join(f"{d} ({t})" for d, t in pending[:NAMED_DELIVERIES])
+    more = len(pending) - NAMED_DELIVERIES
+    if more > 0:
+        named += f" and {more} more"
+    return Conflict(
+        f"conversation {conversation!r} has {len(pending)} pending reply "
+        f"deliver{'y' if len(pending) == 1 else 'ies'}: {named}; delete refused (they would be "
+        "dropped unsent). Wait for them, or delete with --cancel-running "
+        "(HTTP: cancelRunning=true) to drop them",
+        field="cancelRunning",
+    )
+
+
 def stop_timed_out(action: Action, conversation: str, task: str, waited_s: float) -> Conflict:
     """The run was asked to stop but is still going after ``waited_s``."""
     return Conflict(

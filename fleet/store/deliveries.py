@@ -106,7 +106,8 @@ class DeliveryStore(StoreBase):
             "claimed_until": until,
             "attempts": found.attempts + 1,
             "updated_at": now,
-            "url": url,
+            # Where it goes without query or user info, redacted (a webhook path can be a secret).
+            "url": None if url is None else self.redactor.text(rules.shown_url(url)),
         }
         if lost is not None:
             values["journal"] = [*found.journal, lost]
@@ -206,12 +207,19 @@ class DeliveryStore(StoreBase):
 
     # -- A2A push configs -----------------------------------------------------------------------
 
-    def set_push_config(self, cfg: rules.PushConfig, now: datetime) -> None:
+    def set_push_config(self, cfg: rules.PushConfig, now: datetime) -> bool:
+        """Store (or replace) a config; False, storing nothing, when its id is another
+        caller's on this task."""
         p = s.push_configs
         auth = (
             None if cfg.scheme is None else {"scheme": cfg.scheme, "credentials": cfg.credentials}
         )
         with self.tx() as conn:
+            held = conn.execute(
+                select(p.c.owner).where(p.c.task_id == cfg.task_id, p.c.id == cfg.id)
+            ).first()
+            if held is not None and held.owner != cfg.owner:
+                return False
             conn.execute(delete(p).where(and_(p.c.task_id == cfg.task_id, p.c.id == cfg.id)))
             conn.execute(
                 insert(p).values(
@@ -220,16 +228,22 @@ class DeliveryStore(StoreBase):
                     url=cfg.url,
                     token=cfg.token,
                     authentication=auth,
+                    owner=cfg.owner,
                     created_at=now,
                 )
             )
+        return True
 
-    def push_configs(self, task_id: uuid.UUID) -> list[rules.PushConfig]:
+    def push_configs(
+        self, task_id: uuid.UUID, *, owner: str | None = None
+    ) -> list[rules.PushConfig]:
+        """A task's configs (``owner``: only that caller's)."""
         p = s.push_configs
+        query = select(p).where(p.c.task_id == task_id)
+        if owner is not None:
+            query = query.where(p.c.owner == owner)
         with self.read() as conn:
-            found = conn.execute(
-                select(p).where(p.c.task_id == task_id).order_by(p.c.created_at, p.c.id)
-            ).all()
+            found = conn.execute(query.order_by(p.c.created_at, p.c.id)).all()
         out = []
         for r in found:
             auth = r.authentication or {}
@@ -241,12 +255,16 @@ class DeliveryStore(StoreBase):
                     token=r.token,
                     scheme=auth.get("scheme"),
                     credentials=auth.get("credentials"),
+                    owner=r.owner,
                 )
             )
         return out
 
-    def delete_push_config(self, task_id: uuid.UUID, config_id: str) -> bool:
+    def delete_push_config(self, task_id: uuid.UUID, config_id: str, *, owner: str) -> bool:
+        """Delete the caller's config (False: there is none of that id that is its own)."""
         p = s.push_configs
         with self.tx() as conn:
-            done = conn.execute(delete(p).where(p.c.task_id == task_id, p.c.id == config_id))
+            done = conn.execute(
+                delete(p).where(p.c.task_id == task_id, p.c.id == config_id, p.c.owner == owner)
+            )
             return done.rowcount > 0

@@ -172,10 +172,11 @@ class LifecycleStore(StoreBase):
         return Reset(int(generation), cancelled, int(removed or 0))
 
     def delete_conversation(
-        self, conversation_id: uuid.UUID, now: datetime, *, by: str
+        self, conversation_id: uuid.UUID, now: datetime, *, by: str, drop_pending: bool = False
     ) -> Tombstone:
         """Delete the conversation with everything it holds, leaving a tombstone of its key;
-        Conflict while a run is active."""
+        Conflict while a run is active, or while a delivery of it is pending (unless
+        ``drop_pending``: its journal goes with the tasks)."""
         with self.tx() as conn:
             row = conn.execute(
                 update(c)
@@ -186,6 +187,18 @@ class LifecycleStore(StoreBase):
             if row is None:
                 raise NotFound(f"no conversation with id {conversation_id}", field="id")
             self._refuse_active(conn, conversation_id, "delete")
+            if not drop_pending:
+                d = s.deliveries
+                pending = conn.execute(
+                    select(d.c.id, d.c.target)
+                    .join(t, t.c.id == d.c.task_id)
+                    .where(t.c.conversation_id == conversation_id, d.c.status == "pending")
+                    .order_by(d.c.created_at, d.c.target)
+                ).all()
+                if pending:
+                    raise rules.pending_deliveries(
+                        f"{row.scope}:{row.key}", [(str(i), tg) for i, tg in pending]
+                    )
             tasks = conn.execute(
                 select(func.count()).select_from(t).where(t.c.conversation_id == conversation_id)
             ).scalar_one()

@@ -120,4 +120,6 @@ class PushConfig(Base):
     token: Mapped[str | None] = mapped_column(Text)
     #: ``{"scheme": …, "credentials": …}`` → ``Authorization: <scheme> <credentials>``.
     authentication: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    #: The caller that set it: the only one that reads, replaces or deletes it.
+    owner: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

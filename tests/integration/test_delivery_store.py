@@ -4,17 +4,19 @@ sent again with the same Idempotency-Key."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from fleet import views
 from fleet.config import FleetConfig, load_config
 from fleet.delivery import Deliverer
 from fleet.delivery.http import Sent
 from fleet.delivery.targets import Request
-from fleet.domain.delivery import Next
+from fleet.domain.delivery import Next, PushConfig
 from fleet.domain.runs import Outcome
 from fleet.domain.values import TaskStatus
 from fleet.store import Store
@@ -134,3 +136,56 @@ def test_a_task_that_ended_without_a_reply_fails_its_reply_delivery(
     assert deliverer.attempt(rec.id) is None
     (done,) = store.task_deliveries(started.task.id)
     assert done.status == "failed" and "without a reply" in (done.error or "")
+
+
+def test_push_configs_belong_to_the_caller_that_set_them(store: Store) -> None:
+    task_id = store.admit(sub(), T0).task.id
+    alice = PushConfig(task_id, task_id.hex, "http://a.example/p", token="alice-token", owner="a")
+    assert store.set_push_config(alice, T0)
+    # Bob reads the same (singleton) task: he neither sees nor replaces nor deletes hers.
+    assert store.push_configs(task_id, owner="b") == []
+    bobs = PushConfig(task_id, task_id.hex, "http://b.example/p", token="bob-token", owner="b")
+    assert not store.set_push_config(bobs, T0)
+    assert not store.delete_push_config(task_id, task_id.hex, owner="b")
+    assert store.push_configs(task_id, owner="a") == [alice]
+    assert store.push_configs(task_id) == [alice]  # the deliverer sees every config
+    assert store.set_push_config(PushConfig(task_id, "bobs", "http://b.example/p", owner="b"), T0)
+    assert [c.id for c in store.push_configs(task_id, owner="b")] == ["bobs"]
+    assert store.delete_push_config(task_id, task_id.hex, owner="a")
+    assert store.push_configs(task_id, owner="a") == []
+
+
+def test_a_push_config_is_delivered_whatever_the_task_scope(
+    store: Store, config: FleetConfig
+) -> None:
+    recv = Receiver(SENT, SENT)
+    deliverer = Deliverer(store, config, Clock(), sender=recv)
+    conv = store.admit(sub(scope="deployment"), T0).task.conversation_id
+    started = start(store, conv, T0)
+    assert started is not None
+    store.set_push_config(
+        PushConfig(started.task.id, "p", "http://127.0.0.1:9/push", owner="a"), T0
+    )
+    outcome = deliverer.before_settle(started.task, ok("the reply"))
+    final, _ = store.settle(started.task, started.run_id, outcome, T0)
+    deliverer.after_settle(started.task, final)
+    found = {r.target: r.status for r in store.task_deliveries(started.task.id)}
+    assert found == {"reply:deployments/chat": "sent", "push:p": "sent"}
+    assert sorted(r.url for r in recv.got)[0] == "http://127.0.0.1:9/push"
+
+
+def test_a_delivery_url_is_stored_and_shown_without_its_secrets(
+    store: Store, tmp_path: Path
+) -> None:
+    hook = "https://hooks.slack.com/services/T0001/B0002/XXXXsecretXXXX?token=other-secret"
+    deployments = {"chat": f'agent = "quick"\n[reply]\nurl = "{hook}"\n'}
+    config = load_config(write_config(tmp_path / "hook", AGENTS, deployments))
+    recv = Receiver(SENT)
+    deliverer = Deliverer(store, config, Clock(), sender=recv)
+    task_id = settled_task(store, deliverer)
+    (rec,) = store.task_deliveries(task_id)
+    assert deliverer.attempt(rec.id) is None
+    assert recv.got[0].url == hook  # sent where configured
+    (done,) = store.task_deliveries(task_id)
+    assert done.url == "https://hooks.slack.com/services/[REDACTED]"
+    assert "secret" not in json.dumps(views.task_with_deliveries(store.get_task(task_id), [done]))

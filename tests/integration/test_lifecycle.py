@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 
 from fleet.config import Settings
 from fleet.domain import lifecycle as rules
+from fleet.domain.delivery import Target
 from fleet.domain.values import TaskStatus
 from fleet.errors import Conflict, NotFound
 from fleet.runtime import Runtime, build
@@ -157,3 +158,21 @@ def test_the_stored_cap_keeps_the_newest_and_runs_stay_in_order(rt: Runtime) -> 
     _, done = run(rt, "m5", dep="capped")
     assert done.reply == "echo: m5 [history: 6]"
     assert [m.content for m in rt.store.messages(info.id)][-2:] == ["m5", done.reply]
+
+
+def test_delete_is_refused_while_a_reply_delivery_is_pending_unless_forced(rt: Runtime) -> None:
+    _, done = run(rt, "one")
+    now = datetime.now(UTC)
+    (pending,) = rt.store.open_deliveries(done.id, [Target("push:p", "push", 5)], now)
+    with pytest.raises(Conflict, match=rf"1 pending reply delivery: {pending} \(push:p\)") as exc:
+        rt.dispatcher.lifecycle.delete("chat", "k", by="ops")
+    assert "--cancel-running" in exc.value.message
+    assert rt.store.delivery(pending) is not None  # refused: nothing changed
+    assert conversations(rt) == 1
+
+    rt.store.settle_delivery(pending, "sent", "", now)  # delivered: nothing is pending now
+    other = rt.store.open_deliveries(done.id, [Target("push:q", "push", 5)], now)
+    assert len(other) == 1
+    stone = rt.dispatcher.lifecycle.delete("chat", "k", by="ops", cancel_running=True)
+    assert stone.tasks == 1 and conversations(rt) == 0
+    assert rt.store.delivery(other[0]) is None  # dropped with its task, as asked

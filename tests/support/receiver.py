@@ -21,7 +21,7 @@ class Receiver:
     """``/ok…`` answers 200 (echoing the Authorization it got), ``/flaky…`` 500 the first time
     per path and 200 after, ``/hang…`` never answers (until the receiver stops), ``/held…``
     holds its first request per path until the test sets ``answer`` (then 200) and answers 200
-    at once after that."""
+    at once after that, ``/drip…`` answers 200 and then drips its body a byte at a time."""
 
     requests: list[Received] = field(default_factory=list)
     released: threading.Event = field(default_factory=threading.Event)
@@ -60,6 +60,17 @@ class Receiver:
                     return
                 if self.path.startswith("/held") and seen == 0:
                     receiver.answer.wait(120)
+                if self.path.startswith("/drip"):  # 200 at once, then a byte every 0.2 s
+                    self.send_response(200)
+                    self.send_header("Content-Length", "100000")
+                    self.end_headers()
+                    try:
+                        while not receiver.released.wait(0.2):
+                            self.wfile.write(b"x")
+                            self.wfile.flush()
+                    except OSError:  # the sender stopped reading
+                        pass
+                    return
                 status = 500 if self.path.startswith("/flaky") and seen == 0 else 200
                 answer = f"status {status}; you sent {self.headers.get('Authorization')}".encode()
                 try:

@@ -49,6 +49,48 @@ def test_render_errors(template: str, error: str) -> None:
         d.render(template, FIELDS)
 
 
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [("..", "'..'"), (".", "'.'"), ("", "empty")],
+)
+def test_a_url_field_cannot_be_a_dot_segment_or_empty(value: str, shown: str) -> None:
+    fields = {**FIELDS, "labels": {"n": value}}
+    template = "https://api.github.com/repos/o/r/issues/{labels.n}/comments"
+    with pytest.raises(d.TemplateError, match=rf"\{{labels\.n\}} is {shown}"):
+        d.render(template, fields, url=True)
+    # Outside a URL (a body) the value is text like any other.
+    assert d.render("{labels.n}", fields) == value
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("...", "https://h/x/.../y"),
+        (".a", "https://h/x/.a/y"),
+        ("a..", "https://h/x/a../y"),
+        ("%2e%2e", "https://h/x/%252e%252e/y"),
+        ("../..", "https://h/x/..%2F../y"),
+    ],
+)
+def test_other_dotted_values_stay_one_segment(value: str, expected: str) -> None:
+    assert d.render("https://h/x/{labels.n}/y", {"labels": {"n": value}}, url=True) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://h.example/a/b?token=s3cret#frag", "https://h.example/a/b"),
+        ("http://127.0.0.1:8080/r/1?x=1", "http://127.0.0.1:8080/r/1"),
+        ("https://user@h.example/p", "https://h.example/p"),
+        ("https://[::1]:9/p", "https://[::1]:9/p"),
+        ("https://h.example", "https://h.example"),
+        ("http://h:bad/", ""),
+    ],
+)
+def test_shown_url(url: str, shown: str) -> None:
+    assert d.shown_url(url) == shown
+
+
 def test_render_body_keeps_structure() -> None:
     body = {"body": "{reply}", "n": 3, "tags": ["{labels.repo}", True], "deep": {"t": "{task_id}"}}
     assert d.render_body(body, FIELDS) == {
