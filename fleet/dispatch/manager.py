@@ -411,6 +411,7 @@ class Dispatcher:
             run_id=str(run_id),
             labels=task.labels,
             conversation_id=str(task.conversation_id),
+            lost=handle.lost,
         )
         try:
             outcome = self._execute(started, agent, handle, ctx)

@@ -50,10 +50,12 @@ class ScriptedPort:
         self.cancelled.append(task_id)
 
 
-def call(port: ScriptedPort, name: str, args: dict, *, timeout_s: float = 5.0, ctx=None):
+def call(
+    port: ScriptedPort, name: str, args: dict, *, timeout_s: float = 5.0, ctx=None, watch=None
+):
     tool = {t.name: t for t in tools(port, port.delegates)}[name]
     ctx = ctx or ToolContext(task_id="p", run_id="r", call_id="call_1")
-    return executor.call(tool, args, ctx, timeout_s=timeout_s)
+    return executor.call(tool, args, ctx, timeout_s=timeout_s, watch=watch or (lambda: False))
 
 
 def test_call_agent_waits_for_the_result_keyed_by_the_call() -> None:
@@ -69,6 +71,18 @@ def test_call_agent_stops_and_cancels_the_delegated_task_when_the_run_stops() ->
     threading.Timer(0.3, ctx.cancelled.set).start()
     result = call(port, "call_agent", {"deployment": "helper", "input": "x"}, ctx=ctx)
     assert result.text.startswith("stopped: ") and port.cancelled == ["t1"]
+
+
+def test_call_agent_leaves_the_delegated_task_running_when_the_run_moves_on() -> None:
+    """The worker let go of the run (lease lost, or abandoned at shutdown): the resumed
+    call_agent waits for the same task, so it must not be cancelled here."""
+    port = ScriptedPort(polls=10**9)
+    ctx = ToolContext(task_id="p", run_id="r", call_id="call_1")
+    threading.Timer(0.3, ctx.lost.set).start()  # what the lease's keeper / stop_runs sets
+    result = call(
+        port, "call_agent", {"deployment": "helper", "input": "x"}, ctx=ctx, watch=ctx.lost.is_set
+    )
+    assert result.stopped and port.cancelled == []
 
 
 def test_call_agent_is_bounded_by_the_tool_timeout() -> None:
