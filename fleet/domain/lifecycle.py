@@ -112,6 +112,12 @@ def guard(action: Action, conversation: str, busy: Busy, *, cancel_running: bool
     )
 
 
+def inbox_fate(run_generation: int, conversation_generation: int) -> Literal["requeue", "cancel"]:
+    """Messages steered into a run that ended before taking them: queued as tasks of their own,
+    or (the conversation was reset since the run began) cancelled, never new-generation input."""
+    return "requeue" if run_generation == conversation_generation else "cancel"
+
+
 def stop_timed_out(action: Action, conversation: str, task: str, waited_s: float) -> Conflict:
     """The run was asked to stop but is still going after ``waited_s``."""
     return Conflict(

@@ -123,6 +123,14 @@ def test_busy(status: TaskStatus, busy: bool) -> None:
     assert rules.busy(status) is busy
 
 
+@pytest.mark.parametrize(
+    ("run", "conversation", "fate"),
+    [(0, 0, "requeue"), (3, 3, "requeue"), (0, 1, "cancel")],  # reset since the run began
+)
+def test_inbox_fate(run: int, conversation: int, fate: str) -> None:
+    assert rules.inbox_fate(run, conversation) == fate
+
+
 def test_guard_refuses_a_handed_back_task_saying_so() -> None:
     with pytest.raises(Conflict, match="handed back mid-run, waiting to resume"):
         rules.guard("delete", "api:k", rules.Busy("t1", resuming=True), cancel_running=False)
