@@ -17,10 +17,11 @@ from fleet.agents.tools.delegation import tools
 from fleet.config import Settings
 from fleet.dispatch.embedded import run_until_done
 from fleet.domain.delegation import Delegated, Finished, Refused
-from fleet.domain.values import TaskStatus
+from fleet.domain.values import Task, TaskStatus
 from fleet.runtime import build
 from fleet.store import TaskFilter
 from tests.conftest import write_config
+from tests.support.fleet import wait_for
 
 
 @dataclass
@@ -141,3 +142,41 @@ def test_embedded_call_and_start_run_in_one_thread(tmp_path: Path) -> None:
     back = [t for t in rt.store.list_tasks(TaskFilter(deployment="lead")) if t.seq == 3]
     assert back and back[0].input[0].text.endswith("Its reply:\necho: do y [history: 0]")  # type: ignore[union-attr]
     rt.close()
+
+
+def test_a_call_abandoned_at_shutdown_leaves_the_delegated_task_to_resume(tmp_path: Path) -> None:
+    """Embedded, one process: the worker stops while call_agent waits (the waiting thread runs
+    the delegated task, which waits too); both runs are abandoned after the grace period and
+    handed back. The delegated task waits to resume (the resumed call waits for it): it is
+    not cancelled."""
+    config = write_config(
+        tmp_path / "config",
+        {
+            "boss": 'model = "echo"\ndelegates = ["slow"]\n',
+            "sleeper": 'model = "echo"\ntools = ["wait"]\n',
+        },
+        {"lead": 'agent = "boss"\n', "slow": 'agent = "sleeper"\n'},
+    )
+    rt = build(Settings(home=tmp_path / "home", config_dir=config))
+    try:
+        ask = json.dumps({"deployment": "slow", "input": '/tool wait {"seconds": 60}'})
+        lead = rt.dispatcher.submit("lead", f"/tool call_agent {ask}", key="k").task
+        drain = threading.Thread(target=rt.dispatcher.drain, args=(lead.conversation_id,))
+        drain.start()
+
+        def child_running() -> Task | None:
+            found = rt.store.list_tasks(TaskFilter(deployment="slow"))
+            return found[0] if found and found[0].status == TaskStatus.RUNNING else None
+
+        child = wait_for(child_running, 30, what="the delegated task to run")
+        assert rt.dispatcher.shut_down(0.2) == 2  # both mid-step: abandoned, handed back
+        drain.join(30)
+        wait_for(
+            lambda: not any(t.name == "fleet-tool-call_agent" for t in threading.enumerate()),
+            30,
+            what="the call_agent tool to return",
+        )
+        assert rt.store.get_task(child.id).status == TaskStatus.INTERRUPTED
+        assert rt.store.get_task(lead.id).status == TaskStatus.INTERRUPTED
+    finally:
+        rt.close()
