@@ -6,7 +6,8 @@ id, and its delegation record (chain, where a result goes) is written in the sam
 a run retried after its worker was lost gets the same task back, never a second one. A
 started task's result is admitted into the caller's conversation when the task settles, keyed
 by the task (so a repeat admits nothing), and marked reported; the sweeper reports what a
-worker lost between its settle and the report.
+worker lost between its settle and the report. A caller's conversation that was reset or
+deleted since gets nothing (the result is marked reported and logged).
 """
 
 from __future__ import annotations
@@ -111,11 +112,27 @@ class Delegations:
         if to is None or dep is None:  # the caller's deployment is gone: nothing to report to
             self.store.mark_reported(task.id, task.id, now)
             return
+        found = self.store.lookup(to.deployment, to.scope, to.key)  # (creates nothing)
+        now_is = (str(found.id), found.generation) if found is not None else None
+        if rules.report_fate(to, now_is) == "drop":
+            log.info(
+                "result of task %s not reported: conversation %s:%s of %s was reset or deleted "
+                "since it was started",
+                task.id,
+                to.scope,
+                to.key,
+                to.deployment,
+            )
+            self.store.mark_reported(task.id, task.id, now)
+            return
         agent = self.config.agents[dep.agent]
         done = rules.Finished(
             str(task.id), task.deployment, task.status.value, task.reply, task.error
         )
         text = rules.result_input(done, agent.max_input_bytes)
+        # a task of its own (never merged, never interrupting the caller's run), behind the
+        # conversation's cap (a full queue: the sweeper reports it later, nothing is dropped)
+        queued = self._policy_of(dep.conversations)
         admission = self.admit(
             Submission(
                 deployment=dep.name,
@@ -125,7 +142,7 @@ class Delegations:
                 input_bytes=len(text.encode()),
                 labels=dict(to.labels),
                 idempotency_key=rules.result_key(str(task.id)),
-                policy=self._policy_of(dep.conversations),
+                policy=QueuePolicy("followup", max_queued=queued.max_queued, on_full="reject"),
                 max_attempts=dep.max_attempts or self.settings.max_attempts,
                 max_input_bytes=agent.max_input_bytes,
                 caller_scope=rules.scope_of(task.deployment),
@@ -167,7 +184,12 @@ class RunDelegation:
         report_to = None
         if not wait:
             report_to = rules.ReportTo(
-                task.deployment, task.scope, task.key, dict(task.labels), task.caller
+                task.deployment,
+                task.scope,
+                task.key,
+                dict(task.labels),
+                task.caller,
+                conversation_id=str(task.conversation_id),
             )
         conv = self.conversation_for(dep.kind, deployment, call_id)
         if owner.authorize is not policy.allow_all:  # (Forbidden: the model is told)

@@ -72,6 +72,7 @@ class Execution:
             run_id=str(run_id),
             labels=task.labels,
             conversation_id=str(task.conversation_id),
+            lost=handle.lost,
         )
         try:
             outcome = self._execute(started, agent, handle, ctx)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from fleet import metrics
 from fleet.domain import lifecycle as rules
 from fleet.domain.keys import ConversationRef
+from fleet.domain.values import TaskStatus
 from fleet.errors import Conflict, InputError, NotFound
 from fleet.store import ConversationInfo, Tombstone
 from fleet.store.lifecycle import Reset
@@ -141,7 +142,11 @@ class Lifecycle:
     ) -> ConversationInfo:
         """The conversation once no run of it is active (refused, or stopped first)."""
         info = self.show(deployment, key)
-        busy = rules.Busy(str(info.active) if info.active else None, info.queued)
+        busy = rules.Busy(
+            str(info.active) if info.active else None,
+            info.queued,
+            resuming=info.active_status == TaskStatus.INTERRUPTED,
+        )
         if rules.guard(action, info.conversation, busy, cancel_running=cancel_running) == "go":
             return info
         assert info.active is not None

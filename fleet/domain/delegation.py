@@ -164,6 +164,22 @@ class ReportTo:
     key: str
     labels: Mapping[str, str] = field(default_factory=dict)
     caller: str | None = None
+    #: The caller's conversation (its id) and generation when it started the task: a result
+    #: goes to that conversation as it was, never to a reset or recreated one.
+    conversation_id: str = ""
+    generation: int | None = None
+
+
+def report_fate(to: ReportTo, now: tuple[str, int] | None) -> Literal["admit", "drop"]:
+    """Admit a started task's result into its caller's conversation, or drop it (logged) when
+    that conversation, ``now`` its (id, generation) or None, was deleted or reset since."""
+    if now is None:
+        return "drop"
+    if to.conversation_id and now[0] != to.conversation_id:
+        return "drop"  # deleted, and the key started a new conversation
+    if to.generation is not None and now[1] != to.generation:
+        return "drop"
+    return "admit"
 
 
 @dataclass(frozen=True, slots=True)

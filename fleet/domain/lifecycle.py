@@ -18,9 +18,14 @@ from fleet.domain.keys import (
     check_scope,
     split_scoped,
 )
+from fleet.domain.values import ACTIVE, TaskStatus
 from fleet.errors import Conflict, InputError
 
 Action = Literal["reset", "delete"]
+#: A task whose run has started and is not over: leased or running, or handed back
+#: (``interrupted``: its finished steps journaled, their side effects done) and waiting for
+#: a worker to resume it. Reset and delete refuse while one exists (unless --cancel-running).
+BUSY = (*ACTIVE, TaskStatus.INTERRUPTED)
 #: Why a queued task of an older generation was cancelled (its ``error``).
 RESET_REASON = "cancelled: conversation reset by an operator (a new generation started)"
 DELETE_REASON = "cancelled: conversation deleted by an operator"
@@ -77,9 +82,16 @@ def parse_age(value: str) -> float:
 class Busy:
     """What of a conversation is unfinished when an operator acts on it."""
 
-    #: The leased or running task (None: no run is active).
+    #: The leased, running or handed-back task (None: no run is under way).
     active: str | None = None
     queued: int = 0
+    #: ``active`` was handed back mid-run (``interrupted``) and waits to be resumed.
+    resuming: bool = False
+
+
+def busy(status: TaskStatus) -> bool:
+    """Does a task in ``status`` hold a run under way (one a reset or delete would break)?"""
+    return status in BUSY
 
 
 Go = Literal["go", "stop_first"]
@@ -92,8 +104,9 @@ def guard(action: Action, conversation: str, busy: Busy, *, cancel_running: bool
         return "go"
     if cancel_running:
         return "stop_first"
+    what = "a task handed back mid-run, waiting to resume" if busy.resuming else "a running task"
     raise Conflict(
-        f"conversation {conversation!r} has a running task ({busy.active}); {action} refused. "
+        f"conversation {conversation!r} has {what} ({busy.active}); {action} refused. "
         f"Wait for it, or {action} with --cancel-running (HTTP: cancelRunning=true) to stop it",
         field="cancelRunning",
     )
@@ -117,6 +130,12 @@ def pending_deliveries(conversation: str, pending: list[tuple[str, str]]) -> Con
         "(HTTP: cancelRunning=true) to drop them",
         field="cancelRunning",
     )
+
+
+def inbox_fate(run_generation: int, conversation_generation: int) -> Literal["requeue", "cancel"]:
+    """Messages steered into a run that ended before taking them: queued as tasks of their own,
+    or (the conversation was reset since the run began) cancelled, never new-generation input."""
+    return "requeue" if run_generation == conversation_generation else "cancel"
 
 
 def stop_timed_out(action: Action, conversation: str, task: str, waited_s: float) -> Conflict:

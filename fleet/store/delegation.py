@@ -26,6 +26,11 @@ def insert_record(
     report_to = asdict(record.report_to) if record.report_to is not None else None
     if report_to is not None:
         report_to["labels"] = redact(dict(report_to["labels"]))
+        if report_to["generation"] is None and record.parent_task_id:
+            # the generation the caller's run is in (a reset waits for that run to end)
+            report_to["generation"] = conn.execute(
+                select(t.c.generation).where(t.c.id == uuid.UUID(record.parent_task_id))
+            ).scalar()
     conn.execute(
         d.insert().values(
             task_id=task_id,

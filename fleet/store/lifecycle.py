@@ -37,8 +37,10 @@ class ConversationInfo:
     notes: int
     tasks: int
     queued: int
-    #: The leased or running task's id (None: no run is active).
+    #: The leased, running or handed-back task's id (None: no run is under way).
     active: uuid.UUID | None
+    #: Its status (``interrupted``: handed back mid-run, waiting to resume).
+    active_status: TaskStatus | None = None
 
     @property
     def conversation(self) -> str:
@@ -101,8 +103,11 @@ class LifecycleStore(StoreBase):
                 select(func.count()).select_from(n).where(n.c.conversation_id == cid)
             ).scalar_one()
             active = conn.execute(
-                select(t.c.id).where(t.c.conversation_id == cid, t.c.status.in_(ACTIVE))
-            ).scalar()
+                select(t.c.id, t.c.status)
+                .where(t.c.conversation_id == cid, t.c.status.in_(rules.BUSY))
+                .order_by(t.c.seq)
+                .limit(1)
+            ).first()
         return ConversationInfo(
             id=cid,
             deployment=row.deployment,
@@ -116,7 +121,8 @@ class LifecycleStore(StoreBase):
             notes=int(notes),
             tasks=sum(int(v) for v in by_status.values()),
             queued=sum(int(by_status.get(st, 0)) for st in CLAIMABLE),
-            active=active,
+            active=None if active is None else active.id,
+            active_status=None if active is None else TaskStatus(active.status),
         )
 
     def tombstone(self, deployment: str, scope: str, key: str) -> Tombstone | None:
@@ -129,7 +135,8 @@ class LifecycleStore(StoreBase):
         return None if row is None else Tombstone(**row._mapping)
 
     def stop_conversation(self, conversation_id: uuid.UUID, now: datetime, reason: str) -> None:
-        """Cancel the queued tasks and ask the running one to stop (``--cancel-running``)."""
+        """Cancel the queued tasks (a handed-back one too) and ask the running one to stop
+        (``--cancel-running``)."""
         with self.tx() as conn:
             self._cancel_queued(conn, conversation_id, now, reason)
             conn.execute(
@@ -227,11 +234,11 @@ class LifecycleStore(StoreBase):
 
     def _refuse_active(self, conn: Connection, conversation_id: uuid.UUID, action: str) -> None:
         active = conn.execute(
-            select(t.c.id).where(t.c.conversation_id == conversation_id, t.c.status.in_(ACTIVE))
+            select(t.c.id).where(t.c.conversation_id == conversation_id, t.c.status.in_(rules.BUSY))
         ).scalar()
         if active is not None:
             raise Conflict(
-                f"task {active} of this conversation is running; {action} refused "
+                f"task {active} of this conversation has a run under way; {action} refused "
                 "(use --cancel-running / cancelRunning=true to stop it first)",
                 field="cancelRunning",
             )

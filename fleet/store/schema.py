@@ -281,7 +281,8 @@ class InboxMessage(Base):
     """A message for a running run, delivered at its next step boundary (steer, signals).
 
     ``pending`` until a step boundary takes it (``delivered``, journaled as an ``inbox`` step of
-    that run) or the run ends first and it becomes a task of its own (``requeued``).
+    that run) or the run ends first and it becomes a task of its own (``requeued``), or is
+    dropped (``cancelled``, with ``error``) when the conversation was reset meanwhile.
     """
 
     __tablename__ = "run_inbox"
@@ -303,6 +304,8 @@ class InboxMessage(Base):
     run_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
     #: The run's step that delivered it (its ``inbox`` journal step).
     step: Mapped[int | None] = mapped_column(Integer)
+    #: Why it was cancelled (its run's generation is no longer the conversation's).
+    error: Mapped[str | None] = mapped_column(Text)
     #: The task it became when the run ended before taking it.
     requeued_task_id: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("tasks.id", ondelete="SET NULL")

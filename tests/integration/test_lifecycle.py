@@ -4,6 +4,7 @@ the stored cap. Runs in-process (the embedded lease); the fleet tests use real w
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,6 +18,7 @@ from fleet.domain.delivery import Target
 from fleet.domain.values import TaskStatus
 from fleet.errors import Conflict, NotFound
 from fleet.runtime import Runtime, build
+from fleet.store import Started
 from fleet.store import schema as s
 from tests.conftest import write_config
 
@@ -109,6 +111,52 @@ def test_reset_and_delete_are_refused_while_a_run_is_active(rt: Runtime) -> None
             act()
     info = rt.dispatcher.lifecycle.show("chat", "k")
     assert info.generation == 0 and info.active == adm.task.id
+
+
+def handed_back(rt: Runtime, text: str = "busy") -> uuid.UUID:
+    """A task whose run started and was handed back at worker shutdown (``interrupted``)."""
+    adm = rt.dispatcher.submit("chat", text, key="k")
+    started = rt.store.start_next(
+        adm.task.conversation_id,
+        "w",
+        datetime.now(UTC),
+        history_items=lambda _: 10,
+        prepare=rt.dispatcher._prepare,
+    )
+    assert isinstance(started, Started)
+    status = rt.store.hand_back(started.task.id, started.task.fence, "shutdown", datetime.now(UTC))
+    assert status == TaskStatus.INTERRUPTED
+    return adm.task.id
+
+
+def test_reset_and_delete_are_refused_while_a_task_waits_to_resume(rt: Runtime) -> None:
+    task_id = handed_back(rt)
+    info = rt.dispatcher.lifecycle.show("chat", "k")
+    assert (info.active, info.active_status) == (task_id, TaskStatus.INTERRUPTED)
+    for act in (
+        lambda: rt.dispatcher.lifecycle.reset("chat", "k"),
+        lambda: rt.dispatcher.lifecycle.delete("chat", "k", by="test"),
+    ):
+        with pytest.raises(Conflict, match=r"handed back mid-run.*--cancel-running"):
+            act()
+    for act in (  # the store refuses too (a reset racing the show)
+        lambda: rt.store.reset_conversation(info.id, datetime.now(UTC)),
+        lambda: rt.store.delete_conversation(info.id, datetime.now(UTC), by="test"),
+    ):
+        with pytest.raises(Conflict, match="run under way"):
+            act()
+    assert rt.store.get_task(task_id).status == TaskStatus.INTERRUPTED
+    assert rt.dispatcher.lifecycle.show("chat", "k").generation == 0
+
+
+def test_cancel_running_cancels_a_task_waiting_to_resume(rt: Runtime) -> None:
+    task_id = handed_back(rt)
+    _, reset = rt.dispatcher.lifecycle.reset("chat", "k", cancel_running=True, wait_s=5)
+    assert reset.generation == 1
+    assert rt.store.get_task(task_id).status == TaskStatus.CANCELLED
+    handed_back(rt, "again")
+    stone = rt.dispatcher.lifecycle.delete("chat", "k", by="ops", cancel_running=True, wait_s=5)
+    assert stone.tasks == 2 and conversations(rt) == 0
 
 
 def test_delete_leaves_a_tombstone_and_the_key_starts_fresh(rt: Runtime) -> None:

@@ -211,3 +211,22 @@ def test_keys_name_the_call_and_are_recognised():
     assert rules.is_delegation_key(rules.result_key("t"))
     assert not rules.is_delegation_key(None) and not rules.is_delegation_key("mine")
     assert rules.scope_of("lead") == "agent:lead"
+
+
+TO = rules.ReportTo("lead", "api", "k", conversation_id="c1", generation=2)
+OLD = rules.ReportTo("lead", "api", "k")  # a record from before the id and generation were kept
+
+
+@pytest.mark.parametrize(
+    "to,now,fate",
+    [
+        (TO, ("c1", 2), "admit"),
+        (TO, ("c1", 3), "drop"),  # reset since the task was started
+        (TO, ("c2", 0), "drop"),  # deleted, and the key started a new conversation
+        (TO, None, "drop"),  # deleted
+        (OLD, ("c9", 5), "admit"),
+        (OLD, None, "drop"),
+    ],
+)
+def test_report_fate(to: rules.ReportTo, now: tuple[str, int] | None, fate: str) -> None:
+    assert rules.report_fate(to, now) == fate

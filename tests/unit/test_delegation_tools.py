@@ -17,10 +17,11 @@ from fleet.agents.tools.delegation import tools
 from fleet.config import Settings
 from fleet.dispatch.embedded import run_until_done
 from fleet.domain.delegation import Delegated, Finished, Refused
-from fleet.domain.values import TaskStatus
+from fleet.domain.values import Task, TaskStatus
 from fleet.runtime import build
 from fleet.store import TaskFilter
 from tests.conftest import write_config
+from tests.support.fleet import wait_for
 
 
 @dataclass
@@ -50,10 +51,12 @@ class ScriptedPort:
         self.cancelled.append(task_id)
 
 
-def call(port: ScriptedPort, name: str, args: dict, *, timeout_s: float = 5.0, ctx=None):
+def call(
+    port: ScriptedPort, name: str, args: dict, *, timeout_s: float = 5.0, ctx=None, watch=None
+):
     tool = {t.name: t for t in tools(port, port.delegates)}[name]
     ctx = ctx or ToolContext(task_id="p", run_id="r", call_id="call_1")
-    return executor.call(tool, args, ctx, timeout_s=timeout_s)
+    return executor.call(tool, args, ctx, timeout_s=timeout_s, watch=watch or (lambda: False))
 
 
 def test_call_agent_waits_for_the_result_keyed_by_the_call() -> None:
@@ -69,6 +72,18 @@ def test_call_agent_stops_and_cancels_the_delegated_task_when_the_run_stops() ->
     threading.Timer(0.3, ctx.cancelled.set).start()
     result = call(port, "call_agent", {"deployment": "helper", "input": "x"}, ctx=ctx)
     assert result.text.startswith("stopped: ") and port.cancelled == ["t1"]
+
+
+def test_call_agent_leaves_the_delegated_task_running_when_the_run_moves_on() -> None:
+    """The worker let go of the run (lease lost, or abandoned at shutdown): the resumed
+    call_agent waits for the same task, so it must not be cancelled here."""
+    port = ScriptedPort(polls=10**9)
+    ctx = ToolContext(task_id="p", run_id="r", call_id="call_1")
+    threading.Timer(0.3, ctx.lost.set).start()  # what the lease's keeper / stop_runs sets
+    result = call(
+        port, "call_agent", {"deployment": "helper", "input": "x"}, ctx=ctx, watch=ctx.lost.is_set
+    )
+    assert result.stopped and port.cancelled == []
 
 
 def test_call_agent_is_bounded_by_the_tool_timeout() -> None:
@@ -170,3 +185,41 @@ def test_a_start_agent_ping_pong_is_refused_at_the_depth_limit(tmp_path: Path) -
     helpers = rt.store.list_tasks(TaskFilter(deployment="helper"))
     assert len(helpers) == 2  # the refused start admitted nothing
     rt.close()
+
+
+def test_a_call_abandoned_at_shutdown_leaves_the_delegated_task_to_resume(tmp_path: Path) -> None:
+    """Embedded, one process: the worker stops while call_agent waits (the waiting thread runs
+    the delegated task, which waits too); both runs are abandoned after the grace period and
+    handed back. The delegated task waits to resume (the resumed call waits for it): it is
+    not cancelled."""
+    config = write_config(
+        tmp_path / "config",
+        {
+            "boss": 'model = "echo"\ndelegates = ["slow"]\n',
+            "sleeper": 'model = "echo"\ntools = ["wait"]\n',
+        },
+        {"lead": 'agent = "boss"\n', "slow": 'agent = "sleeper"\n'},
+    )
+    rt = build(Settings(home=tmp_path / "home", config_dir=config))
+    try:
+        ask = json.dumps({"deployment": "slow", "input": '/tool wait {"seconds": 60}'})
+        lead = rt.dispatcher.submit("lead", f"/tool call_agent {ask}", key="k").task
+        drain = threading.Thread(target=rt.dispatcher.drain, args=(lead.conversation_id,))
+        drain.start()
+
+        def child_running() -> Task | None:
+            found = rt.store.list_tasks(TaskFilter(deployment="slow"))
+            return found[0] if found and found[0].status == TaskStatus.RUNNING else None
+
+        child = wait_for(child_running, 30, what="the delegated task to run")
+        assert rt.dispatcher.shut_down(0.2) == 2  # both mid-step: abandoned, handed back
+        drain.join(30)
+        wait_for(
+            lambda: not any(t.name == "fleet-tool-call_agent" for t in threading.enumerate()),
+            30,
+            what="the call_agent tool to return",
+        )
+        assert rt.store.get_task(child.id).status == TaskStatus.INTERRUPTED
+        assert rt.store.get_task(lead.id).status == TaskStatus.INTERRUPTED
+    finally:
+        rt.close()

@@ -9,6 +9,7 @@ import pytest
 
 from fleet.domain import lifecycle as rules
 from fleet.domain.keys import ConversationRef
+from fleet.domain.values import TaskStatus
 from fleet.errors import Conflict, InputError
 
 K200 = "k" * 200
@@ -91,6 +92,7 @@ def test_parse_age_refuses(value: str, says: str) -> None:
         (rules.Busy(), True, "go"),
         (rules.Busy(queued=3), False, "go"),  # queued tasks do not block; they get cancelled
         (rules.Busy(active="t1"), True, "stop_first"),
+        (rules.Busy(active="t1", resuming=True), True, "stop_first"),
     ],
 )
 def test_guard(busy: rules.Busy, cancel_running: bool, go: str) -> None:
@@ -103,6 +105,35 @@ def test_guard_refuses_a_running_task_naming_the_way_out(action: str) -> None:
         rules.guard(action, "api:k", rules.Busy(active="t1"), cancel_running=False)  # type: ignore[arg-type]
     assert f"{action} refused" in err.value.message and "--cancel-running" in err.value.message
     assert "t1" in err.value.message and "\n" not in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("status", "busy"),
+    [
+        (TaskStatus.QUEUED, False),  # not started: a reset cancels it
+        (TaskStatus.LEASED, True),
+        (TaskStatus.RUNNING, True),
+        (TaskStatus.INTERRUPTED, True),  # handed back mid-run: its steps' effects are done
+        (TaskStatus.SUCCEEDED, False),
+        (TaskStatus.FAILED, False),
+        (TaskStatus.CANCELLED, False),
+    ],
+)
+def test_busy(status: TaskStatus, busy: bool) -> None:
+    assert rules.busy(status) is busy
+
+
+@pytest.mark.parametrize(
+    ("run", "conversation", "fate"),
+    [(0, 0, "requeue"), (3, 3, "requeue"), (0, 1, "cancel")],  # reset since the run began
+)
+def test_inbox_fate(run: int, conversation: int, fate: str) -> None:
+    assert rules.inbox_fate(run, conversation) == fate
+
+
+def test_guard_refuses_a_handed_back_task_saying_so() -> None:
+    with pytest.raises(Conflict, match="handed back mid-run, waiting to resume"):
+        rules.guard("delete", "api:k", rules.Busy("t1", resuming=True), cancel_running=False)
 
 
 @pytest.mark.parametrize(

@@ -2,11 +2,13 @@
 delegation port.
 
 ``call_agent`` waits for the delegated task within the caller's step: bounded by the tool's
-timeout and stopped like any tool (the run's cancel, interrupt or lost lease, or the timeout),
-which cancels the delegated task. ``start_agent`` returns the task's id at once; its result
-comes back later as a task of the caller's conversation. Both admit one task per tool call
-(the port keys the admission by the call), so a retried run waits for the same task instead of
-starting a second one: they are safe to run again.
+timeout and stopped like any tool. A stop that ends the caller's run (its cancel or interrupt,
+or the timeout) cancels the delegated task; a stop that hands the run to another worker (a lost
+lease, a run abandoned at shutdown) leaves it running, for the resumed call to wait for.
+``start_agent`` returns the task's id at once; its result comes back later as a task of the
+caller's conversation. Both admit one task per tool call (the port keys the admission by the
+call), so a retried run waits for the same task instead of starting a second one: they are safe
+to run again.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ def tools(port: Delegation, delegates: Sequence[str]) -> list[Tool]:
             if done is not None:
                 return call_result(done)
             if ctx.sleep(DELEGATION_POLL_S):
+                if ctx.handed_over():  # the run goes on elsewhere and waits for the same task
+                    return f"stopped: the run moved to another worker; task {task.task_id} goes on"
                 port.cancel(task.task_id)
                 return f"stopped: the call was stopped; task {task.task_id} was cancelled"
 
