@@ -328,6 +328,13 @@ BROKEN = [
     ("agents", 'tools = ["shop.nothere:lookup"]\n', "tools[0] (shop.nothere:lookup): cannot"),
     ("agents", 'tools = ["shell"]\n', "tools.0.tool"),
     ("agents", 'tools = [{ tool = "wait", name = "call_agent" }]\n', "'call_agent' is one of"),
+    # a [reply] header whose environment variable is not set (FLEET_* are cleared for the CLI)
+    (
+        "deployments",
+        'agent = "support"\n[reply]\nurl = "https://example.com/x"\n'
+        'headers = { Authorization = "FLEET_TEST_REPLY_TOKEN" }\n',
+        "reply.headers.Authorization",
+    ),
 ]
 
 
