@@ -63,6 +63,7 @@ FLEET_TOOL_NAMES = frozenset(
     {
         "call_agent",
         "start_agent",
+        "signal_agent",
         "memory_update",
         "memory_list",
         "memory_get",

@@ -16,7 +16,7 @@ from typing import Protocol
 from fleet.agents import telemetry
 from fleet.agents.tokens import Tokenizer
 from fleet.agents.tools.base import Tool
-from fleet.domain.delegation import Delegated, Finished
+from fleet.domain.delegation import Delegated, Finished, Signalled
 from fleet.domain.runs import InboxItem, Signals, TraceRow
 
 
@@ -77,7 +77,8 @@ class MemoryJournal:
 
 
 class Delegation(Protocol):
-    """How a run hands work to other deployments (``call_agent``, ``start_agent``)."""
+    """How a run hands work to other deployments (``call_agent``, ``start_agent``) and
+    messages to their running tasks (``signal_agent``)."""
 
     #: The deployments the agent may delegate to (its ``delegates``).
     delegates: Sequence[str]
@@ -98,6 +99,12 @@ class Delegation(Protocol):
         """The caller stopped waiting (cancelled, timed out): cancel the delegated task."""
         ...
 
+    def signal(self, task_id: str, message: str, *, call_id: str) -> Signalled:
+        """Put ``message`` into the inbox of running task ``task_id``, once per ``call_id`` (a
+        retried run finds it there and puts none). Raises Refused (no such task, its deployment
+        is not a delegate, the run's own task) or InputError (bad input)."""
+        ...
+
 
 @dataclass(frozen=True)
 class RunPorts:
@@ -116,5 +123,6 @@ class RunPorts:
     report_on_interrupt: bool = True
     #: Messages already wait in the inbox when the run starts (a retry): take them first.
     inbox_waiting: bool = False
-    #: The agent may delegate (``delegates`` set): the call_agent and start_agent tools use it.
+    #: The agent may delegate (``delegates`` set): the call_agent, start_agent and
+    #: signal_agent tools use it.
     delegation: Delegation | None = None

@@ -125,7 +125,8 @@ def run_agent(
 def _with_delegation(
     tools: Mapping[str, Tool], port: Delegation
 ) -> tuple[Mapping[str, Tool], str | None]:
-    """The agent's tools and the delegation tools (``call_agent``, ``start_agent``), or why
+    """The agent's tools and the delegation tools (``call_agent``, ``start_agent``,
+    ``signal_agent``), or why
     not: one of the agent's own tools has the name of one."""
     found = {t.name: t for t in delegation.tools(port, port.delegates)}
     clash = sorted(set(found) & set(tools))

@@ -1,5 +1,6 @@
-"""Delegation bound to the store: the run's port (``RunDelegation``) and the reporting of a
-started task's result back into its caller's conversation (``Delegations``).
+"""Delegation bound to the store: the run's port (``RunDelegation``: delegated tasks, and
+signals into running tasks) and the reporting of a started task's result back into its
+caller's conversation (``Delegations``).
 
 A delegated task is admitted with an idempotency key made of the caller's task and tool call
 id, and its delegation record (chain, where a result goes) is written in the same transaction:
@@ -7,7 +8,9 @@ a run retried after its worker was lost gets the same task back, never a second 
 started task's result is admitted into the caller's conversation when the task settles, keyed
 by the task (so a repeat admits nothing), and marked reported; the sweeper reports what a
 worker lost between its settle and the report. A caller's conversation that was reset or
-deleted since gets nothing (the result is marked reported and logged).
+deleted since gets nothing (the result is marked reported and logged). A signal is put into
+the target's inbox keyed by the caller's task and tool call id likewise: a retried run puts
+none a second time.
 """
 
 from __future__ import annotations
@@ -261,6 +264,45 @@ class RunDelegation:
     def cancel(self, task_id: str) -> None:
         with contextlib.suppress(NotFound, InputError):
             self._owner._cancel(uuid.UUID(task_id))
+
+    def signal(self, task_id: str, message: str, *, call_id: str) -> rules.Signalled:
+        owner, task = self._owner, self._task
+        try:
+            target = owner.store.get_task(uuid.UUID(task_id))
+        except (ValueError, NotFound):
+            raise rules.Refused(f"no task with id {task_id!r}") from None
+        rules.check_signal(
+            str(target.id), target.deployment, caller_task=str(task.id), delegates=self.delegates
+        )
+        dep = owner.config.deployments.get(target.deployment)
+        if dep is None:  # (a delegate that is no longer configured)
+            raise rules.Refused(f"deployment {target.deployment!r} is not configured")
+        if owner.authorize is not policy.allow_all:  # (Forbidden: the model is told)
+            access = policy.Access(
+                "dispatch",
+                task.caller,
+                target.scope,
+                target.deployment,
+                f"{target.scope}:{target.key}",
+                target.conversation_id,
+                dep.namespace,
+            )
+            policy.check(owner.authorize, access)
+        parts, size = inputs.parse(message, owner.config.agents[dep.agent].max_input_bytes)
+        running = owner.store.signal(
+            target.id,
+            parts,
+            size,
+            owner.clock(),
+            caller=task.caller,
+            idempotency_key=rules.signal_key(str(task.id), call_id),
+        )
+        if running is None:
+            now = owner.store.get_task(target.id)
+            return rules.Signalled(str(now.id), now.deployment, now.status.value, delivered=False)
+        return rules.Signalled(
+            str(running.id), running.deployment, running.status.value, delivered=True
+        )
 
 
 __all__ = ["Delegations", "RunDelegation"]

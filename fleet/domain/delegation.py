@@ -257,3 +257,49 @@ def started_result(task_id: str, deployment: str, conversation: str) -> str:
         f"started task {task_id} on {deployment!r} (conversation {conversation}); its result "
         "will arrive in this conversation as a new message when it ends"
     )
+
+
+def signal_key(task_id: str, call_id: str) -> str:
+    """The idempotency key of the inbox message one ``signal_agent`` call puts: a retried run
+    that calls it again finds the message there and puts no second one."""
+    return f"signal:{task_id}:{call_id}"
+
+
+def check_signal(
+    target_task: str, target: str, *, caller_task: str, delegates: Sequence[str]
+) -> None:
+    """May a run signal ``target_task`` (of deployment ``target``)? Raises Refused: the same
+    permission as delegating to it, and never the run's own task."""
+    if target_task == caller_task:
+        raise Refused(f"task {target_task} is this run's own task: signal another agent's task")
+    if target not in delegates:
+        raise Refused(
+            f"task {target_task} runs on {target!r}, not an agent this one may signal "
+            f"(delegates: {', '.join(delegates) or 'none'})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Signalled:
+    """What a ``signal_agent`` call did: the message is in the run's inbox (``delivered``), or
+    the task does not run (its ``status``) and nothing was stored."""
+
+    task_id: str
+    deployment: str
+    status: str
+    delivered: bool
+
+
+def signal_result(done: Signalled) -> str:
+    """The tool result ``signal_agent`` gives (the caller turns an undelivered one into an
+    error)."""
+    if done.delivered:
+        return (
+            f"delivered to the inbox of task {done.task_id} on {done.deployment!r}: its run reads "
+            "it before its next model call (if the run ends first, it becomes that "
+            "conversation's next task)"
+        )
+    return (
+        f"task {done.task_id} on {done.deployment!r} is {done.status}, not running: nothing was "
+        "delivered (start_agent a new task instead)"
+    )

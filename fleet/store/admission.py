@@ -236,10 +236,18 @@ class AdmissionStore(StoreBase):
         now: datetime,
         *,
         caller: str | None = None,
+        idempotency_key: str | None = None,
     ) -> Task | None:
         """Put a message into a running task's inbox (SignalTask, signal_agent); None if the
-        task does not run (the caller is told its status)."""
+        task does not run (the caller is told its status). With ``idempotency_key``, a message
+        already put under it is not put again (the task is returned as it is now)."""
         with self.tx() as conn:
+            if idempotency_key is not None:
+                found = conn.execute(
+                    q.INBOX_BY_KEY, {"b_task": task_id, "b_key": idempotency_key}
+                ).first()
+                if found is not None:
+                    return rows.task(found)
             row = conn.execute(q.INBOX_RESERVE, {"b_task": task_id}).first()
             if row is None:
                 return None
@@ -253,7 +261,7 @@ class AdmissionStore(StoreBase):
                     "input": [self.redactor.json(p.model_dump()) for p in parts],
                     "input_bytes": input_bytes,
                     "labels": {},
-                    "idempotency_key": None,
+                    "idempotency_key": idempotency_key,
                     "caller": caller,
                     "status": "pending",
                     "created_at": now,

@@ -376,3 +376,11 @@ INBOX_RESERVE = (
 )
 
 INSERT_INBOX = s.run_inbox.insert()
+
+#: The task, if a message is already in its inbox under this idempotency key (a retried
+#: signal_agent).
+INBOX_BY_KEY = (
+    select(*rows.TASK_COLUMNS)
+    .join(s.run_inbox, s.run_inbox.c.task_id == t.c.id)
+    .where(t.c.id == bindparam("b_task"), s.run_inbox.c.idempotency_key == bindparam("b_key"))
+)

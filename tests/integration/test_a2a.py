@@ -21,7 +21,7 @@ from a2a.types import (
 
 from fleet.domain.redaction import Redactor
 from fleet.domain.values import TaskStatus
-from fleet.store import Store
+from fleet.store import Store, TaskFilter
 from tests.support.fleet import running_fleet, wait_for
 from tests.support.intake import A2A, caller_toml, reply_text, row_counts, write_intake_config
 
@@ -115,6 +115,38 @@ def test_message_id_is_the_idempotency_key_and_labels_arrive(
     assert first == again
     assert row_counts(pg_url)["tasks"] == 1
     assert store.get_task(uuid.UUID(first)).labels == {"project": "apollo"}
+
+
+def test_fleet_delivery_steers_one_message_into_the_running_task(base: str, store: Store) -> None:
+    """``fleet.delivery = steer`` on a followup deployment: the message joins the running task
+    (the answer is that task, whose reply answers it); the next message without it queues."""
+
+    async def go() -> None:
+        async with A2A(base, "tooly", key=ALICE, version="1.0") as alice:
+            first = await alice.send('/tool wait {"seconds": 6}', return_immediately=True)
+            wait_for(
+                lambda: store.get_task(uuid.UUID(first.id)).status == TaskStatus.RUNNING,
+                30,
+                what="the first task to run",
+            )
+            steered = await alice.send(
+                "btw",
+                context_id=first.context_id,
+                metadata={"fleet.delivery": "steer"},
+                return_immediately=True,
+            )
+            assert steered.id == first.id  # into the running task, not a task of its own
+            later = await alice.send("later", context_id=first.context_id, return_immediately=True)
+            assert later.id != first.id  # the deployment's followup again
+
+    asyncio.run(go())
+    tasks = store.list_tasks(TaskFilter(deployment="tooly"))
+    assert [t.seq for t in tasks] == [1, 2]  # "btw" made no task
+    done = wait_for(
+        lambda: (t := store.get_task(tasks[0].id)).status.terminal and t, 60, what="it to end"
+    )
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    assert done.reply is not None and done.reply.startswith("echo: btw"), done.reply
 
 
 def test_cancel_and_list(base: str, store: Store) -> None:

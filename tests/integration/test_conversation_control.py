@@ -222,6 +222,40 @@ def test_the_queue_cap_can_drop_the_oldest_visibly(rt: Runtime) -> None:
     assert gone.error == "dropped: queue full (max_queued; on_full = 'drop_oldest')"
 
 
+def test_over_http_a_dropped_task_says_why_in_get_task_and_the_metric_counts_it(
+    rt: Runtime,
+) -> None:
+    from fastapi.testclient import TestClient
+    from prometheus_client import REGISTRY
+
+    from fleet.api.app import create_app
+
+    def dropped() -> float:
+        value = REGISTRY.get_sample_value(
+            "fleet_tasks_dropped_total", {"deployment": "dropper", "reason": "queue_full"}
+        )
+        return value or 0.0
+
+    before = dropped()
+    with TestClient(create_app(rt, run_embedded=False)) as client:
+        answers = [
+            client.post(
+                "/v1/tasks", json={"deployment": "dropper", "input": m, "conversationKey": "d"}
+            )
+            for m in ("a", "b", "c")
+        ]
+        assert [a.status_code for a in answers] == [202, 202, 202]
+        oldest = answers[0].json()["id"]
+        assert [a.json()["dropped"] for a in answers] == [None, None, oldest]
+        assert dropped() == before + 1
+        got = client.get(f"/v1/tasks/{oldest}")
+        assert got.status_code == 200
+        assert got.json()["status"] == "cancelled"
+        assert got.json()["error"] == "dropped: queue full (max_queued; on_full = 'drop_oldest')"
+        kept = [client.get(f"/v1/tasks/{a.json()['id']}").json()["status"] for a in answers[1:]]
+        assert kept == ["queued", "queued"]
+
+
 def test_the_queue_cap_can_merge_into_the_newest(rt: Runtime) -> None:
     rt.dispatcher.submit("merger", "a", key="k")
     b = rt.dispatcher.submit("merger", "b", key="k").task

@@ -153,6 +153,31 @@ def test_start_agent_returns_at_once_and_its_result_arrives_in_the_callers_conve
     assert len(tasks_of(rt, "lead")) == 2, "the result was reported more than once"
 
 
+def test_signal_agent_reaches_a_started_task_at_its_next_boundary(
+    rt: Runtime, fleet: Fleet
+) -> None:
+    """lead starts a slow task, then (its next task) signals it: the slow run reads the message
+    after its wait, before its next model call, and answers it; it is delivered once."""
+    fleet.worker("a", concurrency=2)
+    lead = rt.dispatcher.submit(
+        "lead", tool("start_agent", "slow", '/tool wait {"seconds": 8}'), key="k"
+    ).task
+    assert finished(rt, lead.id).status == TaskStatus.SUCCEEDED
+    (child,) = tasks_of(rt, "slow")
+    wait_for(lambda: rt.store.get_task(child.id).status == TaskStatus.RUNNING, 30, what="it to run")
+    ask = "/tool signal_agent " + json.dumps({"task_id": str(child.id), "message": "also x"})
+    signaller = rt.dispatcher.submit("lead", ask, key="k").task
+    assert finished(rt, signaller.id).status == TaskStatus.SUCCEEDED
+    (said,) = tool_outputs(rt, signaller.id)
+    assert isinstance(said, str) and said.startswith(f"delivered to the inbox of task {child.id}")
+    done = finished(rt, child.id)
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    assert done.reply is not None and done.reply.startswith("echo: also x")
+    taken = [r.output for r in rt.store.journal(child.id) if r.kind == "inbox"]
+    assert len(taken) == 1 and len(taken[0]) == 1  # type: ignore[arg-type]
+    assert len(tasks_of(rt, "slow")) == 1  # delivered into the run, not requeued
+
+
 def test_a_delegated_tasks_failure_is_reported_to_the_caller(rt: Runtime, fleet: Fleet) -> None:
     fleet.worker("a", concurrency=2)
     failing = '/loop wait {"seconds": 0}'

@@ -16,7 +16,7 @@ from fleet.agents.tools.base import ToolContext
 from fleet.agents.tools.delegation import tools
 from fleet.config import Settings
 from fleet.dispatch.embedded import run_until_done
-from fleet.domain.delegation import Delegated, Finished, Refused
+from fleet.domain.delegation import Delegated, Finished, Refused, Signalled
 from fleet.domain.values import Task, TaskStatus
 from fleet.runtime import build
 from fleet.store import TaskFilter
@@ -32,8 +32,10 @@ class ScriptedPort:
     polls: int = 0
     ends: Finished | None = None
     refuse: str | None = None
+    running: bool = True
     calls: list[tuple[str, str, str, bool]] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
+    signals: list[tuple[str, str, str]] = field(default_factory=list)
 
     def delegate(self, deployment: str, input: str, *, call_id: str, wait: bool) -> Delegated:
         if self.refuse:
@@ -49,6 +51,13 @@ class ScriptedPort:
 
     def cancel(self, task_id: str) -> None:
         self.cancelled.append(task_id)
+
+    def signal(self, task_id: str, message: str, *, call_id: str) -> Signalled:
+        if self.refuse:
+            raise Refused(self.refuse)
+        self.signals.append((task_id, message, call_id))
+        status = "running" if self.running else "succeeded"
+        return Signalled(task_id, "helper", status, delivered=self.running)
 
 
 def call(
@@ -110,6 +119,31 @@ def test_start_agent_returns_at_once() -> None:
 def test_bad_arguments_are_errors_the_model_sees(args, fragment) -> None:
     result = call(ScriptedPort(), "call_agent", args)
     assert fragment in (result.error or "")
+
+
+def test_signal_agent_delivers_keyed_by_the_call() -> None:
+    port = ScriptedPort()
+    result = call(port, "signal_agent", {"task_id": "t9", "message": "also x"})
+    assert result.error is None and result.text.startswith("delivered to the inbox of task t9")
+    assert port.signals == [("t9", "also x", "call_1")]
+
+
+def test_signal_agent_to_a_task_that_does_not_run_is_an_error_naming_its_status() -> None:
+    result = call(ScriptedPort(running=False), "signal_agent", {"task_id": "t9", "message": "x"})
+    assert result.error is not None and "task t9 on 'helper' is succeeded" in result.error
+
+
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        ({"task_id": "", "message": "x"}, "task_id must be the id of a running task"),
+        ({"task_id": "t9", "message": " "}, "message must be the non-empty text"),
+    ],
+)
+def test_signal_agent_bad_arguments_are_errors_the_model_sees(args, fragment) -> None:
+    port = ScriptedPort()
+    result = call(port, "signal_agent", args)
+    assert fragment in (result.error or "") and port.signals == []
 
 
 def test_a_refusal_is_an_error_the_model_sees() -> None:
@@ -221,5 +255,60 @@ def test_a_call_abandoned_at_shutdown_leaves_the_delegated_task_to_resume(tmp_pa
         )
         assert rt.store.get_task(child.id).status == TaskStatus.INTERRUPTED
         assert rt.store.get_task(lead.id).status == TaskStatus.INTERRUPTED
+    finally:
+        rt.close()
+
+
+def test_embedded_signal_agent_reaches_the_running_task_once(tmp_path: Path) -> None:
+    """Through the real port (SQLite): a task of a delegate gets the message into its run's
+    inbox and its next model call answers it; the same tool call again (a retried run) puts no
+    second message; a deployment outside ``delegates`` and a finished task are errors."""
+    config = write_config(
+        tmp_path / "config",
+        {
+            "boss": 'model = "echo"\ndelegates = ["slow"]\n',
+            "sleeper": 'model = "echo"\ntools = ["wait"]\n',
+        },
+        {"lead": 'agent = "boss"\n', "slow": 'agent = "sleeper"\n', "other": 'agent = "sleeper"\n'},
+    )
+    rt = build(Settings(home=tmp_path / "home", config_dir=config))
+    assert rt.local_waker is not None
+    try:
+        lead = rt.dispatcher.submit("lead", "hello", key="k").task
+        port = rt.dispatcher.delegations.port(lead, rt.config.agents["boss"])
+        signal = {t.name: t for t in tools(port, port.delegates)}["signal_agent"]
+
+        def send(task_id: str, call_id: str = "call_1") -> executor.CallResult:
+            ctx = ToolContext(task_id=str(lead.id), run_id="r", call_id=call_id)
+            args = {"task_id": task_id, "message": "also check x"}
+            return executor.call(signal, args, ctx, timeout_s=5)
+
+        child = rt.dispatcher.submit("slow", '/tool wait {"seconds": 3}', key="c").task
+        drain = threading.Thread(target=rt.dispatcher.drain, args=(child.conversation_id,))
+        drain.start()
+        wait_for(
+            lambda: rt.store.get_task(child.id).status == TaskStatus.RUNNING,
+            30,
+            what="the slow task to run",
+        )
+        first, again = send(str(child.id)), send(str(child.id))
+        assert first.error is None and first.text.startswith(
+            f"delivered to the inbox of task {child.id}"
+        )
+        assert again.error is None  # the retried call finds its message: delivered, once
+        drain.join(30)
+        done = rt.store.get_task(child.id)
+        assert done.status == TaskStatus.SUCCEEDED, done.error
+        assert done.reply is not None and done.reply.startswith("echo: also check x")
+        taken = [r.output for r in rt.store.journal(child.id) if r.kind == "inbox"]
+        assert len(taken) == 1 and len(taken[0]) == 1  # type: ignore[arg-type]
+        assert len(rt.store.list_tasks(TaskFilter(deployment="slow"))) == 1  # nothing requeued
+
+        finished = send(str(child.id), "call_2")
+        assert finished.error is not None and "is succeeded, not running" in finished.error
+        stranger = rt.dispatcher.submit("other", "hi", key="o").task
+        refused = send(str(stranger.id), "call_3")
+        assert refused.error is not None and "(delegates: slow)" in refused.error
+        assert "no task with id 'nope'" in (send("nope", "call_4").error or "")
     finally:
         rt.close()

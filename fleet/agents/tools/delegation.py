@@ -1,5 +1,5 @@
-"""``call_agent`` and ``start_agent``: hand work to another deployment through the run's
-delegation port.
+"""``call_agent``, ``start_agent`` and ``signal_agent``: hand work to another deployment, or a
+message to one of its running tasks, through the run's delegation port.
 
 ``call_agent`` waits for the delegated task within the caller's step: bounded by the tool's
 timeout and stopped like any tool. A stop that ends the caller's run (its cancel or interrupt,
@@ -8,7 +8,9 @@ lease, a run abandoned at shutdown) leaves it running, for the resumed call to w
 ``start_agent`` returns the task's id at once; its result comes back later as a task of the
 caller's conversation. Both admit one task per tool call (the port keys the admission by the
 call), so a retried run waits for the same task instead of starting a second one: they are safe
-to run again.
+to run again. ``signal_agent`` puts a message into a running task's inbox (read by its run
+before its next model call), allowed for tasks of the agent's ``delegates``; the port keys the
+message by the call too, so a retried run does not signal twice (safe as well).
 """
 
 from __future__ import annotations
@@ -18,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.agents.tools.base import Tool, ToolContext, ToolError
 from fleet.constants import DELEGATION_POLL_S
-from fleet.domain.delegation import Refused, call_result, started_result
+from fleet.domain.delegation import Refused, call_result, signal_result, started_result
 from fleet.errors import FleetError
 
 if TYPE_CHECKING:
     from fleet.agents.ports import Delegation
 
 #: The names of the delegation tools (an agent's own tools may not take them).
-NAMES = ("call_agent", "start_agent")
+NAMES = ("call_agent", "start_agent", "signal_agent")
 
 
 def _args(args: dict[str, Any], delegates: Sequence[str]) -> tuple[str, str]:
@@ -49,8 +51,19 @@ def _parameters(delegates: Sequence[str]) -> dict[str, Any]:
     }
 
 
+_SIGNAL_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "task_id": {"type": "string", "description": "The running task (e.g. from start_agent)."},
+        "message": {"type": "string", "description": "What its run should read next."},
+    },
+    "required": ["task_id", "message"],
+    "additionalProperties": False,
+}
+
+
 def tools(port: Delegation, delegates: Sequence[str]) -> list[Tool]:
-    """The two delegation tools of one run, bound to its port."""
+    """The delegation tools of one run, bound to its port."""
 
     def delegate(args: dict[str, Any], ctx: ToolContext, *, wait: bool) -> Any:
         deployment, text = _args(args, delegates)
@@ -77,6 +90,22 @@ def tools(port: Delegation, delegates: Sequence[str]) -> list[Tool]:
         task = delegate(args, ctx, wait=False)
         return started_result(task.task_id, task.deployment, task.conversation)
 
+    def signal_agent(args: dict[str, Any], ctx: ToolContext) -> str:
+        task_id, message = args.get("task_id"), args.get("message")
+        if not isinstance(task_id, str) or not task_id.strip():
+            raise ToolError("task_id must be the id of a running task (start_agent returns one)")
+        if not isinstance(message, str) or not message.strip():
+            raise ToolError("message must be the non-empty text to send")
+        try:
+            done = port.signal(task_id.strip(), message, call_id=ctx.call_id)
+        except Refused as exc:
+            raise ToolError(exc.message) from None
+        except FleetError as exc:  # bad input, a policy's refusal
+            raise ToolError(exc.message) from None
+        if not done.delivered:
+            raise ToolError(signal_result(done))
+        return signal_result(done)
+
     allowed = ", ".join(delegates)
     return [
         Tool(
@@ -97,6 +126,17 @@ def tools(port: Delegation, delegates: Sequence[str]) -> list[Tool]:
             ),
             parameters=_parameters(delegates),
             fn=start_agent,
+            retry="safe",
+        ),
+        Tool(
+            name="signal_agent",
+            description=(
+                "Send a message to a running task of another agent (e.g. one start_agent "
+                "started); its run reads it before its next model call. Agents: "
+                f"{allowed}."
+            ),
+            parameters=_SIGNAL_PARAMETERS,
+            fn=signal_agent,
             retry="safe",
         ),
     ]
