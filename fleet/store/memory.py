@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import ColumnElement, Connection, and_, delete, func, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from fleet.domain import blocks
 from fleet.domain.blocks import Block, BlockVersion, NoteReceipt, NoteValue
@@ -98,8 +100,10 @@ class MemoryStore(StoreBase):
                 value = self.redactor.text(value)
                 if current is None:
                     block_id = uuid.uuid4()
-                    conn.execute(
-                        b.insert().values(
+                    insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
+                    created = conn.execute(
+                        insert(b)
+                        .values(
                             id=block_id,
                             namespace=namespace,
                             name=name,
@@ -110,7 +114,17 @@ class MemoryStore(StoreBase):
                             created_at=now,
                             updated_at=now,
                         )
-                    )
+                        .on_conflict_do_nothing(index_elements=["namespace", "name"])
+                        .returning(b.c.id)
+                    ).first()
+                    if created is None:  # another writer created it meanwhile: read it again
+                        if edit.expected_version is not None:
+                            raise Conflict(
+                                f"the block was created meanwhile, not at version "
+                                f"{edit.expected_version}: read it again",
+                                field="expectedVersion",
+                            )
+                        continue
                     version = 1
                 else:
                     version = current.version + 1
@@ -127,7 +141,14 @@ class MemoryStore(StoreBase):
                     ).rowcount
                     if moved != 1:
                         if edit.expected_version is not None:
-                            raise Conflict("the block changed meanwhile; read it again")
+                            now_at = conn.execute(
+                                select(b.c.version).where(b.c.id == row.id)  # type: ignore[union-attr]
+                            ).scalar_one_or_none()
+                            raise Conflict(
+                                f"the block is at version {now_at}, not {edit.expected_version}: "
+                                "read it again and apply your change to the current value",
+                                field="expectedVersion",
+                            )
                         continue
                     block_id = row.id  # type: ignore[union-attr]
                 conn.execute(

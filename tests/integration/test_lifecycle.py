@@ -208,6 +208,32 @@ def test_the_stored_cap_keeps_the_newest_and_runs_stay_in_order(rt: Runtime) -> 
     assert [m.content for m in rt.store.messages(info.id)][-2:] == ["m5", done.reply]
 
 
+def test_a_prune_counts_what_it_deleted_in_the_metrics(rt: Runtime) -> None:
+    from prometheus_client import REGISTRY
+
+    def pruned(reason: str) -> float:
+        value = REGISTRY.get_sample_value(
+            "fleet_messages_pruned_total", {"deployment": "capped", "reason": reason}
+        )
+        return value or 0.0
+
+    for i in range(5):
+        run(rt, f"m{i}", dep="capped")  # 10 messages, cap 6
+    lc = rt.dispatcher.lifecycle
+    cap, age = pruned("stored_cap"), pruned("retention")
+    lc.prune(dry_run=True)
+    assert (pruned("stored_cap"), pruned("retention")) == (cap, age)  # a dry run counts nothing
+    assert lc.prune().stored_cap["capped"] == 4
+    assert pruned("stored_cap") == cap + 4
+    real = rt.dispatcher.clock
+    rt.dispatcher.clock = lambda: real() + timedelta(days=3)  # past capped's 2 days
+    try:
+        assert lc.prune().retention["capped"] == 6
+    finally:
+        rt.dispatcher.clock = real
+    assert (pruned("stored_cap"), pruned("retention")) == (cap + 4, age + 6)
+
+
 def test_delete_is_refused_while_a_reply_delivery_is_pending_unless_forced(rt: Runtime) -> None:
     _, done = run(rt, "one")
     now = datetime.now(UTC)

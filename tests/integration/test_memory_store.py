@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -9,6 +13,7 @@ import pytest
 
 from fleet.domain.admission import QueuePolicy, Submission
 from fleet.domain.blocks import MAX_NOTES, Edit
+from fleet.domain.redaction import Redactor
 from fleet.domain.values import TextPart
 from fleet.errors import Conflict, InputError, NotFound
 from fleet.store import Store
@@ -19,6 +24,44 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 def conversation(store: Store) -> uuid.UUID:
     sub = Submission("chat", "api", "k", (TextPart(text="x"),), 1, {}, None, QueuePolicy(), 3, 100)
     return store.admit(sub, T0).task.conversation_id
+
+
+def test_blocks_and_notes_survive_a_process_restart(db_url: str) -> None:
+    writer = Store.open(db_url, Redactor())
+    conv = conversation(writer)
+    writer.edit_block("ns", "prefs", Edit("replace", "metric"), author="user", now=T0)
+    writer.edit_block("ns", "prefs", Edit("append", "likes tea"), author="run:1", now=T0)
+    writer.set_note(conv, "size", "L", T0)
+    writer.dispose()
+    # another process opens the same database and reads both back
+    read = textwrap.dedent(
+        f"""
+        import json, uuid
+        from datetime import datetime
+        from fleet.domain.redaction import Redactor
+        from fleet.store import Store
+        store = Store.open({db_url!r}, Redactor())
+        block = store.get_block("ns", "prefs")
+        conv, when = uuid.UUID({str(conv)!r}), datetime.fromisoformat({T0.isoformat()!r})
+        note = store.get_note(conv, "size", when)
+        authors = [v.author for v in store.block_history("ns", "prefs")]
+        print(json.dumps([block.value, block.version, authors, note.body]))
+        store.dispose()
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", read], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == ["metric\nlikes tea", 2, ["user", "run:1"], "L"]
+    reopened = Store.open(db_url, Redactor())  # and a new store object in this one
+    try:
+        block = reopened.get_block("ns", "prefs")
+        assert block is not None and (block.value, block.version) == ("metric\nlikes tea", 2)
+        note = reopened.get_note(conv, "size", T0)
+        assert note is not None and note.body == "L"
+    finally:
+        reopened.dispose()
 
 
 def test_blocks_keep_every_version(store: Store) -> None:

@@ -1,0 +1,217 @@
+"""SetMemoryBlock, GetMemoryBlock, ListMemoryBlocks, ListMemoryBlockVersions: memory blocks for
+operator keys (``operator = true``), what ``fleet memory set/get/ls/history`` does.
+
+Blocks live in a namespace (a deployment's ``namespace``, default ``default``). An operator bound
+to some deployments reaches only their namespaces. Every version written here is authored
+``operator:<caller>`` (``api`` when the API has no keys). Routes stay thin: the pure edit rules
+are ``fleet.domain.blocks`` and the store writes.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
+from pydantic.alias_generators import to_camel
+
+from fleet.api.auth import ANONYMOUS, Caller
+from fleet.api.deps import CallerDep, RuntimeDep
+from fleet.api.schemas import problem_responses
+from fleet.domain import blocks
+from fleet.domain.blocks import Block, Edit
+from fleet.domain.inputs import unstorable
+from fleet.errors import Forbidden, NotFound
+from fleet.runtime import Runtime
+from fleet.views import iso
+
+router = APIRouter(tags=["memory"])
+
+_AUTH = (401, 403, 503)
+#: A namespace as a deployment names it (``fleet.config`` checks the same in deployment files).
+NAMESPACE_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+
+BlockName = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=100,
+        description="The block's name: lowercase letters, digits, '.', '_' or '-'.",
+    ),
+]
+Namespace = Annotated[
+    str,
+    Query(
+        pattern=NAMESPACE_PATTERN,
+        description="The block's namespace (a deployment's `namespace`).",
+    ),
+]
+
+
+class SetBlockRequest(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    value: StrictStr = Field(description="The block's new value (it replaces the old one).")
+    title: StrictStr | None = Field(
+        default=None, max_length=200, description="Shown to the agent; unchanged if left out."
+    )
+    description: StrictStr | None = Field(
+        default=None, max_length=1000, description="Shown to the agent; unchanged if left out."
+    )
+    expected_version: StrictInt | None = Field(
+        default=None,
+        ge=0,
+        description="Refuse (409) unless the block is at this version (0: it must not exist yet).",
+    )
+
+    @field_validator("value", "title", "description")
+    @classmethod
+    def _storable(cls, v: str | None) -> str | None:
+        why = None if v is None else unstorable(v)
+        if why is not None:
+            raise ValueError(f"the text {why}")
+        return v
+
+
+def _operator(rt: Runtime, caller: Caller, namespace: str | None) -> frozenset[str] | None:
+    """Operator keys only (an API without keys is open, as its UI is); the namespaces the
+    caller reaches (None: all of them)."""
+    if caller is not ANONYMOUS and not caller.operator:
+        raise Forbidden(
+            f"caller {caller.name!r} is not an operator (operator = true in its caller file)"
+        )
+    if caller.deployments is None:
+        return None
+    reach = frozenset(
+        d.namespace for name, d in rt.config.deployments.items() if name in caller.deployments
+    )
+    if namespace is not None and namespace not in reach:
+        raise Forbidden(
+            f"caller {caller.name!r} may not use namespace {namespace!r} (its deployments use "
+            f"{', '.join(sorted(reach)) or 'none'})",
+            field="namespace",
+        )
+    return reach
+
+
+def _author(caller: Caller) -> str:
+    return "api" if caller is ANONYMOUS else f"operator:{caller.name}"
+
+
+def _json(b: Block, *, value: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "namespace": b.namespace,
+        "block": b.name,
+        "title": b.title,
+        "description": b.description,
+        "version": b.version,
+        "bytes": len(b.value.encode()),
+        "updatedAt": iso(b.updated_at),
+    }
+    if value:
+        out["value"] = b.value
+    return out
+
+
+def _missing(namespace: str, name: str) -> NotFound:
+    return NotFound(f"no memory block {name!r} in namespace {namespace!r}", field="block")
+
+
+@router.get(
+    "/v1/memory/blocks",
+    operation_id="ListMemoryBlocks",
+    responses=problem_responses(*_AUTH, 422),
+    summary="List memory blocks, without their values (operators)",
+)
+def list_memory_blocks(
+    rt: RuntimeDep,
+    caller: CallerDep,
+    namespace: Annotated[
+        str | None, Query(pattern=NAMESPACE_PATTERN, description="Only this namespace.")
+    ] = None,
+) -> JSONResponse:
+    """Every block (of one namespace, or of all the caller reaches), by namespace and name."""
+    reach = _operator(rt, caller, namespace)
+    found = rt.store.list_blocks(namespace)
+    if reach is not None:
+        found = [b for b in found if b.namespace in reach]
+    return JSONResponse({"blocks": [_json(b, value=False) for b in found]})
+
+
+@router.get(
+    "/v1/memory/blocks/{block}",
+    operation_id="GetMemoryBlock",
+    responses=problem_responses(*_AUTH, 404, 422),
+    summary="Get a memory block's current value (operators)",
+)
+def get_memory_block(
+    block: BlockName, rt: RuntimeDep, caller: CallerDep, namespace: Namespace = "default"
+) -> JSONResponse:
+    _operator(rt, caller, namespace)
+    blocks.check_block_name(block)
+    found = rt.store.get_block(namespace, block)
+    if found is None:
+        raise _missing(namespace, block)
+    return JSONResponse(_json(found))
+
+
+@router.put(
+    "/v1/memory/blocks/{block}",
+    operation_id="SetMemoryBlock",
+    responses=problem_responses(*_AUTH, 400, 409, 422),
+    summary="Replace a memory block's value, creating it (operators)",
+)
+def set_memory_block(
+    block: BlockName,
+    body: SetBlockRequest,
+    rt: RuntimeDep,
+    caller: CallerDep,
+    namespace: Namespace = "default",
+) -> JSONResponse:
+    """Bumps the version and records it, authored `operator:<caller>`. `expectedVersion`
+    refuses (409, naming the current version) if the block moved on; a value past the size
+    cap is refused (422) with the sizes."""
+    _operator(rt, caller, namespace)
+    blocks.check_block_name(block)
+    found = rt.store.edit_block(
+        namespace,
+        block,
+        Edit("replace", body.value, expected_version=body.expected_version),
+        author=_author(caller),
+        now=datetime.now(UTC),
+        title=body.title,
+        description=body.description,
+    )
+    return JSONResponse(_json(found))
+
+
+@router.get(
+    "/v1/memory/blocks/{block}/versions",
+    operation_id="ListMemoryBlockVersions",
+    responses=problem_responses(*_AUTH, 404, 422),
+    summary="Every version of a memory block: who wrote it and when (operators)",
+)
+def list_memory_block_versions(
+    block: BlockName, rt: RuntimeDep, caller: CallerDep, namespace: Namespace = "default"
+) -> JSONResponse:
+    """Oldest first; `author` is `user` (the CLI), `operator:<caller>` or `run:<run id>`."""
+    _operator(rt, caller, namespace)
+    blocks.check_block_name(block)
+    versions = rt.store.block_history(namespace, block)
+    return JSONResponse(
+        {
+            "namespace": namespace,
+            "block": block,
+            "versions": [
+                {
+                    "version": v.version,
+                    "author": v.author,
+                    "createdAt": iso(v.created_at),
+                    "value": v.value,
+                }
+                for v in versions
+            ],
+        }
+    )
