@@ -137,3 +137,18 @@ def test_the_last_run_lists_everything_it_was_built_from(done: Done, tmp_path: P
     span = f"{first['fromSeq']} to {first['toSeq']}"
     assert any(line.split()[:1] == ["observation"] and span in line for line in shown.splitlines())
     assert f"{wm['chars']} characters" in shown
+
+
+def test_a_drain_that_chains_claims_records_each_message_turn(tmp_path: Path, db_url: str) -> None:
+    """Tasks queued behind each other are claimed by the settle before them (PostgreSQL builds
+    the next context from the exchange it stores): their history still carries its seqs."""
+    config = write_config(tmp_path / "config", AGENTS, DEPLOYMENTS)
+    rt = build(Settings(home=tmp_path / "home", database_url=db_url, config_dir=config))
+    try:
+        tasks = [rt.dispatcher.submit("chat", f"turn {i}", key="q").task for i in range(3)]
+        rt.dispatcher.drain(tasks[0].conversation_id)
+        last = rt.store.runs_of(tasks[-1].id)[0].context
+        seqs = [(m["seq"], m["role"]) for m in last["injected"]]
+        assert seqs == [(1, "user"), (1, "assistant"), (2, "user"), (2, "assistant")]
+    finally:
+        rt.close()
