@@ -126,6 +126,11 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+def _seq(m: View) -> str:
+    """A message's turn (task seq), ``-`` when unknown (its task gone, or an older record)."""
+    return "-" if m.get("seq") is None else str(m["seq"])
+
+
 def show_context(out: Console, runs: list[View]) -> None:
     """Each run's frozen context: every message injected, every one dropped and why."""
     if not runs:
@@ -136,24 +141,29 @@ def show_context(out: Console, runs: list[View]) -> None:
         limits = ", ".join(f"{_snake(k)} {v}" for k, v in ctx["limits"].items())
         out.print(Text(f"limits: {limits or '-'}"))
         injected, dropped = ctx["injected"], ctx["dropped"]
+        recent = ctx.get("recent") or {"count": len(injected), "items": injected}
         size = f"injected: {_count(injected)}, {ctx['injectedBytes']} bytes"
         if ctx.get("injectedTokens") is not None:
             size += f", {ctx['injectedTokens']} tokens ({ctx.get('tokenizer') or 'counted'})"
         out.print(Text(size))
         priced = any("tokens" in m for m in (*injected, *dropped))
         tokens = ["tokens"] if priced else []
-        if injected:
-            table = _table("id", "role", "bytes", *tokens, "preview")
-            for m in injected:
+        shown = recent["items"]
+        listed = "" if len(shown) == recent["count"] else f", the newest {len(shown)} listed"
+        out.print(Text(f"recent: {_count([None] * recent['count'])}{listed}"))
+        if shown:
+            table = _table("seq", "id", "role", "bytes", *tokens, "preview")
+            for m in shown:
                 cost = [m.get("tokens", "-")] if priced else []
-                _row(table, m["id"], m["role"], m["bytes"], *cost, _cut(m["preview"], None))
+                cells = [_seq(m), m["id"], m["role"], m["bytes"], *cost]
+                _row(table, *cells, _cut(m["preview"], None))
             out.print(table)
         out.print(Text(f"dropped: {_count(dropped)}"))
         if dropped:
-            table = _table("id", "role", "bytes", *tokens, "reason", "preview")
+            table = _table("seq", "id", "role", "bytes", *tokens, "reason", "preview")
             for m in dropped:
                 cost = [m.get("tokens", "-")] if priced else []
-                cells = [m["id"], m["role"], m["bytes"], *cost, m["reason"]]
+                cells = [_seq(m), m["id"], m["role"], m["bytes"], *cost, m["reason"]]
                 _row(table, *cells, _cut(m["preview"], None))
             out.print(table)
         if ctx["olderUnseen"]:
@@ -191,12 +201,14 @@ def _show_memory(out: Console, memory: View, recall: View | None) -> None:
     if observed is not None:
         out.print(Text(f"observations: {len(observed)}"))
         if observed:
-            table = _table("level", "messages", "tokens", "model")
+            table = _table("level", "seqs", "messages", "tokens", "model")
             for o in observed:
+                seqs = f"{_seq({'seq': o.get('fromSeq')})} to {_seq({'seq': o.get('toSeq')})}"
                 span = f"#{o['fromMessageId']} to #{o['toMessageId']}"
                 _row(
                     table,
                     "reflection" if o["level"] else "observation",
+                    seqs,
                     span,
                     o["tokens"],
                     o["model"],
@@ -209,16 +221,21 @@ def _show_memory(out: Console, memory: View, recall: View | None) -> None:
             f"{recall.get('notEmbeddedYet', 0)} not embedded yet"
         )
         out.print(Text(head))
-        hits = recall.get("hits") or []
-        if hits:
-            table = _table("id", "conversation", "role", "score", "preview")
-            for h in hits:
+        shown = recall.get("recalled") or []
+        if not all("preview" in h for h in shown):  # recorded before previews were
+            shown = recall.get("hits") or []
+        out.print(Text(f"recalled: {_count(shown)}"))
+        if shown:
+            table = _table("conversation", "seq", "id", "role", "score", "preview")
+            for h in shown:
+                score = h.get("score")
                 _row(
                     table,
-                    h["id"],
                     h["conversation"],
+                    _seq(h),
+                    h["id"],
                     h["role"],
-                    h["score"],
+                    "neighbour" if score is None else score,
                     _cut(h["preview"], None),
                 )
             out.print(table)

@@ -88,6 +88,9 @@ MAX_WEBHOOK_BYTES = 8 * 1_048_576
 REDACTED = "[REDACTED]"
 #: Characters of a message kept as its preview in a run's context record.
 PREVIEW_CHARS = 80
+#: Messages of the recent window a run's context view lists under ``recent`` (newest ones;
+#: ``recent.count`` says how many the window held, ``injected`` lists them all).
+RECENT_SHOWN = 50
 
 #: Redis key of a conversation's lease; the braces keep one conversation on one cluster slot.
 LEASE_KEY = "fleet:lease:{{{conversation}}}"

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic.alias_generators import to_camel
 
+from fleet.constants import RECENT_SHOWN
 from fleet.domain import delivery, redaction
 from fleet.domain.events import TaskEvent
 from fleet.domain.lifecycle import fresh_notice
@@ -131,9 +132,11 @@ def run_json(
 
 def context_json(frozen: dict[str, Any], *, messages: bool = False) -> dict[str, Any]:
     """The provenance of a run's frozen context (and, asked for, the prompt's messages)."""
+    injected = [_ref(r) for r in frozen.get("injected") or ()]
     out: dict[str, Any] = {
         "limits": {to_camel(k): v for k, v in (frozen.get("limits") or {}).items()},
-        "injected": [_ref(r) for r in frozen.get("injected") or ()],
+        "recent": {"count": len(injected), "items": injected[-RECENT_SHOWN:]},
+        "injected": injected,
         "injectedBytes": frozen.get("injected_bytes", 0),
         "injectedTokens": frozen.get("injected_tokens"),
         "tokenizer": frozen.get("tokenizer"),
@@ -152,7 +155,7 @@ def context_json(frozen: dict[str, Any], *, messages: bool = False) -> dict[str,
 def _ref(record: dict[str, Any]) -> dict[str, Any]:
     """A message the context injected or dropped (``reason`` for dropped ones; ``tokens`` when
     a token budget priced it)."""
-    out = {k: record.get(k) for k in ("id", "role", "bytes", "preview")}
+    out = {k: record.get(k) for k in ("id", "seq", "role", "bytes", "preview")}
     for optional in ("tokens", "reason", "delivery"):
         if optional in record:
             out[optional] = record[optional]

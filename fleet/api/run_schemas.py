@@ -26,6 +26,11 @@ class ContextMessage(_Camel):
     """A stored conversation message the context injected."""
 
     id: int
+    seq: int | None = Field(
+        default=None,
+        description="The seq of the task (turn) it belongs to in its conversation; null once "
+        "that task is gone (or for runs recorded before seqs were).",
+    )
     role: str
     bytes: int = Field(description="UTF-8 bytes of its content.")
     preview: str = Field(description="Its first characters (`…` when cut).")
@@ -47,10 +52,20 @@ class DroppedMessage(ContextMessage):
     )
 
 
+class RecentWindow(_Camel):
+    """The recent window the context held: how many messages, and the newest of them."""
+
+    count: int = Field(description="Messages of the conversation's history it injected.")
+    items: list[ContextMessage] = Field(
+        description="The newest of them (at most 50), oldest first; `injected` lists all."
+    )
+
+
 class ContextProvenance(_Camel):
     """What the run's frozen context was built from: every message it injected or dropped."""
 
     limits: dict[str, int] = Field(description="The budgets it was selected under (`maxItems`, …).")
+    recent: RecentWindow
     injected: list[ContextMessage] = Field(description="Oldest first, as the model saw them.")
     injected_bytes: int
     injected_tokens: int | None = Field(description="With `context_tokens`: their tokens.")
@@ -68,13 +83,14 @@ class ContextProvenance(_Camel):
         default=None,
         description="What memory the context held: `blocks` (name, version, bytes, mode), "
         "`notes` (shown and left out), `workingMemory` (version, characters), `observations` "
-        "(level and message range of each).",
+        "(level and range of each: `fromSeq`/`toSeq`, `fromMessageId`/`toMessageId`).",
     )
     recall: dict[str, Any] | None = Field(
         default=None,
-        description="Semantic recall: `hits` (message, conversation, role, score, preview), "
-        "`recalled` (hits and their neighbours), `searched`, `notEmbeddedYet`, the embedder and "
-        "the method (`exact`).",
+        description="Semantic recall: `hits` (message id, conversation, seq, role, score, "
+        "preview), `recalled` (what was shown: the hits, with their score, and their neighbours; "
+        "each with conversation, seq, role, preview), `searched`, `notEmbeddedYet`, the embedder "
+        "and the method (`exact`, `pgvector`, `sqlite-vec`).",
     )
 
 

@@ -97,9 +97,9 @@ class RunSources:
             )
         observed = None
         if agent.observations is not None:
-            observed, record["observations"] = observer.shown(
-                self.store.observations(task.conversation_id)
-            )
+            rows = self.store.observations(task.conversation_id)
+            ends = [i for r in rows for i in (r.from_message_id, r.to_message_id)]
+            observed, record["observations"] = observer.shown(rows, self.store.message_seqs(ends))
         return prompt.Memory(
             blocks=text,
             notes=notes,

@@ -26,6 +26,8 @@ class Record:
     content: str
     #: ``accepted`` (input), ``sent`` or a delivery's ``pending`` / ``failed`` / ``unknown``.
     delivery: str = field(default="sent", compare=False)
+    #: The ``seq`` of the task (turn) the message belongs to; None once that task is gone.
+    seq: int | None = field(default=None, compare=False)
 
     @property
     def size(self) -> int:
@@ -33,7 +35,14 @@ class Record:
 
     def ref(self, **extra: Any) -> dict[str, Any]:
         preview = self.content[:PREVIEW_CHARS] + ("…" if len(self.content) > PREVIEW_CHARS else "")
-        return {"id": self.id, "role": self.role, "bytes": self.size, "preview": preview, **extra}
+        return {
+            "id": self.id,
+            "seq": self.seq,
+            "role": self.role,
+            "bytes": self.size,
+            "preview": preview,
+            **extra,
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ condenses); the provenance lists each with its range.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -142,14 +142,20 @@ def _unreflected(rows: Sequence[ObservationRow]) -> list[ObservationRow]:
     ]
 
 
-def shown(rows: Sequence[ObservationRow]) -> tuple[str | None, list[dict[str, Any]]]:
+def shown(
+    rows: Sequence[ObservationRow], seqs: Mapping[int, int | None] | None = None
+) -> tuple[str | None, list[dict[str, Any]]]:
     """The prompt's observations message (reflections in place of what they condense) and its
-    provenance record."""
+    provenance record; ``seqs`` gives each message's turn, for the range's ``from_seq`` and
+    ``to_seq``."""
     reflections = [r for r in rows if r.level == 1]
     use = sorted([*reflections, *_unreflected(rows)], key=lambda r: r.from_message_id)
+    seq = seqs or {}
     record = [
         {
             "level": r.level,
+            "from_seq": seq.get(r.from_message_id),
+            "to_seq": seq.get(r.to_message_id),
             "from_message_id": r.from_message_id,
             "to_message_id": r.to_message_id,
             "tokens": r.tokens,

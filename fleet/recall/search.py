@@ -146,6 +146,7 @@ def recall(
         {
             "id": x.id,
             "conversation": x.conversation,
+            "seq": x.seq,
             "role": x.role,
             "score": scores[x.id],
             "preview": _preview(x.content),
@@ -154,7 +155,15 @@ def recall(
         if x.id in scores
     ]
     record["recalled"] = [
-        {"id": x.id, "conversation": x.conversation, "role": x.role, "hit": x.id in scores}
+        {
+            "id": x.id,
+            "conversation": x.conversation,
+            "seq": x.seq,
+            "role": x.role,
+            "preview": _preview(x.content),
+            **({"score": scores[x.id]} if x.id in scores else {}),
+            "hit": x.id in scores,
+        }
         for x in shown
     ]
     record["ms"] = round((time.perf_counter() - t0) * 1000, 3)

@@ -245,7 +245,8 @@ class PgHotPath(StoreBase):
             return None
         # What this settle stores if the task ends as the worker says (the statement checks).
         stored = tuple(
-            Record(m["id"], m["role"], m["content"], m["delivery"]) for m in reversed(said)
+            Record(m["id"], m["role"], m["content"], m["delivery"], settled.seq)
+            for m in reversed(said)
         )
         found = (stored + chain.found)[: history_cap + 1]
         prepared = chain.prepare(self._claim_from(nxt, found, chain.history_items))

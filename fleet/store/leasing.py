@@ -122,7 +122,7 @@ class LeasingStore(PgHotPath):
             q.HISTORY,
             {"b_conv": task.conversation_id, "b_gen": generation, "b_limit": limit + 1},
         ).all()
-        records = tuple(Record(r.id, r.role, r.content, r.delivery) for r in found[:limit])
+        records = tuple(Record(r.id, r.role, r.content, r.delivery, r.seq) for r in found[:limit])
         return Claim(task=task, history=records, more_history=len(found) > limit)
 
     def checkpoint(

@@ -31,9 +31,11 @@ HEAD_WITH_CONTEXT = f"""
 SELECT h.*,
   (SELECT r.context FROM runs r WHERE r.task_id = h.id AND h.attempts > 0
    ORDER BY r.attempt DESC LIMIT 1) AS frozen,
-  (SELECT coalesce(json_agg(json_build_array(x.id, x.role, x.content, x.delivery)
+  (SELECT coalesce(json_agg(json_build_array(x.id, x.role, x.content, x.delivery, x.seq)
                             ORDER BY x.id DESC), '[]')
-   FROM (SELECT m.id, m.role, m.content, m.delivery FROM messages m
+   FROM (SELECT m.id, m.role, m.content, m.delivery,
+                (SELECT st.seq FROM tasks st WHERE st.id = m.task_id) AS seq
+         FROM messages m
          WHERE m.conversation_id = h.conversation_id AND m.generation = h.generation
            AND h.seq > 1
          ORDER BY m.id DESC LIMIT %(history)s) x) AS history
@@ -193,12 +195,15 @@ _NEXT_HEAD = f"""
     (SELECT r.context FROM runs r WHERE r.task_id = n.id ORDER BY r.attempt DESC LIMIT 1)
   END AS next_frozen,
   CASE WHEN n.id IS NOT NULL AND NOT ({{skip}}) THEN (
-    SELECT coalesce(json_agg(json_build_array(x.id, x.role, x.content, x.delivery)
+    SELECT coalesce(json_agg(json_build_array(x.id, x.role, x.content, x.delivery, x.seq)
                              ORDER BY x.id DESC), '[]')
     FROM (
-      SELECT d.id, d.role, d.content, d.delivery FROM said d WHERE d.generation = n.generation
+      SELECT d.id, d.role, d.content, d.delivery, s.seq FROM said d
+      WHERE d.generation = n.generation
       UNION ALL
-      (SELECT m.id, m.role, m.content, m.delivery FROM messages m
+      (SELECT m.id, m.role, m.content, m.delivery,
+              (SELECT st.seq FROM tasks st WHERE st.id = m.task_id) AS seq
+       FROM messages m
        WHERE m.conversation_id = s.conversation_id AND m.generation = n.generation
        ORDER BY m.id DESC LIMIT %(history)s)
     ) x

@@ -60,6 +60,8 @@ class Recalled:
     role: str
     content: str
     created_at: datetime
+    #: The seq of the task (turn) it belongs to; None once that task is gone.
+    seq: int | None = None
 
 
 class RecallStore(StoreBase):
@@ -234,12 +236,29 @@ class RecallStore(StoreBase):
                     m.c.role,
                     m.c.content,
                     m.c.created_at,
+                    t.c.seq,
                 )
                 .join(c, and_(c.c.id == m.c.conversation_id, c.c.generation == m.c.generation))
+                .outerjoin(t, t.c.id == m.c.task_id)
                 .where(m.c.id.in_(list(ids)))
             ).all()
-        by_id = {r[0]: Recalled(r[0], r[1], f"{r[2]}:{r[3]}", r[4], r[5], r[6]) for r in found}
+        by_id = {
+            r[0]: Recalled(r[0], r[1], f"{r[2]}:{r[3]}", r[4], r[5], r[6], r[7]) for r in found
+        }
         return [by_id[i] for i in ids if i in by_id]
+
+    def message_seqs(self, ids: Sequence[int]) -> dict[int, int | None]:
+        """The seq of the task (turn) each message belongs to (None: that task is gone; a
+        message that is gone is left out)."""
+        if not ids:
+            return {}
+        with self.read() as conn:
+            found = conn.execute(
+                select(m.c.id, t.c.seq)
+                .select_from(m.outerjoin(t, t.c.id == m.c.task_id))
+                .where(m.c.id.in_(sorted(set(ids))))
+            ).all()
+        return {int(r[0]): (None if r[1] is None else int(r[1])) for r in found}
 
     def conversation_ref(self, conversation_id: uuid.UUID) -> tuple[str, str, str] | None:
         """(deployment, scope, key) of a conversation, or None."""

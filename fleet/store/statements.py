@@ -79,7 +79,13 @@ HEAD = (
 
 #: Newest messages of a conversation's current generation.
 HISTORY = (
-    select(m.c.id, m.c.role, m.c.content, m.c.delivery)
+    select(
+        m.c.id,
+        m.c.role,
+        m.c.content,
+        m.c.delivery,
+        select(t.c.seq).where(t.c.id == m.c.task_id).scalar_subquery().label("seq"),
+    )
     .where(m.c.conversation_id == bindparam("b_conv"), m.c.generation == bindparam("b_gen"))
     .order_by(m.c.id.desc())
     .limit(bindparam("b_limit"))

@@ -61,15 +61,16 @@ def test_tasks_show_prints_runs_context_and_trace(cli: Cli) -> None:
     context = shown[shown.index("· context") : shown.rindex("\nrun ", 0, shown.index("· steps"))]
     assert "limits: max_items 5, max_bytes 200" in context
     injected = line_with(context, "zzz")
-    assert injected.split()[1:3] == ["assistant", "139"]  # echo: z…z [history: 2]
+    assert injected.split()[2:4] == ["assistant", "139"]  # echo: z…z [history: 2]
     reply_y = line_with(context, "yyy").split()
-    assert (reply_y[1], reply_y[3]) == ("assistant", "oversized")
-    assert line_with(context, "300").split()[1:4] == ["user", "300", "oversized"]
-    assert line_with(context, "120").split()[1:4] == ["user", "120", "byte_limit"]
+    assert (reply_y[0], reply_y[2], reply_y[4]) == ("3", "assistant", "oversized")
+    assert line_with(context, "300").split()[2:5] == ["user", "300", "oversized"]
+    assert line_with(context, "120").split()[2:5] == ["user", "120", "byte_limit"]
     # the first exchange was read too, and dropped: the byte budget was full
-    assert line_with(context, f"echo: {MARKUP} [history: 0]").split()[3] == "byte_limit"
+    assert line_with(context, f"echo: {MARKUP} [history: 0]").split()[4] == "byte_limit"
     first_input = context.rstrip().splitlines()[-1].split()
-    assert first_input[1:] == ["user", str(len(MARKUP)), "byte_limit", MARKUP]  # literally
+    assert first_input[0] == "1"  # the seq of its task
+    assert first_input[2:] == ["user", str(len(MARKUP)), "byte_limit", MARKUP]  # literally
     assert "older messages not examined" not in context  # all six were read
 
     steps = shown[shown.index("· steps") :]

@@ -1,4 +1,4 @@
-"""A scriptable OpenAI-compatible chat-completions server on 127.0.0.1 for tests.
+"""A scriptable OpenAI-compatible chat-completions (and embeddings) server on 127.0.0.1 for tests.
 
 Faithful enough for the official ``openai`` SDK: JSON answers with ``x-request-id``, error bodies
 ``{"error": {"message", "type", "param", "code"}}``, scripted statuses with ``Retry-After`` /
@@ -20,6 +20,7 @@ As a process (default echo behaviour until killed)::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import signal
 import sys
@@ -32,6 +33,8 @@ __all__ = [
     "FakeOpenAI",
     "RecordedRequest",
     "default_reply",
+    "embedding_of",
+    "embeddings_reply",
     "error_body",
     "reply",
     "tool_call",
@@ -157,10 +160,56 @@ def check_request(body: Any) -> str | None:
     return None
 
 
+#: Dimensions of a fake embedding when the request names none.
+EMBEDDING_DIMS = 8
+
+
+def embedding_of(text: str, dims: int = EMBEDDING_DIMS) -> list[float]:
+    """The fake's embedding of ``text``: deterministic, unit length, ``dims`` floats."""
+    raw = hashlib.sha256(text.encode()).digest() * (dims // 32 + 1)
+    values = [b / 255.0 - 0.5 for b in raw[:dims]]
+    norm = sum(v * v for v in values) ** 0.5 or 1.0
+    return [v / norm for v in values]
+
+
+def _is_embeddings(body: Any) -> bool:
+    return isinstance(body, dict) and "input" in body and "messages" not in body
+
+
+def embeddings_reply(request: Any) -> dict[str, Any]:
+    """An embeddings answer for the request's ``input`` (``dimensions`` honoured)."""
+    given = request.get("input")
+    texts = [given] if isinstance(given, str) else list(given)
+    dims = int(request.get("dimensions") or EMBEDDING_DIMS)
+    used = sum(len(t.split()) for t in texts)
+    return {
+        "object": "list",
+        "data": [
+            {"object": "embedding", "index": i, "embedding": embedding_of(t, dims)}
+            for i, t in enumerate(texts)
+        ],
+        "model": request.get("model"),
+        "usage": {"prompt_tokens": used, "total_tokens": used},
+    }
+
+
+def check_embeddings(body: dict[str, Any]) -> str | None:
+    """The API's 400 for a malformed embeddings request, or None."""
+    if not isinstance(body.get("model"), str):
+        return "you must provide a model parameter"
+    given = body["input"]
+    texts = [given] if isinstance(given, str) else given
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        return "'input' : input must be a string or a non-empty array of strings"
+    return None
+
+
 class FakeOpenAI(ScriptedServer):
-    """OpenAI-compatible chat-completions server in a background thread (context manager)."""
+    """OpenAI-compatible chat-completions and embeddings server in a background thread
+    (context manager)."""
 
     route = "/v1/chat/completions"
+    routes = ("/v1/embeddings",)
     request_id_header = "x-request-id"
 
     @property
@@ -168,14 +217,14 @@ class FakeOpenAI(ScriptedServer):
         return f"http://{self.host}:{self.port}/v1"
 
     def default_reply(self, request: Any) -> dict[str, Any]:
-        return default_reply(request)
+        return embeddings_reply(request) if _is_embeddings(request) else default_reply(request)
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         default = "server_error" if status >= 500 else "invalid_request_error"
         return error_body(message, _ERROR_TYPES.get(status, default))
 
     def check(self, request: Any) -> str | None:
-        return check_request(request)
+        return check_embeddings(request) if _is_embeddings(request) else check_request(request)
 
     def get(self, path: str) -> tuple[int, dict[str, Any]]:
         if path.rstrip("/").endswith("/models"):

@@ -74,7 +74,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
         )
         headers = fake.response_headers()
-        if self.path.split("?")[0].rstrip("/") != fake.route:
+        if self.path.split("?")[0].rstrip("/") not in (fake.route, *fake.routes):
             self._send(404, fake.error_body(404, f"no route POST {self.path}"), headers)
             return
         problem = fake.check(body)
@@ -122,6 +122,8 @@ class ScriptedServer:
 
     #: The one POST path the fake answers, e.g. ``/v1/chat/completions``.
     route: str = "/"
+    #: Further POST paths it answers (the subclass tells them apart by their bodies).
+    routes: tuple[str, ...] = ()
     #: Header carrying a request id on every answer, as the real APIs send one.
     request_id_header: str = "x-request-id"
 

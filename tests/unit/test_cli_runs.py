@@ -127,7 +127,9 @@ def test_context_lists_injected_and_dropped_messages_with_reasons() -> None:
     text = printed(show_context, [run()])
     assert "limits: max_items 5, max_bytes 200" in text
     assert "injected: 1 message, 14 bytes" in text
+    assert "recent: 1 message\n" in text  # a record without `recent` (older): from `injected`
     assert line_with(text, MARKUP).split() == [
+        "-",  # no seq recorded
         "7",
         "user",
         "14",
@@ -189,9 +191,72 @@ def test_a_token_budget_adds_tokens_and_marks_shortened_results() -> None:
     text = printed(show_context, [run(context=priced)])
     assert "limits: max_items 5, max_bytes 200, context_tokens 256, history_tokens 200" in text
     assert "injected: 1 message, 14 bytes, 5 tokens (cl100k_base)" in text
-    assert line_with(text, "greeting").split() == ["7", "user", "14", "5", "greeting"]
-    assert line_with(text, "oversized").split() == ["6", "user", "99", "300", "oversized", "z"]
+    assert line_with(text, "greeting").split() == ["-", "7", "user", "14", "5", "greeting"]
+    assert line_with(text, "oversized").split() == ["-", "6", "user", "99", "300", "oversized", "z"]
     cut = {"callId": "c1", "tool": "wait", "step": 4, "tokens": 900, "kept": 64}
     trace = printed(show_trace, [run(shortened=[cut])])
     assert "sent shortened from step 4" in line_with(trace, "seconds")
     assert "shortened" not in line_with(trace, "in flight")  # another call
+
+
+def test_context_lists_the_recent_window_recall_observations_and_working_memory() -> None:
+    items = [{"id": 9, "seq": 4, "role": "user", "bytes": 3, "preview": "newest turn"}]
+    context = {
+        **run()["context"],
+        "recent": {"count": 60, "items": items},
+        "memory": {
+            "workingMemory": {"scope": "conversation", "version": 2, "chars": 41, "cut": False},
+            "observations": [
+                {
+                    "level": 0,
+                    "fromSeq": 1,
+                    "toSeq": 3,
+                    "fromMessageId": 1,
+                    "toMessageId": 6,
+                    "tokens": 50,
+                    "model": "echo",
+                }
+            ],
+        },
+        "recall": {
+            "scope": "conversation",
+            "method": "exact",
+            "embedder": "local:wordllama",
+            "searched": 12,
+            "notEmbeddedYet": 0,
+            "hits": [],
+            "recalled": [
+                {
+                    "id": 2,
+                    "conversation": "api:k",
+                    "seq": 1,
+                    "role": "user",
+                    "preview": "fact",
+                    "score": 0.71,
+                    "hit": True,
+                },
+                {
+                    "id": 3,
+                    "conversation": "api:k",
+                    "seq": 1,
+                    "role": "assistant",
+                    "preview": "echo: fact",
+                    "hit": False,
+                },
+            ],
+        },
+    }
+    text = printed(show_context, [run(context=context)])
+    assert "recent: 60 messages, the newest 1 listed" in text
+    assert line_with(text, "newest turn").split() == ["4", "9", "user", "3", "newest", "turn"]
+    assert "working memory (conversation): version 2, 41 characters" in text
+    assert line_with(text, "#1 to #6").split()[:6] == ["observation", "1", "to", "3", "#1", "to"]
+    assert "recalled: 2 messages" in text
+    assert line_with(text, "fact").split() == ["api:k", "1", "2", "user", "0.71", "fact"]
+    assert line_with(text, "echo: fact").split()[:5] == [
+        "api:k",
+        "1",
+        "3",
+        "assistant",
+        "neighbour",
+    ]

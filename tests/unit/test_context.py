@@ -78,24 +78,31 @@ def test_select_keeps_whole_records_and_roles():
 
 
 def test_provenance():
-    long = Record(3, "user", "y" * (PREVIEW_CHARS + 5))
-    records = [Record(4, "assistant", "ok"), long, Record(2, "user", "z" * 500), rec(1, 150)]
+    long = Record(3, "user", "y" * (PREVIEW_CHARS + 5), seq=2)
+    records = [
+        Record(4, "assistant", "ok", seq=2),
+        long,
+        Record(2, "user", "z" * 500, seq=1),
+        rec(1, 150),  # its task is gone: no seq
+    ]
     sel = select(records, max_items=3, max_bytes=200, more_exist=True)
     assert provenance(sel, max_items=3, max_bytes=200) == {
         "limits": {"max_items": 3, "max_bytes": 200},
         "injected": [
             {
                 "id": 3,
+                "seq": 2,
                 "role": "user",
                 "bytes": PREVIEW_CHARS + 5,
                 "preview": "y" * PREVIEW_CHARS + "…",
             },
-            {"id": 4, "role": "assistant", "bytes": 2, "preview": "ok"},
+            {"id": 4, "seq": 2, "role": "assistant", "bytes": 2, "preview": "ok"},
         ],
         "injected_bytes": PREVIEW_CHARS + 7,
         "dropped": [
             {
                 "id": 2,
+                "seq": 1,
                 "role": "user",
                 "bytes": 500,
                 "preview": "z" * PREVIEW_CHARS + "…",
@@ -103,6 +110,7 @@ def test_provenance():
             },
             {
                 "id": 1,
+                "seq": None,
                 "role": "user",
                 "bytes": 150,
                 "preview": "x" * PREVIEW_CHARS + "…",
