@@ -11,6 +11,7 @@ from fleet import __version__
 from fleet.api import problems
 from fleet.api.auth import KeyRing
 from fleet.api.event_hub import EventHub
+from fleet.api.intake import Intake
 from fleet.api.limits import BodyLimit
 from fleet.runtime import Runtime, build
 
@@ -30,6 +31,7 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
         app.state.runtime = rt
         app.state.keyring = KeyRing.from_config(rt.config)
         app.state.event_hub = EventHub(rt.store)
+        app.state.intake = Intake(rt)
         loop = None
         background = None
         if rt.local_waker is None:
@@ -49,6 +51,7 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
             yield
         finally:
             await app.state.event_hub.close()
+            await app.state.intake.close()
             if loop is not None:
                 loop.stop()
             if background is not None:

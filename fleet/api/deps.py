@@ -12,12 +12,18 @@ from typing import Annotated
 from fastapi import Depends, Header, Request
 
 from fleet.api.auth import Caller, KeyRing
+from fleet.api.intake import Intake
 from fleet.runtime import Runtime
 
 
 async def runtime(request: Request) -> Runtime:
     rt: Runtime = request.app.state.runtime
     return rt
+
+
+async def intake(request: Request) -> Intake:
+    found: Intake = request.app.state.intake
+    return found
 
 
 async def keyring(request: Request) -> KeyRing:
@@ -34,3 +40,4 @@ async def caller(
 
 RuntimeDep = Annotated[Runtime, Depends(runtime)]
 CallerDep = Annotated[Caller, Depends(caller)]
+IntakeDep = Annotated[Intake, Depends(intake)]

@@ -124,6 +124,47 @@ class Dispatcher:
         ``caller`` (a configured caller's name) is what the authorize policy is asked about, now
         (dispatch) and when its run starts (recall) or uses memory.
         """
+        sub = self.submission(
+            deployment,
+            input,
+            scope=scope,
+            key=key,
+            labels=labels,
+            idempotency_key=idempotency_key,
+            caller=caller,
+            delivery=delivery,
+            resource_id=resource_id,
+        )
+        return self.admit(sub)
+
+    def admit(self, sub: Submission) -> Admission:
+        """Admit a checked submission (``submission``), then what follows (``admitted``)."""
+        try:
+            admission = self.store.admit(sub, self.clock())
+        except QueueFull:
+            metrics.rejected(sub.deployment)
+            raise
+        return self.admitted(admission)
+
+    @property
+    def checks_without_store(self) -> bool:
+        """Can ``submission`` run without reading the store (no authorize policy to ask)?"""
+        return self.policy is policy.allow_all
+
+    def submission(
+        self,
+        deployment: str,
+        input: str | Sequence[Any],
+        *,
+        scope: str = "api",
+        key: str | None = None,
+        labels: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+        caller: str | None = None,
+        delivery: str | None = None,
+        resource_id: str | None = None,
+    ) -> Submission:
+        """``submit``'s checks (input, key, authorize policy), as the submission to admit."""
         try:
             dep = self.config.deployment(deployment)
         except NotFound as exc:
@@ -145,7 +186,7 @@ class Dispatcher:
                     dep.namespace,
                 ),
             )
-        sub = Submission(
+        return Submission(
             deployment=dep.name,
             scope=ref.scope,
             key=ref.key,
@@ -160,11 +201,9 @@ class Dispatcher:
             caller=caller,
             resource_id=inputs.resource_id(resource_id),
         )
-        try:
-            admission = self.store.admit(sub, self.clock())
-        except QueueFull:
-            metrics.rejected(dep.name)
-            raise
+
+    def admitted(self, admission: Admission) -> Admission:
+        """What follows a committed admission: its wake-up hint, log line and metrics."""
         if admission.dropped is not None:
             log.info(
                 "conversation %s: queue full, dropped task %s",
