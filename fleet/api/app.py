@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from fleet import __version__
+from fleet import __version__, gcpause
 from fleet.api import problems
 from fleet.api.auth import KeyRing
 from fleet.api.event_hub import EventHub
@@ -47,6 +47,8 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
 
             loop = EmbeddedLoop(rt.dispatcher, rt.local_waker)
             loop.start()
+        if owned:  # a process of its own (``fleet serve``): its start-up objects stay
+            gcpause.freeze_startup()
         try:
             yield
         finally:

@@ -9,6 +9,7 @@ from typing import Any
 
 from celery.signals import worker_process_init, worker_process_shutdown, worker_shutting_down
 
+from fleet import gcpause
 from fleet.agents import telemetry
 from fleet.dispatch.celery_app import app
 from fleet.runtime import Runtime, build
@@ -34,6 +35,7 @@ def _warm(**_: Any) -> None:
         telemetry.tracer()  # decided (and, if on, configured) in this process, after the fork
     except Exception:  # the first task tries again and reports the reason
         log.exception("could not prepare the worker runtime")
+    gcpause.freeze_startup()
 
 
 @worker_shutting_down.connect  # type: ignore[untyped-decorator]
