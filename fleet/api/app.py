@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -13,6 +14,7 @@ from fleet.api.auth import KeyRing
 from fleet.api.event_hub import EventHub
 from fleet.api.intake import Intake
 from fleet.api.limits import BodyLimit
+from fleet.dispatch.waker import BackgroundWaker, LoopCoalescingWaker
 from fleet.runtime import Runtime, build
 
 
@@ -33,14 +35,14 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
         app.state.event_hub = EventHub(rt.store)
         app.state.intake = Intake(rt)
         loop = None
-        background = None
+        background: BackgroundWaker | None = None
+        coalescing: LoopCoalescingWaker | None = None
         if rt.local_waker is None:
             # Publish wake-ups off the request path: a request answers right after its commit.
-            from fleet.dispatch.waker import BackgroundWaker
-
             original = rt.dispatcher.waker
             background = BackgroundWaker(original)
-            rt.dispatcher.waker = background
+            coalescing = LoopCoalescingWaker(background, asyncio.get_running_loop())
+            rt.dispatcher.waker = coalescing
         if rt.local_waker is not None and run_embedded:
             # Embedded (no Redis): this process also runs what it admits.
             from fleet.dispatch.embedded import EmbeddedLoop
@@ -56,7 +58,8 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
             await app.state.intake.close()
             if loop is not None:
                 loop.stop()
-            if background is not None:
+            if background is not None and coalescing is not None:
+                coalescing.flush()
                 background.close()
                 rt.dispatcher.waker = original
             if owned:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import logging
 import threading
@@ -93,6 +94,16 @@ class BackgroundWaker:
         if not self._ready.is_set():
             self._ready.set()
 
+    def wake_all(self, wakes: list[tuple[uuid.UUID, datetime | None, bool]]) -> None:
+        """Several wake-ups at once (one signal to the thread at most)."""
+        if len(self._pending) + len(wakes) > self._max_pending:
+            for conversation_id, at, force in wakes:
+                self.wake(conversation_id, at, force=force)
+            return
+        self._pending.extend(wakes)
+        if not self._ready.is_set():
+            self._ready.set()
+
     def close(self, timeout_s: float = 10.0) -> None:
         """Send what is queued, then stop."""
         self._pending.append(None)
@@ -122,3 +133,38 @@ class BackgroundWaker:
                     self._inner.wake(conversation_id, at, force=force)
         except Exception:  # hints; the sweeper re-sends what is lost
             log.warning("%d wake-up(s) not sent", len(wakes), exc_info=True)
+
+
+class LoopCoalescingWaker:
+    """Collects the wake-ups an event loop makes in one iteration and hands them over together.
+
+    ``fleet serve`` admits on its event loop (``fleet.api.intake``): many admissions finish in
+    the same iteration, and their hints reach the ``BackgroundWaker`` as one batch, right after
+    it (``call_soon``), with one signal to its thread. Calls from other threads (routes on the
+    thread pool) go straight through.
+    """
+
+    def __init__(self, inner: BackgroundWaker, loop: asyncio.AbstractEventLoop) -> None:
+        self._inner = inner
+        self._loop = loop
+        self._thread = threading.get_ident()
+        self._batch: list[tuple[uuid.UUID, datetime | None, bool]] = []
+
+    def wake(
+        self, conversation_id: uuid.UUID, at: datetime | None = None, *, force: bool = False
+    ) -> None:
+        if threading.get_ident() != self._thread or self._loop.is_closed():
+            self._inner.wake(conversation_id, at, force=force)
+            return
+        self._batch.append((conversation_id, at, force))
+        if len(self._batch) == 1:
+            self._loop.call_soon(self._flush)
+
+    def flush(self) -> None:
+        """Hand over what is collected (also when the loop stops)."""
+        self._flush()
+
+    def _flush(self) -> None:
+        batch, self._batch = self._batch, []
+        if batch:
+            self._inner.wake_all(batch)

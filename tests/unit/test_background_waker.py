@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 from datetime import datetime
 
-from fleet.dispatch.waker import BackgroundWaker
+from fleet.dispatch.waker import BackgroundWaker, LoopCoalescingWaker
 
 Wake = tuple[uuid.UUID, datetime | None, bool]
 
@@ -81,3 +82,42 @@ def test_a_full_backlog_is_sent_inline_not_dropped() -> None:
     waker.close()
     sent = [c for batch in inner.batches for c, _, _ in batch]
     assert sorted(sent[1:]) == sorted([*queued, inline])
+
+
+class Batches:
+    """Stands in for the BackgroundWaker: records each hand-over."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[Wake]] = []
+
+    def wake(
+        self, conversation_id: uuid.UUID, at: datetime | None = None, *, force: bool = False
+    ) -> None:
+        self.calls.append([(conversation_id, at, force)])
+
+    def wake_all(self, wakes: list[Wake]) -> None:
+        self.calls.append(list(wakes))
+
+
+def test_wake_ups_of_one_loop_iteration_are_handed_over_together_after_it() -> None:
+    inner = Batches()
+    ids = [uuid.uuid4() for _ in range(3)]
+
+    async def main() -> None:
+        waker = LoopCoalescingWaker(inner, asyncio.get_running_loop())  # type: ignore[arg-type]
+        for c in ids:
+            waker.wake(c)
+        assert inner.calls == []  # not yet: after this iteration
+        await asyncio.sleep(0)
+        waker.wake(ids[0], force=True)
+        await asyncio.sleep(0)
+        other = threading.Thread(target=waker.wake, args=(ids[1],))
+        other.start()
+        other.join()
+
+    asyncio.run(main())
+    assert inner.calls == [
+        [(c, None, False) for c in ids],
+        [(ids[0], None, True)],
+        [(ids[1], None, False)],  # from another thread: straight through
+    ]
