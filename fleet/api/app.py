@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -14,7 +15,6 @@ from fleet.api.auth import KeyRing
 from fleet.api.event_hub import EventHub
 from fleet.api.intake import Intake
 from fleet.api.limits import BodyLimit
-from fleet.dispatch.waker import BackgroundWaker, LoopCoalescingWaker
 from fleet.runtime import Runtime, build
 
 
@@ -35,14 +35,19 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
         app.state.event_hub = EventHub(rt.store)
         app.state.intake = Intake(rt)
         loop = None
-        background: BackgroundWaker | None = None
-        coalescing: LoopCoalescingWaker | None = None
+        background: Any = None
+        on_loop: Any = None
         if rt.local_waker is None:
             # Publish wake-ups off the request path: a request answers right after its commit.
+            from fleet.dispatch.celery_app import CeleryWaker
+            from fleet.dispatch.loop_waker import LoopWaker
+            from fleet.dispatch.waker import BackgroundWaker
+
             original = rt.dispatcher.waker
             background = BackgroundWaker(original)
-            coalescing = LoopCoalescingWaker(background, asyncio.get_running_loop())
-            rt.dispatcher.waker = coalescing
+            direct = original.direct if isinstance(original, CeleryWaker) else None
+            on_loop = LoopWaker(background, asyncio.get_running_loop(), direct)
+            rt.dispatcher.waker = on_loop
         if rt.local_waker is not None and run_embedded:
             # Embedded (no Redis): this process also runs what it admits.
             from fleet.dispatch.embedded import EmbeddedLoop
@@ -58,8 +63,8 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
             await app.state.intake.close()
             if loop is not None:
                 loop.stop()
-            if background is not None and coalescing is not None:
-                coalescing.flush()
+            if background is not None and on_loop is not None:
+                await on_loop.close()
                 background.close()
                 rt.dispatcher.waker = original
             if owned:

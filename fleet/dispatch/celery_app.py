@@ -108,6 +108,14 @@ class CeleryWaker:
                 # Lease check and push in one round trip (one script).
                 self._wake_push = self._redis.register_script(WAKE_PUSH)
 
+    @property
+    def direct(self) -> tuple[WakeMessages, str] | None:
+        """The message encoder and broker URL when due wake-ups go out as one ``WAKE_PUSH``
+        script (lease and broker on one Redis), for a publisher on an event loop."""
+        if self._wake_push is None or self._messages is None:
+            return None
+        return self._messages, str(self._app.conf.broker_url)
+
     def wake(
         self, conversation_id: uuid.UUID, at: datetime | None = None, *, force: bool = False
     ) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import logging
 import threading
@@ -133,38 +132,3 @@ class BackgroundWaker:
                     self._inner.wake(conversation_id, at, force=force)
         except Exception:  # hints; the sweeper re-sends what is lost
             log.warning("%d wake-up(s) not sent", len(wakes), exc_info=True)
-
-
-class LoopCoalescingWaker:
-    """Collects the wake-ups an event loop makes in one iteration and hands them over together.
-
-    ``fleet serve`` admits on its event loop (``fleet.api.intake``): many admissions finish in
-    the same iteration, and their hints reach the ``BackgroundWaker`` as one batch, right after
-    it (``call_soon``), with one signal to its thread. Calls from other threads (routes on the
-    thread pool) go straight through.
-    """
-
-    def __init__(self, inner: BackgroundWaker, loop: asyncio.AbstractEventLoop) -> None:
-        self._inner = inner
-        self._loop = loop
-        self._thread = threading.get_ident()
-        self._batch: list[tuple[uuid.UUID, datetime | None, bool]] = []
-
-    def wake(
-        self, conversation_id: uuid.UUID, at: datetime | None = None, *, force: bool = False
-    ) -> None:
-        if threading.get_ident() != self._thread or self._loop.is_closed():
-            self._inner.wake(conversation_id, at, force=force)
-            return
-        self._batch.append((conversation_id, at, force))
-        if len(self._batch) == 1:
-            self._loop.call_soon(self._flush)
-
-    def flush(self) -> None:
-        """Hand over what is collected (also when the loop stops)."""
-        self._flush()
-
-    def _flush(self) -> None:
-        batch, self._batch = self._batch, []
-        if batch:
-            self._inner.wake_all(batch)

@@ -7,7 +7,8 @@ import threading
 import uuid
 from datetime import datetime
 
-from fleet.dispatch.waker import BackgroundWaker, LoopCoalescingWaker
+from fleet.dispatch.loop_waker import LoopWaker
+from fleet.dispatch.waker import BackgroundWaker
 
 Wake = tuple[uuid.UUID, datetime | None, bool]
 
@@ -99,12 +100,12 @@ class Batches:
         self.calls.append(list(wakes))
 
 
-def test_wake_ups_of_one_loop_iteration_are_handed_over_together_after_it() -> None:
+def test_without_a_direct_push_a_loop_iteration_s_wake_ups_go_to_the_thread_together() -> None:
     inner = Batches()
     ids = [uuid.uuid4() for _ in range(3)]
 
     async def main() -> None:
-        waker = LoopCoalescingWaker(inner, asyncio.get_running_loop())  # type: ignore[arg-type]
+        waker = LoopWaker(inner, asyncio.get_running_loop(), None)  # type: ignore[arg-type]
         for c in ids:
             waker.wake(c)
         assert inner.calls == []  # not yet: after this iteration
