@@ -43,8 +43,8 @@ PG_ADMIN = os.environ.get("FLEET_BENCH_PG", "postgresql+psycopg://postgres@127.0
 REDIS = os.environ.get("FLEET_BENCH_REDIS", "redis://127.0.0.1:6379/14")
 #: Where the throughput phase parks messages until every worker is ready.
 HOLD = "bench-hold"
-#: Tasks run before the latency phase's measured ones, on each side.
-WARMUP = 50
+#: Tasks run before the latency phase's measured ones, on each side (2 s at the default rate).
+WARMUP = 200
 
 
 def admin(sql: str) -> None:
