@@ -1,7 +1,7 @@
 # One command surface for people and CI (.ci/run calls `make test`).
 PYTHON ?= python
 
-.PHONY: setup lint typecheck browser test unit bench
+.PHONY: setup lint typecheck browser pgvector test unit bench
 
 # apt-get as root, else through sudo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -24,8 +24,19 @@ browser:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium \
 	  || echo "Chromium could not be installed: the browser tests will skip, or fail under CI=true" >&2; }
 
+# Recall's in-database search on PostgreSQL needs the server's pgvector extension: Debian's
+# package is installed when the files are missing and the package exists (Debian 13 and
+# apt.postgresql.org have it; Debian 12 does not). Best effort, never failing: without it the
+# pgvector tests skip, saying so, and exact search is tested as always.
+pgvector:
+	@ls /usr/share/postgresql/*/extension/vector.control >/dev/null 2>&1 || [ ! -d /usr/lib/postgresql ] || { \
+	  v=$$(ls /usr/lib/postgresql | sort -n | tail -1); \
+	  echo "pgvector is missing (recall's in-database search): trying Debian's postgresql-$$v-pgvector"; \
+	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql-$$v-pgvector; } \
+	  || echo "pgvector could not be installed: its tests skip, exact search is tested" >&2; }
+
 # The whole suite: needs PostgreSQL and Redis on 127.0.0.1 (CI=true fails instead of skipping).
-test: lint typecheck browser
+test: lint typecheck browser pgvector
 	$(PYTHON) -m pytest
 
 # Pure and SQLite-only tests: seconds, no services.

@@ -56,7 +56,7 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
             )
         results.append(_tools(config))
         results.extend(_mcp(config, connect=connect))
-        results.extend(_recall(config))
+        results.extend(_recall(config, settings))
     except FleetError as exc:
         results.append(CheckResult("config", "fail", exc.message))
     results.append(_database(settings))
@@ -65,9 +65,9 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
     return results
 
 
-def _recall(config: object) -> list[CheckResult]:
-    """How semantic recall searches, for agents that use it (exact search over a bounded set;
-    the embedder and whether its package is here)."""
+def _recall(config: object, settings: object) -> list[CheckResult]:
+    """How semantic recall searches, for agents that use it: in the database (pgvector,
+    sqlite-vec) or exactly in the worker; the embedder and whether its package is here."""
     from fleet.config import FleetConfig
 
     assert isinstance(config, FleetConfig)
@@ -83,14 +83,34 @@ def _recall(config: object) -> list[CheckResult]:
         embedder = "local wordllama (offline)"
     else:
         embedder = f"openai-compatible {cfg.model}"
-    return [
-        CheckResult(
-            "recall",
-            "ok",
-            f"{', '.join(users)}: exact search over each scope's newest messages (no pgvector "
-            f"index is used), embeddings by {embedder}",
-        )
-    ]
+    if cfg.search == "exact":
+        how = 'exact search in the worker ([embeddings] search = "exact")'
+    else:
+        how = _vector_search(settings)
+    return [CheckResult("recall", "ok", f"{', '.join(users)}: {how}, embeddings by {embedder}")]
+
+
+def _vector_search(settings: object) -> str:
+    """What the database offers recall's search (read-only: nothing is created)."""
+    from fleet.config import Settings
+    from fleet.store import db
+    from fleet.store.vectors import probe
+
+    assert isinstance(settings, Settings)
+    url = settings.resolved_database_url
+    path = db.sqlite_path(url)
+    if path is not None and not path.exists():
+        url = "sqlite://"  # not created yet: what this Python's SQLite can load is the same
+    try:
+        engine = db.create(url, readonly=True)
+    except FleetError:
+        return "search not probed (see the database check)"
+    try:
+        return probe(engine, create=False).detail
+    except Exception as exc:
+        return f"search not probed: {db.describe(exc)}"
+    finally:
+        engine.dispose()
 
 
 def _tools(config: object) -> CheckResult:

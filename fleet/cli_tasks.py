@@ -134,9 +134,10 @@ class LocalTasks:
             pause = min(pause * 2, POLL_MAX_S)
 
     def get(self, task_id: uuid.UUID) -> View:
-        from fleet.views import task_json
+        from fleet.views import task_with_deliveries
 
-        return task_json(self.rt.store.get_task(task_id))
+        task = self.rt.store.get_task(task_id)
+        return task_with_deliveries(task, self.rt.store.task_deliveries(task.id))
 
     def list(
         self,
@@ -316,9 +317,25 @@ def show_task(out: Console, view: View) -> None:
         rows.append(("reply", view["reply"]))
     if view["error"]:
         rows.append(("error", view["error"]))
+    for d in view.get("deliveries") or ():
+        rows.append(("delivery", _delivery_line(d)))
     for k, v in rows:
         table.add_row(k, Text(str(v)))  # Text: user text is never read as Rich markup
     out.print(table)
+
+
+def _delivery_line(d: View) -> str:
+    """``sent  reply:triggers/github  https://…  2/5 attempts`` and each attempt's outcome."""
+    line = f"{d['status']}  {d['target']}  {d['url'] or '-'}  {d['attempts']}/{d['maxAttempts']}"
+    if d.get("nextAttemptAt"):
+        line += f"  next {_when(d['nextAttemptAt'])}"
+    for a in d.get("journal") or ():
+        code = a.get("httpStatus")
+        line += f"\n  #{a.get('attempt')} {_when(a.get('at'))} {a.get('outcome')}"
+        line += f" (HTTP {code})" if code else ""
+        if a.get("outcome") != "sent" and (a.get("detail") or a.get("error")):
+            line += f": {a.get('error') or a.get('detail')}"
+    return line
 
 
 def _summary(view: View) -> str:

@@ -25,6 +25,8 @@ from fleet.errors import FleetError, InputError, Unavailable
 MAX_WAIT_S = 60.0
 #: Seconds to connect and for answers that do not long-poll.
 TIMEOUT_S = 30.0
+#: Reset and delete may wait for a run to stop (``cancelRunning``), prune may take a while.
+LIFECYCLE_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,3 +293,72 @@ class FleetClient:
             params={"deployment": deployment, "limit": limit},
         )
         return result
+
+    # -- conversation lifecycle (operator keys) ----------------------------------------------
+
+    def _conversation(self, key: str) -> str:
+        return f"/v1/conversations/{quote(key, safe=':')}"
+
+    def list_conversations(
+        self, *, deployment: str | None = None, state: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """ListConversations: stuck, running, queued first, then the most recently active."""
+        params: dict[str, str | int] = {"limit": limit}
+        if deployment is not None:
+            params["deployment"] = deployment
+        if state is not None:
+            params["state"] = state
+        found: list[dict[str, Any]] = self._call("GET", "/v1/conversations", params=params)[
+            "conversations"
+        ]
+        return found
+
+    def get_conversation(self, key: str, deployment: str) -> dict[str, Any]:
+        """GetConversation (404 for an unknown key; nothing is created)."""
+        found: dict[str, Any] = self._call(
+            "GET", self._conversation(key), params={"deployment": deployment}
+        )
+        return found
+
+    def reset_conversation(
+        self, key: str, deployment: str, *, keep_notes: bool = False, cancel_running: bool = False
+    ) -> dict[str, Any]:
+        """ResetConversation: a new generation (409 while a task runs, unless cancel_running)."""
+        found: dict[str, Any] = self._call(
+            "POST",
+            self._conversation(key) + "/reset",
+            params={"deployment": deployment},
+            json={"keepNotes": keep_notes, "cancelRunning": cancel_running},
+            timeout=LIFECYCLE_TIMEOUT_S,
+        )
+        return found
+
+    def delete_conversation(
+        self, key: str, deployment: str, *, cancel_running: bool = False
+    ) -> dict[str, Any]:
+        """DeleteConversation: gone, behind a tombstone (409 while a task runs)."""
+        params: dict[str, str] = {"deployment": deployment}
+        if cancel_running:
+            params["cancelRunning"] = "true"
+        found: dict[str, Any] = self._call(
+            "DELETE", self._conversation(key), params=params, timeout=LIFECYCLE_TIMEOUT_S
+        )
+        return found
+
+    def prune_conversations(
+        self,
+        *,
+        deployment: str | None = None,
+        older_than: str | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """PruneConversations: retention and stored caps now (``dry_run`` only counts)."""
+        body: dict[str, Any] = {"dryRun": dry_run}
+        if deployment is not None:
+            body["deployment"] = deployment
+        if older_than is not None:
+            body["olderThan"] = older_than
+        found: dict[str, Any] = self._call(
+            "POST", "/v1/conversations:prune", json=body, timeout=LIFECYCLE_TIMEOUT_S
+        )
+        return found

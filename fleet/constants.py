@@ -53,6 +53,25 @@ MIN_TASK_ID_PREFIX = 6
 SHORT_TASK_ID_CHARS = 8
 #: Seconds an MCP server gets to start, answer the handshake and list its tools.
 DEFAULT_MCP_CONNECT_TIMEOUT_S = 10.0
+#: Delegation: how many delegations deep a chain of tasks may go (``FLEET_MAX_DELEGATION_DEPTH``).
+DEFAULT_MAX_DELEGATION_DEPTH = 3
+#: Delegation: how often a waiting ``call_agent`` looks at its delegated task (seconds).
+DELEGATION_POLL_S = 0.2
+#: Tools fleet binds to a run itself (delegation, memory blocks, notes, working memory,
+#: observations): an agent's own tools may not take these names (``fleet check`` refuses them).
+FLEET_TOOL_NAMES = frozenset(
+    {
+        "call_agent",
+        "start_agent",
+        "memory_update",
+        "memory_list",
+        "memory_get",
+        "memory_set",
+        "memory_remove",
+        "update_working_memory",
+        "recall_observations",
+    }
+)
 #: Collect mode: the debounce a deployment gets when it names none (seconds).
 DEFAULT_DEBOUNCE_S = 2.0
 #: Collect mode: the longest debounce a deployment may configure (seconds).
@@ -84,3 +103,21 @@ WAKE_QUEUE = "fleet"
 #: Redis key a sweeper takes (SET NX) for most of a sweep interval: of several `fleet beat`
 #: processes, only the one that took it sweeps in that interval.
 SWEEP_TICK_KEY = "fleet:sweep:tick"
+
+#: Reply delivery: a rendered request body larger than this is not sent (the delivery fails).
+MAX_DELIVERY_BODY_BYTES = 262_144
+#: Reply delivery: characters of a receiver's answer kept in the journal (redacted).
+DELIVERY_ANSWER_CHARS = 200
+#: Reply delivery: attempts when the config names none, and the most it may name.
+DEFAULT_DELIVERY_ATTEMPTS = 5
+MAX_DELIVERY_ATTEMPTS = 20
+#: Reply delivery: seconds one attempt may take (connect + answer) unless the config says otherwise.
+DEFAULT_DELIVERY_TIMEOUT_S = 10.0
+#: Reply delivery: the first retry's wait (seconds); each next one doubles, up to the cap.
+DELIVERY_BACKOFF_S = 1.0
+DELIVERY_BACKOFF_CAP_S = 300.0
+#: Reply delivery: how long past an attempt's timeout its claim holds before the attempt counts
+#: as lost (its worker died) and another may start.
+DELIVERY_CLAIM_MARGIN_S = 30.0
+#: Reply delivery: URLs longer than this are refused.
+MAX_DELIVERY_URL_CHARS = 2048

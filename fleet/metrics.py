@@ -45,6 +45,16 @@ RUN_DURATION = Histogram(
     ["deployment", "status"],
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900),
 )
+PRUNED = Counter(
+    "fleet_messages_pruned_total",
+    "Stored messages deleted by retention (past their age) or the stored cap (oldest first).",
+    ["deployment", "reason"],
+)
+LIFECYCLE = Counter(
+    "fleet_conversations_lifecycle_total",
+    "Conversations an operator reset or deleted.",
+    ["deployment", "action"],
+)
 
 
 def admitted(adm: Admission) -> None:
@@ -85,3 +95,13 @@ def finished(task: Task, status: TaskStatus, now: datetime) -> None:
 
 def recovered(status: TaskStatus) -> None:
     RECOVERED.labels(status.value).inc()
+
+
+def pruned(deployment: str, reason: str, count: int) -> None:
+    """Messages a prune deleted (``retention`` or ``stored_cap``)."""
+    if count:
+        PRUNED.labels(deployment, reason).inc(count)
+
+
+def lifecycle(deployment: str, action: str) -> None:
+    LIFECYCLE.labels(deployment, action).inc()

@@ -7,6 +7,7 @@ Redis lease, Celery wake-ups. The dispatcher code is the same in both.
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,6 +36,33 @@ class Runtime:
     local_waker: LocalWaker | None = None
     #: Embedded mode's background jobs (embedding), one thread.
     _jobs: ThreadPoolExecutor | None = field(default=None, repr=False)
+    #: Embedded mode's reply deliveries (apart from jobs: a slow receiver delays no embedding).
+    _deliveries: ThreadPoolExecutor | None = field(default=None, repr=False)
+    _timers: set[threading.Timer] = field(default_factory=set, repr=False)
+    _closed: bool = field(default=False, repr=False)
+
+    def deliver(self, delivery_id: uuid.UUID, delay_s: float = 0.0) -> None:
+        """Attempt a delivery (after ``delay_s``): ``fleet.deliver`` in a fleet, a thread
+        embedded (a retry still waiting when the process ends is started by the next sweep)."""
+        if not self.settings.embedded:
+            from fleet.dispatch.celery_app import app_for
+
+            assert self.settings.redis_url
+            app_for(self.settings.redis_url).send_task(
+                "fleet.deliver", args=[str(delivery_id)], countdown=delay_s or None
+            )
+            return
+        if self._closed:
+            return
+        if delay_s > 0:
+            timer = threading.Timer(delay_s, self.deliver, args=(delivery_id,))
+            timer.daemon = True
+            self._timers.add(timer)
+            timer.start()
+            return
+        if self._deliveries is None:
+            self._deliveries = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fleet-deliver")
+        self._deliveries.submit(_logged, self.dispatcher.deliveries.run, delivery_id)
 
     def job(self, name: str, conversation_id: uuid.UUID) -> None:
         """Run a background job: a Celery task in a fleet, a thread of this process embedded."""
@@ -50,6 +78,11 @@ class Runtime:
         self._jobs.submit(_logged, run, conversation_id)
 
     def close(self) -> None:
+        self._closed = True
+        for timer in list(self._timers):
+            timer.cancel()
+        if self._deliveries is not None:
+            self._deliveries.shutdown(wait=True)
         if self._jobs is not None:
             self._jobs.shutdown(wait=True)
         self.store.dispose()
@@ -100,6 +133,11 @@ def build(
     store = open_store(settings, config=config)
     if check_schema:
         ensure_schema(store)
+    if config.app.embeddings.search == "auto" and any(
+        a.recall is not None for a in config.agents.values()
+    ):
+        with db.unavailable_on_outage():
+            store.enable_vector_search(create=True)
     local_waker: LocalWaker | None = None
     if settings.embedded:
         lease = lease or LocalLease(settings.lease_ttl)
@@ -119,6 +157,7 @@ def build(
             )
     dispatcher = Dispatcher(settings=settings, config=config, store=store, lease=lease, waker=waker)
     runtime = Runtime(settings, config, store, dispatcher, local_waker)
+    dispatcher.deliveries.enqueue = runtime.deliver
     if any(a.recall is not None or a.observations for a in config.agents.values()):
         dispatcher.sources.jobs = runtime.job
     return runtime

@@ -197,7 +197,7 @@ class StoreBackend:
     def close(self) -> None:
         try:
             if self._loop is not None:
-                self._loop.stop()  # running drains end after their current run
+                self._loop.stop()  # runs hand their tasks back after their current step
         finally:
             self.rt.close()
 

@@ -8,7 +8,9 @@ from typing import Any
 
 from pydantic.alias_generators import to_camel
 
+from fleet.domain import delivery, redaction
 from fleet.domain.events import TaskEvent
+from fleet.domain.lifecycle import fresh_notice
 from fleet.domain.values import Admission, Message, Run, Step, Task, TaskStatus
 
 
@@ -39,6 +41,30 @@ def task_json(task: Task) -> dict[str, Any]:
     }
 
 
+def delivery_json(rec: delivery.Record) -> dict[str, Any]:
+    """A reply delivery and its journal (every attempt)."""
+    return {
+        "id": str(rec.id),
+        "target": rec.target,
+        "kind": rec.kind,
+        # (rows stored before URLs were shortened and redacted are shown the same way)
+        "url": None if rec.url is None else redaction.DEFAULT.text(delivery.shown_url(rec.url)),
+        "status": rec.status,
+        "attempts": rec.attempts,
+        "maxAttempts": rec.max_attempts,
+        "nextAttemptAt": iso(rec.next_at) if rec.status == "pending" else None,
+        "error": rec.error,
+        "journal": list(rec.journal),
+        "createdAt": iso(rec.created_at),
+        "updatedAt": iso(rec.updated_at),
+    }
+
+
+def task_with_deliveries(task: Task, deliveries: Iterable[delivery.Record]) -> dict[str, Any]:
+    """GetTask and ``fleet tasks show``: the task and where its reply was delivered."""
+    return {**task_json(task), "deliveries": [delivery_json(d) for d in deliveries]}
+
+
 def admission_json(adm: Admission) -> dict[str, Any]:
     out = task_json(adm.task)
     out["mergedInto"] = str(adm.merged_into) if adm.merged_into else None
@@ -46,6 +72,9 @@ def admission_json(adm: Admission) -> dict[str, Any]:
     out["deliveredTo"] = adm.delivered_to
     out["dropped"] = str(adm.dropped) if adm.dropped else None
     out["interrupted"] = str(adm.interrupted) if adm.interrupted else None
+    if adm.fresh_after_delete is not None:
+        out["freshAfterDelete"] = iso(adm.fresh_after_delete)
+        out["notice"] = fresh_notice(out["conversation"], adm.fresh_after_delete)
     return out
 
 
@@ -124,7 +153,7 @@ def _ref(record: dict[str, Any]) -> dict[str, Any]:
     """A message the context injected or dropped (``reason`` for dropped ones; ``tokens`` when
     a token budget priced it)."""
     out = {k: record.get(k) for k in ("id", "role", "bytes", "preview")}
-    for optional in ("tokens", "reason"):
+    for optional in ("tokens", "reason", "delivery"):
         if optional in record:
             out[optional] = record[optional]
     return out

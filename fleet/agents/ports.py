@@ -1,7 +1,9 @@
-"""What the runner is handed: its journal (steps, inbox, stop requests) and its settings.
+"""What the runner is handed: its journal (steps, inbox, stop requests), its delegation port
+and its settings.
 
 The runner never touches the store: the dispatcher binds these ports to it
-(``fleet.dispatch.journal.StoreJournal``); tests use ``MemoryJournal``.
+(``fleet.dispatch.journal.StoreJournal``, ``fleet.dispatch.delegation.RunDelegation``); tests
+use ``MemoryJournal``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Protocol
 from fleet.agents import telemetry
 from fleet.agents.tokens import Tokenizer
 from fleet.agents.tools.base import Tool
+from fleet.domain.delegation import Delegated, Finished
 from fleet.domain.runs import InboxItem, Signals, TraceRow
 
 
@@ -73,6 +76,29 @@ class MemoryJournal:
         )
 
 
+class Delegation(Protocol):
+    """How a run hands work to other deployments (``call_agent``, ``start_agent``)."""
+
+    #: The deployments the agent may delegate to (its ``delegates``).
+    delegates: Sequence[str]
+
+    def delegate(self, deployment: str, input: str, *, call_id: str, wait: bool) -> Delegated:
+        """Admit a task in a new conversation of ``deployment``, once per ``call_id`` (a retried
+        run gets the same task back). ``wait``: the caller will wait for it; otherwise its
+        result comes back as a task of the caller's conversation. Raises Refused (not a
+        delegate, too deep, a deadlock) or InputError (bad input)."""
+        ...
+
+    def poll(self, task_id: str) -> Finished | None:
+        """How the delegated task ended, or None while it is unfinished (embedded mode also
+        runs it here, when no one else does)."""
+        ...
+
+    def cancel(self, task_id: str) -> None:
+        """The caller stopped waiting (cancelled, timed out): cancel the delegated task."""
+        ...
+
+
 @dataclass(frozen=True)
 class RunPorts:
     journal: Journal
@@ -90,3 +116,5 @@ class RunPorts:
     report_on_interrupt: bool = True
     #: Messages already wait in the inbox when the run starts (a retry): take them first.
     inbox_waiting: bool = False
+    #: The agent may delegate (``delegates`` set): the call_agent and start_agent tools use it.
+    delegation: Delegation | None = None

@@ -9,7 +9,7 @@ from typing import Any
 from fleet.agents import tokens
 from fleet.agents.models.base import ChatMessage
 from fleet.config import AgentConfig
-from fleet.domain import context
+from fleet.domain import context, delivery
 from fleet.domain.values import Task, render_parts
 
 
@@ -21,13 +21,15 @@ def assemble(
     more_history: bool,
     tokenizer: tokens.Tokenizer | None = None,
     memory: Memory | None = None,
+    remember: str = "all",
 ) -> dict[str, Any]:
     """The frozen context: the exact messages of the first model step plus their provenance.
 
     The system message is the instructions and the attached memory blocks; conversation notes
     follow as a user message marked as notes (untrusted data), then the history, then the
     input. With ``context_tokens`` the history gets what the rest leaves of it (counted by
-    ``tokenizer``, default the process's).
+    ``tokenizer``, default the process's). ``remember = "delivered"`` leaves replies whose
+    delivery is not ``sent`` out (listed as dropped, ``undelivered``).
     """
     lim = agent.history
     fixed: list[dict[str, str]] = []
@@ -59,6 +61,9 @@ def assemble(
         more_exist=more_history or len(history_newest_first) > lim.max_items + DROPPED_SHOWN,
         max_tokens=max_tokens,
         cost=None if counter is None else (lambda r: tokens.message_tokens(counter, r.content)),
+        keep=None
+        if remember == "all"
+        else (lambda r: delivery.remembered(r.role, r.delivery, remember)),
     )
     recalled: list[dict[str, str]] = []
     recall_record: dict[str, Any] | None = None

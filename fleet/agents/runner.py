@@ -24,9 +24,9 @@ from typing import Any
 from fleet.agents import tokens
 from fleet.agents.budget import fit as budget_fit
 from fleet.agents.models.base import ChatMessage, Model, ToolCall
-from fleet.agents.ports import Journal, MemoryJournal, RunPorts
+from fleet.agents.ports import Delegation, Journal, MemoryJournal, RunPorts
 from fleet.agents.steps import Steps, inbox_texts
-from fleet.agents.tools import executor
+from fleet.agents.tools import delegation, executor
 from fleet.agents.tools.base import Tool, ToolContext
 from fleet.domain import journal
 from fleet.domain.runs import Outcome, Signals, TraceRow
@@ -60,6 +60,10 @@ def run_agent(
     ``cancelled``, an interrupt as ``superseded`` (with the report it gave); tool failures are
     results the model sees. Raises LeaseLost (from commits)."""
     convo = list(messages)
+    if ports.delegation is not None:
+        tools, clash = _with_delegation(tools, ports.delegation)
+        if clash is not None:
+            return Outcome(TaskStatus.FAILED, None, clash, {})
     specs = [t.spec for t in tools.values()]
     steps = Steps(ports)
     replay = journal.Replay(ports.journal.replay())
@@ -116,6 +120,18 @@ def run_agent(
             )
         if skip == SKIPPED_FOR_INTERRUPT:
             return _report(model, convo, steps)
+
+
+def _with_delegation(
+    tools: Mapping[str, Tool], port: Delegation
+) -> tuple[Mapping[str, Tool], str | None]:
+    """The agent's tools and the delegation tools (``call_agent``, ``start_agent``), or why
+    not: one of the agent's own tools has the name of one."""
+    found = {t.name: t for t in delegation.tools(port, port.delegates)}
+    clash = sorted(set(found) & set(tools))
+    if clash:
+        return tools, f"the agent's tool {clash[0]!r} has the name of a delegation tool; rename it"
+    return {**tools, **found}, None
 
 
 def _skip(

@@ -103,7 +103,7 @@ def agent_card(dep: DeploymentConfig, rpc_url: str, *, secured: bool) -> AgentCa
             AgentInterface(url=rpc_url, protocol_binding="JSONRPC", protocol_version="1.0"),
             AgentInterface(url=rpc_url, protocol_binding="JSONRPC", protocol_version="0.3"),
         ],
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True),
         default_input_modes=["text/plain", "application/json"],
         default_output_modes=["text/plain"],
         skills=[

@@ -9,12 +9,13 @@ call context's state. Every fleet error leaves here as an A2A error with a clear
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, NoReturn
+from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
@@ -48,7 +49,6 @@ from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
     InternalError,
     InvalidParamsError,
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
 )
@@ -58,15 +58,17 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from starlette.concurrency import run_in_threadpool
 
 from fleet import views
+from fleet.api import a2a_push as push
 from fleet.api.auth import Caller
 from fleet.api.event_hub import EventHub, follow, snapshot
 from fleet.domain import a2a as rules
+from fleet.domain import delivery as rules_delivery
 from fleet.domain import keys
 from fleet.domain.events import TaskEvent
 from fleet.domain.values import DataPart, TextPart
 from fleet.domain.values import Task as FleetTask
 from fleet.domain.values import TaskStatus as FleetStatus
-from fleet.errors import FleetError, InputError, NotFound
+from fleet.errors import Conflict, FleetError, InputError, NotFound
 from fleet.runtime import Runtime
 from fleet.store import TaskFilter
 from fleet.store.db import is_outage
@@ -276,6 +278,11 @@ class FleetRequestHandler(RequestHandler):
         wait = rules.wait_seconds(
             params.configuration.return_immediately, request_meta, message_meta
         )
+        push_params = None
+        if params.configuration.HasField("task_push_notification_config"):
+            # Checked before the task is admitted: a config refused admits nothing.
+            push_params = params.configuration.task_push_notification_config
+            push.config(uuid.uuid4(), push_params, caller.name)
         key = msg.context_id or None
         if msg.task_id:
             # A follow-up to one of our tasks continues that task's conversation.
@@ -299,6 +306,8 @@ class FleetRequestHandler(RequestHandler):
             delivery=delivery,
             resource_id=resource,
         )
+        if push_params is not None:
+            await self._set_push(admission.task, push_params, caller)
         return admission.task, wait
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task:
@@ -404,31 +413,80 @@ class FleetRequestHandler(RequestHandler):
                 for out in stream_events(ev):
                     yield out
 
-    @staticmethod
-    def _no_push() -> NoReturn:
-        raise PushNotificationNotSupportedError(
-            "push notifications are not offered by this agent; poll GetTask"
-        )
+    # -- push notifications: the task's final state POSTed to the caller's URL, journaled -----
+
+    async def _set_push(
+        self, task: FleetTask, params: TaskPushNotificationConfig, caller: Caller
+    ) -> rules_delivery.PushConfig:
+        """Store the caller's config; a task that finished already (the settle saw no config)
+        gets its notification now. Another caller's config of that id is not replaced."""
+        cfg = push.config(task.id, params, caller.name)
+        stored = await run_in_threadpool(self.rt.store.set_push_config, cfg, datetime.now(UTC))
+        if not stored:
+            raise Conflict(
+                f"task {task.id} has a push-notification config {cfg.id!r} set by another "
+                "caller; give yours another id",
+                field="id",
+            )
+        now = await run_in_threadpool(self.rt.store.get_task, task.id)
+        if now.status.terminal:
+            await run_in_threadpool(self.rt.dispatcher.deliveries.schedule, task.id)
+        return cfg
 
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        self._no_push()
+        with a2a_errors():
+            caller, _ = _who(context)
+            task = await self._task(context, params.task_id)
+            return push.to_a2a(await self._set_push(task, params, caller))
+
+    async def _push_configs(
+        self, context: ServerCallContext, task_id: str
+    ) -> list[TaskPushNotificationConfig]:
+        """The caller's own configs of the task (another caller's are not shown)."""
+        caller, _ = _who(context)
+        task = await self._task(context, task_id)
+        found = await run_in_threadpool(
+            functools.partial(self.rt.store.push_configs, task.id, owner=caller.name)
+        )
+        return [push.to_a2a(c) for c in found]
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        self._no_push()
+        with a2a_errors():
+            wanted = params.id or params.task_id
+            for cfg in await self._push_configs(context, params.task_id):
+                if cfg.id == wanted:
+                    return cfg
+            raise NotFound(f"task {params.task_id} has no push-notification config {wanted!r}")
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        self._no_push()
+        with a2a_errors():
+            found = await self._push_configs(context, params.task_id)
+            return ListTaskPushNotificationConfigsResponse(configs=found)
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        self._no_push()
+        with a2a_errors():
+            caller, _ = _who(context)
+            task = await self._task(context, params.task_id)
+            gone = await run_in_threadpool(
+                functools.partial(
+                    self.rt.store.delete_push_config,
+                    task.id,
+                    params.id or params.task_id,
+                    owner=caller.name,
+                )
+            )
+            if not gone:
+                raise NotFound(
+                    f"task {params.task_id} has no push-notification config {params.id!r}"
+                )
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext

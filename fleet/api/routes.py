@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from fleet.api import a2a, events, ops, runs, tasks, triggers, ui
+from fleet.api import a2a, conversations, events, ops, runs, tasks, triggers, ui
 
 
 def include(app: FastAPI) -> None:
-    for module in (tasks, events, runs, ops, triggers, a2a):
+    # conversations after tasks: ListConversationMessages' path is more specific than theirs
+    for module in (tasks, conversations, events, runs, ops, triggers, a2a):
         app.include_router(module.router)
     ui.install(app)

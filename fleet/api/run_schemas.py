@@ -38,8 +38,12 @@ class DroppedMessage(ContextMessage):
     """A stored message the context left out, and why."""
 
     reason: str = Field(
-        description="`item_limit`, `byte_limit`, `token_limit` (a history budget was full) or "
-        "`oversized` (larger than a whole budget)."
+        description="`item_limit`, `byte_limit`, `token_limit` (a history budget was full), "
+        "`oversized` (larger than a whole budget) or `undelivered` (a reply whose delivery is "
+        'not `sent`, with `remember = "delivered"`).'
+    )
+    delivery: str | None = Field(
+        default=None, description="`undelivered`: the reply's delivery status then."
     )
 
 

@@ -140,6 +140,39 @@ class TaskView(_Camel):
     error: str | None
 
 
+class DeliveryView(_Camel):
+    """A reply delivered somewhere (a `[reply]` URL, an A2A push config), with its journal."""
+
+    id: UUID = Field(description="Also the `Idempotency-Key` every attempt sends.")
+    target: str = Field(
+        description="`reply:triggers/<name>`, `reply:deployments/<name>` or `push:<config id>`."
+    )
+    kind: Literal["reply", "push"]
+    url: str | None
+    status: Literal["pending", "sent", "failed", "unknown"] = Field(
+        description="`sent`: a receiver answered 2xx; `failed`: refused, or retries used up; "
+        "`unknown`: the last attempt timed out (the receiver may have it); `pending`: to be tried."
+    )
+    attempts: int
+    max_attempts: int
+    next_attempt_at: datetime | None
+    error: str | None
+    journal: list[dict[str, Any]] = Field(
+        description="Every attempt: `attempt`, `at`, `outcome`, `httpStatus`, `durationMs`, "
+        "`detail` (the start of the answer, or what went wrong; redacted)."
+    )
+    created_at: datetime
+    updated_at: datetime
+
+
+class TaskDetail(TaskView):
+    """GetTask: the task and where its reply was delivered."""
+
+    deliveries: list[DeliveryView] = Field(
+        default_factory=list, description="Deliveries of its reply (none unless configured)."
+    )
+
+
 class SubmitTaskResponse(TaskView):
     """The admitted task: a new one, the queued one it was merged into, or the original one."""
 
@@ -161,6 +194,12 @@ class SubmitTaskResponse(TaskView):
     interrupted: UUID | None = Field(
         description="The running task asked to stop for this submission (`interrupt`)."
     )
+    fresh_after_delete: datetime | None = Field(
+        default=None,
+        description="The conversation's key was deleted at this time (DeleteConversation): "
+        "this task starts it fresh, with no earlier history or notes.",
+    )
+    notice: str | None = Field(default=None, description="Says so, in words.")
 
 
 class CancelTaskResponse(_Camel):

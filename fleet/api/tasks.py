@@ -24,8 +24,8 @@ from fleet.api.schemas import (
     SignalTaskRequest,
     SubmitTaskRequest,
     SubmitTaskResponse,
+    TaskDetail,
     TaskList,
-    TaskView,
     problem_responses,
 )
 from fleet.constants import MIN_TASK_ID_PREFIX
@@ -126,7 +126,7 @@ async def submit_task(
 @router.get(
     "/v1/tasks/{id}",
     operation_id="GetTask",
-    response_model=TaskView,
+    response_model=TaskDetail,
     responses=problem_responses(*_AUTH, 404, 422),
     summary="Get a task, optionally waiting for it to finish",
 )
@@ -153,7 +153,8 @@ async def get_task(
         task = await run_in_threadpool(_visible, rt, caller, task_id)
         left = deadline - loop.time()
         if task.status.terminal or left <= 0:
-            return JSONResponse(views.task_json(task))
+            found = await run_in_threadpool(rt.store.task_deliveries, task.id)
+            return JSONResponse(views.task_with_deliveries(task, found))
         await asyncio.sleep(min(pause, left))
         pause = min(pause * 2, POLL_MAX_S)
 

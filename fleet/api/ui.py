@@ -291,6 +291,29 @@ async def cancel(request: Request, task_id: uuid.UUID) -> Response:
     return RedirectResponse(target, status_code=303)
 
 
+@router.post("/conversations/{conversation_id}/reset", response_class=HTMLResponse)
+async def reset(request: Request, conversation_id: uuid.UUID) -> Response:
+    """ResetConversation after a confirmation (the page's dialog, or a page of its own without
+    JS); a running task makes it an error page saying so (409)."""
+    viewer = _viewer(request)
+    form = await _form(request)
+    _csrf(viewer, form)
+    rt = _rt(request)
+    try:
+        found = await run_in_threadpool(rt.store.conversation, conversation_id, tasks=1)
+    except NotFound:
+        raise UiRefused(404, "No conversation with that id.") from None
+    _seen(viewer, found.deployment, "conversation")
+    target = f"/ui/conversations/{found.id}"
+    if form.get("confirmed") != "yes":
+        return _page(request, "confirm_reset.html", viewer=viewer, conversation=found, next=target)
+    try:
+        await run_in_threadpool(rt.dispatcher.lifecycle.reset, found.deployment, found.conversation)
+    except FleetError as exc:
+        raise UiRefused(exc.status, exc.message) from None
+    return RedirectResponse(target, status_code=303)
+
+
 @router.get("/tasks/{task_id}/events")
 async def task_events(
     request: Request, task_id: uuid.UUID, after: Annotated[str | None, Query()] = None

@@ -1,21 +1,12 @@
 """Settings from ``FLEET_*`` environment variables and the agents/deployments in ``config/``.
 
 Every failure names the file (or ``environment``), the key and the reason, so a bad value is fixed
-where it is written. ``settings`` holds the environment, ``agents`` and ``intake`` the models of
-the files in ``config/``, ``loading`` reads and cross-checks them, ``base`` what they share.
+where it is written. ``settings`` holds the environment, ``agents`` (with its ``model``, ``tools``
+and ``memory``) and ``intake`` the models of the files in ``config/``, ``loading`` reads and
+cross-checks them, ``base`` what they share.
 """
 
-from fleet.config.agents import (
-    AgentConfig,
-    HistoryConfig,
-    McpServerConfig,
-    MemoryAttachment,
-    ModelConfig,
-    ObservationsConfig,
-    RecallConfig,
-    ToolRef,
-    WorkingMemoryConfig,
-)
+from fleet.config.agents import AgentConfig, HistoryConfig
 from fleet.config.base import MAX_DURATION_S, Duration, parse_duration
 from fleet.config.intake import (
     CallerConfig,
@@ -32,7 +23,15 @@ from fleet.config.loading import (
     LimitDefaults,
     load_config,
 )
+from fleet.config.memory import (
+    MemoryAttachment,
+    ObservationsConfig,
+    RecallConfig,
+    WorkingMemoryConfig,
+)
+from fleet.config.model import ModelConfig
 from fleet.config.settings import Settings, load_settings
+from fleet.config.tools import McpServerConfig, ToolRef
 
 __all__ = [
     "MAX_DURATION_S",

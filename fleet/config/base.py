@@ -18,6 +18,7 @@ from pydantic import (
 from fleet.constants import (
     LIMITS,
 )
+from fleet.domain import redaction
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
@@ -90,7 +91,8 @@ def _reason(err: Any) -> str:
         and err.get("type") not in ("missing", "extra_forbidden")
         and not isinstance(err["input"], dict | list | tuple)
     ):
-        shown = repr(err["input"])
+        # (a URL's password is masked: ``https://user:[REDACTED]@host``)
+        shown = redaction.DEFAULT.text(repr(err["input"]))
         if shown not in msg:
             return f"{msg} (got {shown})"
     return msg

@@ -20,6 +20,7 @@ from fleet.config.base import (
     Duration,
     _Strict,
 )
+from fleet.config.reply import ReplyConfig
 from fleet.constants import (
     DEFAULT_DEBOUNCE_S,
     MAX_DEBOUNCE_S,
@@ -77,6 +78,11 @@ class DeploymentConfig(_Strict):
     labels: dict[str, str] = Field(default_factory=dict)
     #: Which memory blocks its agents see: deployments of one namespace share them.
     namespace: str = "default"
+    #: Where replies are delivered (a trigger's own ``[reply]`` replaces it for its tasks).
+    reply: ReplyConfig | None = None
+    #: Which replies later runs see as history: ``all`` (default, as returned), or only
+    #: ``delivered`` ones (a reply whose delivery is not ``sent`` is left out).
+    remember: Literal["all", "delivered"] = "all"
 
     @field_validator("namespace")
     @classmethod
@@ -196,6 +202,8 @@ class TriggerConfig(_Strict):
     #: Without a signature or webhook callers, accept anyone's deliveries (else only when the
     #: server has no callers configured at all).
     public: StrictBool = False
+    #: Where the replies of its tasks are delivered (e.g. the GitHub issue's comments URL).
+    reply: ReplyConfig | None = None
 
     @field_validator("input")
     @classmethod

@@ -34,6 +34,7 @@ from fleet.config.base import (
     _Strict,
 )
 from fleet.config.intake import CallerConfig, DeploymentConfig, TriggerConfig
+from fleet.config.reply import ReplyConfig
 from fleet.errors import ConfigError, NotFound
 
 
@@ -63,6 +64,9 @@ class EmbeddingsConfig(_Strict):
     #: openai only: overrides FLEET_OPENAI_BASE_URL.
     base_url: str | None = None
     dimensions: StrictInt | None = Field(default=None, ge=1, le=8192)
+    #: ``auto``: search in the database where it can (pgvector, sqlite-vec), else exactly in
+    #: the worker; ``exact``: always in the worker (same results, probes nothing).
+    search: Literal["auto", "exact"] = "auto"
 
     @model_validator(mode="after")
     def _named(self) -> EmbeddingsConfig:
@@ -124,6 +128,11 @@ class FleetConfig(BaseModel):
             if trigger.signature is not None:
                 names.append(trigger.signature.secret_env)
         names.extend(c.key_env for c in self.callers.values() if c.key_env)
+        replies = [d.reply for d in self.deployments.values()]
+        replies += [t.reply for t in self.triggers.values()]
+        for reply in replies:
+            if reply is not None:
+                names.extend(reply.env_names().values())
         return tuple(v for v in (env.get(n) for n in names) if v)
 
     def agent_for(self, deployment: str) -> AgentConfig:
@@ -164,6 +173,19 @@ def _with_defaults(defaults: dict[str, Any], data: dict[str, Any]) -> dict[str, 
         else:
             merged[key] = value
     return merged
+
+
+def _reply_env(path: Path, reply: ReplyConfig | None) -> None:
+    """Every header a ``[reply]`` sends reads an environment variable that is set."""
+    if reply is None:
+        return
+    for header, env in reply.env_names().items():
+        if not os.environ.get(env):
+            raise ConfigError(
+                str(path),
+                f"reply.headers.{header}",
+                f"environment variable {env} is not set (it holds the header's value)",
+            )
 
 
 def load_config(root: Path) -> FleetConfig:
@@ -212,6 +234,15 @@ def load_config(root: Path) -> FleetConfig:
             raise ConfigError(
                 str(root / "deployments" / f"{name}.toml"), "labels", str(exc)
             ) from None
+    for name, agent in agents.items():
+        for i, target in enumerate(agent.delegates):
+            if target not in deployments:
+                known = ", ".join(sorted(deployments)) or "none"
+                raise ConfigError(
+                    str(root / "agents" / f"{name}.toml"),
+                    f"delegates[{i}]",
+                    f"no deployment named {target!r} (known: {known})",
+                )
     for name, trig in sections["triggers"].items():
         if trig.deployment not in deployments:
             known = ", ".join(sorted(deployments)) or "none"
@@ -220,6 +251,9 @@ def load_config(root: Path) -> FleetConfig:
                 "deployment",
                 f"no deployment named {trig.deployment!r} (known: {known})",
             )
+    for section in ("deployments", "triggers"):
+        for name, holder in sections[section].items():
+            _reply_env(root / section / f"{name}.toml", getattr(holder, "reply", None))
     for name, caller in sections["callers"].items():
         where = str(root / "callers" / f"{name}.toml")
         for dep_name in caller.deployments:

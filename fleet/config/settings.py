@@ -17,6 +17,7 @@ from fleet.config.base import (
     Duration,
     _reason,
 )
+from fleet.constants import DEFAULT_MAX_DELEGATION_DEPTH
 from fleet.errors import ConfigError
 
 
@@ -45,12 +46,19 @@ class Settings(BaseSettings):
     lease_ttl: Duration = 10.0
     #: How often the sweeper recovers expired leases and re-sends lost wake-ups.
     sweep_interval: Duration = 5.0
+    #: How often the sweeper enforces retention and the stored cap (batched deletes).
+    prune_interval: Duration = 60.0
     #: How often a run is tried before its task fails (crash recovery retries).
     max_attempts: int = Field(default=3, ge=1, le=100)
     #: How long one drain may keep a worker on one conversation before yielding to others.
     drain_budget: Duration = 5.0
+    #: On SIGTERM (or Ctrl-C) a run's current step may take this long to finish before its task
+    #: is handed back anyway; ``fleet serve`` drains in-flight requests for as long.
+    shutdown_grace: Duration = 10.0
     #: Embedded mode: conversations run at once (threads, each draining one conversation).
     embedded_concurrency: int = Field(default=4, ge=1, le=32)
+    #: How many delegations deep (``call_agent``, ``start_agent``) a chain of tasks may go.
+    max_delegation_depth: int = Field(default=DEFAULT_MAX_DELEGATION_DEPTH, ge=0, le=20)
     #: Log level of fleet's own loggers.
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     #: ``text``, or ``json``: one JSON object per line with the ids and labels of the run.
@@ -74,7 +82,14 @@ class Settings(BaseSettings):
             raise ValueError("must be at least 1s so heartbeats can renew it")
         return v
 
-    @field_validator("sweep_interval", "drain_budget", "event_stream_max")
+    @field_validator("shutdown_grace")
+    @classmethod
+    def _not_negative(cls, v: float) -> float:
+        if v < 0:
+            raise ValueError("must be zero or more seconds")
+        return v
+
+    @field_validator("sweep_interval", "prune_interval", "drain_budget", "event_stream_max")
     @classmethod
     def _positive(cls, v: float) -> float:
         if v <= 0:

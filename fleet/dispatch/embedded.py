@@ -18,6 +18,8 @@ log = logging.getLogger(__name__)
 
 #: How long the loop rests when nothing is scheduled (another process holds the conversation).
 IDLE_POLL_S = 0.1
+#: After the runs are handed back, how long ``stop`` waits for its threads to end.
+JOIN_S = 2.0
 
 
 def holder_alive(worker: str | None) -> bool:
@@ -91,19 +93,24 @@ class EmbeddedLoop:
             t.start()
         self._thread.start()
 
-    def stop(self, timeout_s: float = 30.0) -> None:
-        """Stop taking work; each running drain ends after its current run (up to ``timeout_s``)."""
-        deadline = time.monotonic() + timeout_s
+    def stop(self, grace_s: float | None = None) -> int:
+        """Stop taking work, as a worker does on SIGTERM: each run hands its task back after its
+        current step, within ``grace_s`` (``FLEET_SHUTDOWN_GRACE`` unless given); a step still
+        running then is abandoned. The tasks stay resumable: the next start (or another process
+        on the same store) resumes them from their journal. Returns how many were abandoned."""
+        grace = self._dispatcher.settings.shutdown_grace if grace_s is None else grace_s
         self._stop.set()
-        self._dispatcher.stopping.set()
         self._waker.changed.set()
+        abandoned = self._dispatcher.shut_down(grace)
+        deadline = time.monotonic() + JOIN_S
         if self._thread.is_alive():
-            self._thread.join(timeout_s)
+            self._thread.join(JOIN_S)
         for _ in self._drainers:
             self._work.put(None)
-        for t in self._drainers:
+        for t in self._drainers:  # an abandoned step's thread is left behind (a daemon)
             if t.is_alive():
                 t.join(max(0.0, deadline - time.monotonic()))
+        return abandoned
 
     def _run(self) -> None:
         interval = self._dispatcher.settings.sweep_interval

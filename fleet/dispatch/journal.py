@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from fleet.dispatch.lease import LeaseHandle
+from fleet.dispatch.shutdown import HandBack
+from fleet.domain import shutdown
 from fleet.domain.runs import Signals, TraceRow
 from fleet.domain.values import Task
 from fleet.errors import LeaseLost, Unavailable
@@ -29,6 +31,7 @@ class StoreJournal:
         clock: Callable[[], datetime],
         *,
         previous: Sequence[TraceRow] = (),
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self._store = store
         self._task = task
@@ -36,17 +39,25 @@ class StoreJournal:
         self._handle = handle
         self._clock = clock
         self._previous = previous
+        self._stopping = stopping
         self._next_poll = 0.0
 
     def replay(self) -> Sequence[TraceRow]:
         return self._previous
 
     def commit(self, rows: Sequence[TraceRow], *, take_inbox_as: int | None = None) -> Signals:
+        """Store the finished steps fenced; raises LeaseLost, or HandBack once stored if the
+        worker is stopping."""
         if self._handle.lost.is_set():
             raise LeaseLost(f"lease on conversation {self._task.conversation_id} was lost")
-        return self._store.checkpoint(
+        signals = self._store.checkpoint(
             self._task, self._run_id, rows, self._clock(), take_inbox_as=take_inbox_as
         )
+        # What finished is stored now: a worker that is stopping gives the task back here.
+        action = shutdown.decide(stopping=self._stopping(), where="boundary", cancel=signals.cancel)
+        if action == "hand_back":
+            raise HandBack(f"task {self._task.id}: handed back at step boundary")
+        return signals
 
     def must_stop(self) -> bool:
         """Lease lost, or (asked of the store at most every CANCEL_POLL_S) a cancel requested."""

@@ -2,6 +2,7 @@
 
 It holds the job logic and talks only to the store port, a lease and a waker (procrastinate's
 manager/connector split); Celery tasks, HTTP routes and the CLI call it and map its errors.
+What a run does between its claim and its settle is ``fleet.dispatch.execute``'s.
 """
 
 from __future__ import annotations
@@ -18,42 +19,25 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fleet import logs, metrics, policy
-from fleet.agents import models as model_adapters
 from fleet.agents import prompt, telemetry
-from fleet.agents.runner import RunPorts, run_agent
-from fleet.agents.tools import ToolContext, ToolLoadError, toolbox
-from fleet.agents.tools.toolbox import Toolbox, ToolServerError
-from fleet.config import AgentConfig, ConversationsConfig, FleetConfig, Settings
-from fleet.dispatch.journal import StoreJournal
+from fleet.agents.tools import toolbox
+from fleet.config import AgentConfig, FleetConfig, Settings
+from fleet.delivery import Deliverer
+from fleet.dispatch.delegation import Delegations
+from fleet.dispatch.execute import Execution, agent_of
+from fleet.dispatch.intake import Admissions, queue_policy
 from fleet.dispatch.lease import Lease, LeaseHandle
+from fleet.dispatch.lifecycle import Lifecycle
+from fleet.dispatch.shutdown import HandBack, InFlight, stop_runs
 from fleet.dispatch.sources import RunSources
 from fleet.dispatch.waker import Waker
-from fleet.domain import inputs, keys
-from fleet.domain.admission import QUEUE_MODES, QueuePolicy, Submission
-from fleet.domain.labels import merge_labels
+from fleet.domain import inputs, shutdown
 from fleet.domain.runs import Outcome
 from fleet.domain.values import CLAIMABLE, Admission, Task, TaskStatus
-from fleet.errors import Conflict, Forbidden, InputError, LeaseLost, NotFound, QueueFull
+from fleet.errors import Conflict, LeaseLost
 from fleet.store import CancelResult, Chain, Claim, Head, Prepared, Started, Store
 
 log = logging.getLogger(__name__)
-
-
-def queue_policy(conv: ConversationsConfig, delivery: str | None = None) -> QueuePolicy:
-    """The deployment's queue policy, with one submission's ``delivery`` mode if it gives one."""
-    mode = conv.queue_mode if delivery is None else delivery
-    if mode not in QUEUE_MODES:
-        raise InputError(
-            f"delivery must be one of {', '.join(QUEUE_MODES)}, got {delivery!r}", field="delivery"
-        )
-    return QueuePolicy(
-        mode,
-        conv.debounce,
-        max_wait_s=conv.effective_max_wait,
-        max_merged=conv.max_merged,
-        max_queued=conv.max_queued,
-        on_full=conv.on_full,
-    )
 
 
 def utcnow() -> datetime:
@@ -69,6 +53,8 @@ def worker_name() -> str:
 class SweepReport:
     recovered: int
     woken: int
+    #: Messages retention and the stored cap deleted (``fleet.dispatch.lifecycle``).
+    pruned: int = 0
 
 
 class Dispatcher:
@@ -90,8 +76,6 @@ class Dispatcher:
         self.waker = waker
         self.clock = clock
         self.worker = worker or worker_name()
-        self._models: dict[str, model_adapters.Model] = {}
-        self._toolboxes: dict[str, Toolbox] = {}
         #: Memory, recall and the jobs that keep them current.
         self.sources = RunSources(store, config, settings, clock)
         toolbox.importable(config.root)
@@ -101,8 +85,30 @@ class Dispatcher:
         self._history_cap = max(
             (prompt.history_reads(a.history.max_items) for a in config.agents.values()), default=1
         )
-        #: Set on warm shutdown: finish the current run, then stop looking for more.
+        #: Reply delivery: journaled before the settle, attempted off the hot path.
+        self.deliveries = Deliverer(store, config, clock)
+        #: Set on shutdown: take no new task; a run hands its task back after its current step.
         self.stopping = threading.Event()
+        #: call_agent / start_agent: delegated tasks and the results reported back.
+        self.delegations = Delegations(
+            store,
+            config,
+            settings,
+            waker,
+            clock,
+            policy_of=queue_policy,
+            cancel=self.cancel,
+            drive=self.drain if settings.embedded else None,
+            authorize=self.policy,
+        )
+        #: The runs this process works on now (what a shutdown waits for).
+        self.inflight = InFlight()
+        #: Reset, delete, prune; retention and the stored cap on the sweeper's clock.
+        self.lifecycle = Lifecycle(self)
+        #: What a claimed task's run does between its claim and its settle.
+        self.execution = Execution(self)
+        #: Submissions' checks, admission and what follows it (``submit``'s steps).
+        self.admissions = Admissions(self)
 
     # -- intake ---------------------------------------------------------------------------------
 
@@ -122,9 +128,10 @@ class Dispatcher:
         """Admit a submission (one transaction), then send a wake-up hint for its conversation.
 
         ``caller`` (a configured caller's name) is what the authorize policy is asked about, now
-        (dispatch) and when its run starts (recall) or uses memory.
+        (dispatch) and when its run starts (recall) or uses memory. The steps are
+        ``self.admissions``' (``fleet.dispatch.intake``), shared with the API's event-loop intake.
         """
-        sub = self.submission(
+        sub = self.admissions.submission(
             deployment,
             input,
             scope=scope,
@@ -135,87 +142,7 @@ class Dispatcher:
             delivery=delivery,
             resource_id=resource_id,
         )
-        return self.admit(sub)
-
-    def admit(self, sub: Submission) -> Admission:
-        """Admit a checked submission (``submission``), then what follows (``admitted``)."""
-        try:
-            admission = self.store.admit(sub, self.clock())
-        except QueueFull:
-            metrics.rejected(sub.deployment)
-            raise
-        return self.admitted(admission)
-
-    @property
-    def checks_without_store(self) -> bool:
-        """Can ``submission`` run without reading the store (no authorize policy to ask)?"""
-        return self.policy is policy.allow_all
-
-    def submission(
-        self,
-        deployment: str,
-        input: str | Sequence[Any],
-        *,
-        scope: str = "api",
-        key: str | None = None,
-        labels: dict[str, str] | None = None,
-        idempotency_key: str | None = None,
-        caller: str | None = None,
-        delivery: str | None = None,
-        resource_id: str | None = None,
-    ) -> Submission:
-        """``submit``'s checks (input, key, authorize policy), as the submission to admit."""
-        try:
-            dep = self.config.deployment(deployment)
-        except NotFound as exc:
-            raise InputError(exc.message, field="deployment") from None
-        agent = self.config.agents[dep.agent]
-        parts, size = inputs.parse(input, agent.max_input_bytes)
-        ref = keys.resolve(dep.kind, scope, key)
-        if self.policy is not policy.allow_all:
-            found = self.store.find_conversation(dep.name, ref.scope, ref.key)
-            policy.check(
-                self.policy,
-                policy.Access(
-                    "dispatch",
-                    caller,
-                    ref.scope,
-                    dep.name,
-                    f"{ref.scope}:{ref.key}",
-                    found,
-                    dep.namespace,
-                ),
-            )
-        return Submission(
-            deployment=dep.name,
-            scope=ref.scope,
-            key=ref.key,
-            input=parts,
-            input_bytes=size,
-            labels=merge_labels(dep.labels, labels or {}),
-            idempotency_key=inputs.idempotency_key(idempotency_key),
-            policy=queue_policy(dep.conversations, delivery),
-            max_attempts=dep.max_attempts or self.settings.max_attempts,
-            max_input_bytes=agent.max_input_bytes,
-            caller_scope=scope,
-            caller=caller,
-            resource_id=inputs.resource_id(resource_id),
-        )
-
-    def admitted(self, admission: Admission) -> Admission:
-        """What follows a committed admission: its wake-up hint, log line and metrics."""
-        if admission.dropped is not None:
-            log.info(
-                "conversation %s: queue full, dropped task %s",
-                admission.task.conversation_id,
-                admission.dropped,
-            )
-        if not admission.duplicate and admission.delivered_to == "queued":
-            # De-duplicated also for an idle conversation: the mark this wake-up leaves keeps a
-            # burst of submissions (before the first is picked up) from sending one drain each.
-            self.waker.wake(admission.task.conversation_id, admission.task.not_before)
-        metrics.admitted(admission)
-        return admission
+        return self.admissions.admit(sub, keyed=bool(key))
 
     def signal(
         self,
@@ -264,6 +191,9 @@ class Dispatcher:
         idle = 0
         with self.store.pinned():
             while True:
+                if self.stopping.is_set():  # leave the conversation to a worker that stays
+                    self.waker.wake(conversation_id, force=True)
+                    return ran
                 handle = self.lease.acquire(conversation_id)
                 if handle is None:
                     return ran  # the holder will see the knock when it releases
@@ -293,7 +223,10 @@ class Dispatcher:
                     if head.not_before > self.clock():
                         self.waker.wake(conversation_id, head.not_before)
                         return ran
-                    if time.monotonic() > deadline or self.stopping.is_set():
+                    if self.stopping.is_set():  # handed back, or not started: another worker
+                        self.waker.wake(conversation_id, force=True)
+                        return ran
+                    if time.monotonic() > deadline:
                         self.waker.wake(conversation_id)  # yield to other conversations / workers
                         return ran
                     idle = 0 if did else idle + 1
@@ -352,125 +285,48 @@ class Dispatcher:
             return True, None
 
     def _prepare(self, claim: Claim) -> Prepared:
-        """The frozen context of a claimed task (built once; a retry reuses its first one)."""
-        agent = self._agent(claim.task.deployment)
-        if agent is None:
-            return Prepared({"messages": []}, "-")
-        context = claim.frozen_context or prompt.assemble(
-            agent,
-            claim.task,
-            claim.history,
-            more_history=claim.more_history,
-            memory=self.sources.memory(agent, claim.task),
-        )
-        return Prepared(context, self._model(agent).name)
+        """The frozen context of a claimed task (``fleet.dispatch.execute``)."""
+        return self.execution.prepare(claim)
 
     def _run(
         self, started: Started, handle: LeaseHandle, deadline: float | None = None
     ) -> Head | Started | None:
         """Run a claimed task and settle it, inside its run span (when tracing is on)."""
         task, agent = started.task, self._agent(started.task.deployment)
-        with (
-            logs.context(**logs.run_fields(task, started.run_id)),
-            telemetry.tracer().run(task, started.run_id, agent, self.store.redactor) as span,
-        ):
-            outcome = self._outcome(started, agent, handle)
-            span.outcome(outcome)
-            if agent is None:  # a deployment that is gone: settle without chaining the next
-                return self._settle(started, outcome)
-            return self._settle(started, outcome, handle, deadline)
-
-    def _outcome(self, started: Started, agent: AgentConfig | None, handle: LeaseHandle) -> Outcome:
-        task, run_id = started.task, started.run_id
-        metrics.started(task, self.clock())
-        if agent is None:
-            missing = f"deployment {task.deployment!r} is no longer configured"
-            return Outcome(TaskStatus.FAILED, None, missing, {})
-        ctx = ToolContext(
-            task_id=str(task.id),
-            run_id=str(run_id),
-            labels=task.labels,
-            conversation_id=str(task.conversation_id),
-        )
+        self.inflight.add(started, handle)
         try:
-            outcome = self._execute(started, agent, handle, ctx)
-        except LeaseLost:
-            raise
-        except Exception as exc:  # a bug must not wedge the conversation
-            log.exception("run of task %s crashed", task.id)
-            outcome = Outcome(
-                TaskStatus.FAILED, None, f"internal error: {type(exc).__name__}: {exc}", {}
-            )
+            with (
+                logs.context(**logs.run_fields(task, started.run_id)),
+                telemetry.tracer().run(task, started.run_id, agent, self.store.redactor) as span,
+            ):
+                try:
+                    outcome = self.execution.outcome(started, agent, handle)
+                except HandBack:
+                    self.inflight.settling(started.run_id)
+                    return self.hand_back(started, shutdown.HANDED_BACK)
+                span.outcome(outcome)
+                self.inflight.settling(started.run_id)
+                if agent is None:  # a deployment that is gone: settle without chaining the next
+                    return self._settle(started, outcome)
+                return self._settle(started, outcome, handle, deadline)
         finally:
-            ctx.cancelled.set()  # a tool left running (ignored its stop) learns the run is over
-        if handle.lost.is_set():
-            raise LeaseLost(f"lease on conversation {task.conversation_id} was lost mid-run")
-        return outcome
+            self.inflight.remove(started.run_id)
 
-    def _execute(
-        self, started: Started, agent: AgentConfig, handle: LeaseHandle, ctx: ToolContext
-    ) -> Outcome:
-        """Open the agent's tools for this run and run it with its journal and stop watch."""
-        task, run_id = started.task, started.run_id
-        try:
-            box = self._toolbox(agent)
-        except ToolLoadError as exc:
-            return Outcome(TaskStatus.FAILED, None, f"agent {agent.name!r}: {exc}", {})
-        journal = StoreJournal(
-            self.store,
-            task,
-            run_id,
-            handle,
-            self.clock,
-            previous=self.store.journal(task.id) if task.attempts > 1 else (),
-        )
-        conversations = self.config.deployment(task.deployment).conversations
-        ports = RunPorts(
-            journal=journal,
-            watch=journal.must_stop,
-            timeout_of=box.timeout_of,
-            context_tokens=agent.context_tokens,
-            report_on_interrupt=conversations.report_on_interrupt,
-            inbox_waiting=task.inbox > 0,
-            tracer=telemetry.tracer(),
-        )
-        namespace = self.config.deployment(task.deployment).namespace
+    def hand_back(self, started: Started, reason: str) -> Head | None:
+        """Give a task back at shutdown (fenced); the conversation's head, for the drain."""
+        task = started.task
+        status = self.store.hand_back(task.id, task.fence, reason, self.clock())
+        if status is None:
+            raise LeaseLost(f"task {task.id} was taken over before it could be handed back")
+        log.info("task %s handed back (%s): %s", task.id, status.value, reason)
+        if status.terminal:  # a cancel won: the task ended here, as a settle would end it
+            self._ended(task, status)
+        return self.store.head(task.conversation_id)
 
-        def authorize(action: policy.Action) -> None:
-            access = policy.Access(
-                action,
-                task.caller,
-                task.scope,
-                task.deployment,
-                task.conversation,
-                task.conversation_id,
-                namespace,
-            )
-            policy.check(self.policy, access)
-
-        try:
-            authorize("recall")  # the run starts (or resumes) with the conversation's context
-        except Forbidden as exc:
-            return Outcome(TaskStatus.FAILED, None, exc.message, {})
-        extra = self.sources.tools(agent, task, run_id, authorize)  # type: ignore[arg-type]
-        try:
-            with box.opened(ctx, extra=extra) as tools:
-                return run_agent(
-                    self._model(agent),
-                    tools,
-                    prompt.messages(started.context),
-                    max_steps=agent.max_steps,
-                    ctx=ctx,
-                    ports=ports,
-                )
-        except ToolServerError as exc:
-            return Outcome(TaskStatus.FAILED, None, str(exc), {})
-
-    def _toolbox(self, agent: AgentConfig) -> Toolbox:
-        box = self._toolboxes.get(agent.name)
-        if box is None:
-            box = self._toolboxes[agent.name] = toolbox.build(agent, self.config.root)
-        return box
+    def shut_down(self, grace_s: float) -> int:
+        """Stop taking work and hand back the runs in flight (see ``fleet.dispatch.shutdown``);
+        returns how many were abandoned mid-step when ``grace_s`` ran out."""
+        return stop_runs(self, grace_s)
 
     def _settle(
         self,
@@ -482,6 +338,7 @@ class Dispatcher:
         chain = None
         if handle is not None and deadline is not None and self._may_go_on(handle, deadline):
             chain = Chain.of(started, self.worker, self._history_items, self._prepare)
+        outcome = self.deliveries.before_settle(started.task, outcome)
         final, nxt = self.store.settle(
             started.task,
             started.run_id,
@@ -491,25 +348,28 @@ class Dispatcher:
             reserved=started.reserved,
             chain=chain,
         )
-        metrics.finished(started.task, final, self.clock())
         self.sources.settled(self._agent(started.task.deployment), started.task)
+        self._ended(started.task, final)
         return nxt
 
+    def _ended(self, task: Task, final: TaskStatus) -> None:
+        """What follows a task's end (a settle, or a hand-back a cancel won): its metric, its
+        delegation reported, its deliveries started."""
+        metrics.finished(task, final, self.clock())
+        self.delegations.settled(task)
+        try:
+            self.deliveries.after_settle(task, final)
+        except Exception:  # journaled already (or the sweeper's next look journals them)
+            log.warning("could not start the deliveries of %s", task.id, exc_info=True)
+
     def _agent(self, deployment: str) -> AgentConfig | None:
-        dep = self.config.deployments.get(deployment)
-        return None if dep is None else self.config.agents.get(dep.agent)
+        return agent_of(self.config, deployment)
 
     def _history_items(self, deployment: str) -> int:
         dep = self.config.deployments.get(deployment)
         if dep is None:
             return 0
         return prompt.history_reads(self.config.agents[dep.agent].history.max_items)
-
-    def _model(self, agent: AgentConfig) -> model_adapters.Model:
-        model = self._models.get(agent.name)
-        if model is None:
-            model = self._models[agent.name] = model_adapters.build(agent.model, self.settings)
-        return model
 
     # -- sweeper --------------------------------------------------------------------------------
 
@@ -539,7 +399,10 @@ class Dispatcher:
         due = self.store.due_conversations(now - grace, limit=1000)
         for conv in due:
             self.waker.wake(conv, force=True)
-        return SweepReport(recovered=recovered, woken=len(due))
+        self.delegations.report_due()
+        self.deliveries.sweep(self.settings.sweep_interval)
+        pruned = self.lifecycle.enforce()  # last: recovery never waits behind it
+        return SweepReport(recovered=recovered, woken=len(due), pruned=pruned)
 
     def wait(self, task_id: uuid.UUID, timeout_s: float, *, poll_s: float = 0.05) -> Task:
         """Poll the store until the task is terminal or ``timeout_s`` passed; return it."""

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 import threading
 import uuid
 from typing import Any
@@ -11,6 +14,7 @@ from celery.signals import worker_process_init, worker_process_shutdown, worker_
 
 from fleet import gcpause
 from fleet.agents import telemetry
+from fleet.dispatch import shutdown
 from fleet.dispatch.celery_app import app
 from fleet.runtime import Runtime, build
 
@@ -40,8 +44,22 @@ def _warm(**_: Any) -> None:
 
 @worker_shutting_down.connect  # type: ignore[untyped-decorator]
 def _stop_draining(**_: Any) -> None:
+    """Warm (or cold) shutdown began in this worker's main process: stop the runs in flight.
+
+    Runs in pool processes (prefork) are told by a SIGTERM each, which their drain turns into a
+    graceful stop (``shutdown.sigterm_stops``); runs in this process (solo, threads) directly.
+    """
+    from celery.worker import state
+
     if "rt" in _process:
-        _process["rt"].dispatcher.stopping.set()
+        dispatcher = _process["rt"].dispatcher
+        grace = _process["rt"].settings.shutdown_grace
+        threading.Thread(target=dispatcher.shut_down, args=(grace,), daemon=True).start()
+    busy = {getattr(r, "worker_pid", None) for r in list(state.active_requests)}
+    for pid in busy:
+        if isinstance(pid, int) and pid != os.getpid():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
 
 
 @worker_process_shutdown.connect  # type: ignore[untyped-decorator]
@@ -55,7 +73,17 @@ def _close(**_: Any) -> None:
 @app.task(name="fleet.drain", ignore_result=True)  # type: ignore[untyped-decorator]
 def drain(conversation_id: str) -> int:
     """Run the conversation's due tasks in order while holding its lease."""
-    return runtime().dispatcher.drain(uuid.UUID(conversation_id))
+    rt = runtime()
+    with shutdown.sigterm_stops(rt.dispatcher, rt.settings.shutdown_grace, _abandoned):
+        return rt.dispatcher.drain(uuid.UUID(conversation_id))
+
+
+def _abandoned(count: int) -> None:
+    """The grace period ended mid-step: the tasks are handed back; this pool process ends now
+    (its step may never return; the main process counts its message as lost and requeues it)."""
+    log.warning("grace period over: %d run(s) abandoned mid-step and handed back", count)
+    telemetry.shutdown()
+    os._exit(1)
 
 
 @app.task(  # type: ignore[untyped-decorator]
@@ -69,3 +97,10 @@ def memorize(conversation_id: str) -> dict[str, int]:
     """Embed a conversation's new messages and observe its older history (recall,
     observations): off the hot path, retried."""
     return runtime().dispatcher.sources.memorize(uuid.UUID(conversation_id))
+
+
+@app.task(name="fleet.deliver", ignore_result=True)  # type: ignore[untyped-decorator]
+def deliver(delivery_id: str) -> None:
+    """One attempt of a reply delivery; a retry is sent again after its backoff (the sweeper
+    starts one whose message was lost)."""
+    runtime().dispatcher.deliveries.run(uuid.UUID(delivery_id))

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from fleet.constants import MAX_LABELS
+from fleet.domain.delegation import Record
 from fleet.domain.values import TaskStatus
 from fleet.errors import Conflict
 
@@ -240,6 +241,8 @@ class Submission:
     caller: str | None = None
     #: Who or what it is about across conversations (recall and working memory by resource).
     resource_id: str | None = None
+    #: A delegated task (or a result reported back): its record, written with the task.
+    delegation: Record | None = None
 
     @property
     def idempotency_scope(self) -> str:

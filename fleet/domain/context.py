@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from fleet.constants import PREVIEW_CHARS
 
-DropReason = Literal["oversized", "byte_limit", "token_limit", "item_limit"]
+DropReason = Literal["oversized", "byte_limit", "token_limit", "item_limit", "undelivered"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +24,8 @@ class Record:
     id: int
     role: str
     content: str
+    #: ``accepted`` (input), ``sent`` or a delivery's ``pending`` / ``failed`` / ``unknown``.
+    delivery: str = field(default="sent", compare=False)
 
     @property
     def size(self) -> int:
@@ -57,15 +59,23 @@ def select(
     more_exist: bool = False,
     max_tokens: int | None = None,
     cost: Callable[[Record], int] | None = None,
+    keep: Callable[[Record], bool] | None = None,
 ) -> Selection:
     """Pick the newest whole records that fit ``max_items``, ``max_bytes`` and ``max_tokens``
-    (tokens counted by ``cost``, which is required with a token budget)."""
+    (tokens counted by ``cost``, which is required with a token budget).
+
+    ``keep`` (``remember = "delivered"``) leaves records out first (``undelivered``): they
+    count against no limit and do not end the selection.
+    """
     chosen: list[Record] = []
     dropped: list[tuple[Record, DropReason]] = []
     priced: dict[int, int] = {}
     used = tokens = 0
     stopped: DropReason | None = None
     for rec in newest_first:
+        if keep is not None and not keep(rec):
+            dropped.append((rec, "undelivered"))
+            continue
         if stopped is not None:
             dropped.append((rec, stopped))
             continue
@@ -121,7 +131,10 @@ def provenance(
         "limits": {"max_items": max_items, "max_bytes": max_bytes},
         "injected": [ref(r) for r in sel.selected],
         "injected_bytes": sel.bytes,
-        "dropped": [ref(r, reason=why) for r, why in sel.dropped],
+        "dropped": [
+            ref(r, reason=why, **({"delivery": r.delivery} if why == "undelivered" else {}))
+            for r, why in sel.dropped
+        ],
         "older_unseen": sel.older_unseen,
     }
     if tokens is not None:

@@ -1,6 +1,7 @@
 """Conversation keys and scopes: which conversation a task joins, and who may touch it.
 
-A key is scoped by where it came from (``api``, ``webhook:<trigger>``, ``a2a:<caller>``) and is
+A key is scoped by where it came from (``api``, ``webhook:<trigger>``, ``a2a:<caller>``,
+``agent:<deployment>`` for delegated tasks) and is
 shown with its scope (``api:ticket-4711``); sending that value back continues the conversation.
 """
 
@@ -16,7 +17,9 @@ from fleet.errors import Forbidden, InputError
 #: Scope of the one long-lived conversation of a singleton deployment.
 SINGLETON_SCOPE = "deployment"
 SINGLETON_KEY = "singleton"
-_SCOPE = re.compile(r"^(api|webhook:[A-Za-z0-9._-]{1,64}|a2a:[A-Za-z0-9._@-]{1,128})$")
+_SCOPE = re.compile(
+    r"^(api|webhook:[A-Za-z0-9._-]{1,64}|a2a:[A-Za-z0-9._@-]{1,128}|agent:[A-Za-z0-9._-]{1,100})$"
+)
 #: No control characters and no lone surrogates (neither can be stored as text).
 _KEY = re.compile(r"^[^\x00-\x1f\x7f\ud800-\udfff]+$")
 
@@ -29,10 +32,13 @@ class ConversationRef(NamedTuple):
 
 
 def check_scope(scope: str) -> str:
-    """A caller scope must be ``api``, ``webhook:<trigger>`` or ``a2a:<caller>``."""
+    """A caller scope must be ``api``, ``webhook:<trigger>``, ``a2a:<caller>`` or
+    ``agent:<deployment>`` (delegation)."""
     if not _SCOPE.fullmatch(scope):
         raise InputError(
-            f"scope {scope!r} is not one of api, webhook:<trigger>, a2a:<caller>", field="scope"
+            f"scope {scope!r} is not one of api, webhook:<trigger>, a2a:<caller>, "
+            "agent:<deployment>",
+            field="scope",
         )
     return scope
 
@@ -46,7 +52,7 @@ def split_scoped(value: str) -> tuple[str | None, str]:
         return "api", rest
     if head == SINGLETON_SCOPE:
         return SINGLETON_SCOPE, rest
-    if head in ("webhook", "a2a"):
+    if head in ("webhook", "a2a", "agent"):
         name, sep2, key = rest.partition(":")
         if sep2 and name:
             return f"{head}:{name}", key

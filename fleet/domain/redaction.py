@@ -10,7 +10,8 @@ What counts as a secret:
 * well-known token shapes: OpenAI/Anthropic ``sk-…``, GitHub ``ghp_…``/``github_pat_…``, Slack
   ``xox?-…``, AWS ``AKIA…``/``ASIA…``, Google ``AIza…``, Stripe ``sk_live_…``, JWTs, ``Bearer …``;
 * PEM private key blocks (an unterminated block is redacted to the end of the text);
-* URL credentials (``scheme://user:PASSWORD@host``);
+* URL credentials (``scheme://user:PASSWORD@host``) and webhook URLs whose path is the
+  credential (``hooks.slack.com/services/…``, ``discord.com/api/webhooks/<id>/…``);
 * ``key=value`` / ``key: value`` where the key *ends* in a secret word (password, token, api_key,
   secret, authorization, cookie, …). Matching the ending keeps LLM usage fields such as
   ``max_tokens``, ``token_count`` and ``totalTokenCount`` intact.
@@ -95,6 +96,14 @@ _KEY_ENDINGS = (
 )
 #: Header-like keys (Authorization, Cookie) whose unquoted value runs to the end of the line.
 _HEADER_ENDINGS = ("authorization", "cookie")
+
+
+#: Webhook URLs whose path is the credential (Slack incoming webhooks, Discord webhooks).
+_WEBHOOK_PATH = re.compile(
+    r"(?P<pre>hooks\.slack\.com/(?:services|workflows|triggers)/"
+    r"|discord(?:app)?\.com/api/webhooks/[0-9]+/)"
+    r"(?P<secret>[A-Za-z0-9_-][A-Za-z0-9_/-]*)"
+)
 
 
 def _ends_with(words: Iterable[str]) -> str:
@@ -222,6 +231,8 @@ class Redactor:
             s = _PEM.sub(_pem, s)
         if "://" in s:
             s = _URL_CREDENTIALS.sub(_keep_pre, s)
+        if "hooks.slack.com/" in s or "/api/webhooks/" in s:
+            s = _WEBHOOK_PATH.sub(_keep_pre, s)
         s = _TOKENS.sub(REDACTED, s)
         if "Bearer" in s:
             s = _BEARER.sub(_keep_pre, s)

@@ -68,3 +68,6 @@ class Outcome:
     details: dict[str, Any] = field(default_factory=dict)
     #: Inbox messages the run took, in order: stored in the transcript after the input.
     inbox: tuple[str, ...] = ()
+    #: The stored reply's ``delivery``: ``sent`` (returned to whoever asks), or ``pending``
+    #: while deliveries of it are journaled (fleet.delivery).
+    reply_delivery: str = "sent"

@@ -23,7 +23,8 @@ class TaskStatus(StrEnum):
     #: so stores never show it; the one-active-task index covers it with ``running``.
     LEASED = "leased"
     RUNNING = "running"
-    #: A run whose worker was lost; it waits to be retried (it keeps its frozen snapshot).
+    #: A run whose worker was lost, or handed back at worker shutdown; it waits to be resumed
+    #: (it keeps its frozen snapshot and step journal).
     INTERRUPTED = "interrupted"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -131,6 +132,8 @@ class Admission(_Frozen):
     dropped: UUID | None = None
     #: ``interrupt``: the running task asked to stop for this submission.
     interrupted: UUID | None = None
+    #: The conversation's key was deleted then (a tombstone): this task starts it fresh.
+    fresh_after_delete: datetime | None = None
 
     @property
     def merged_into(self) -> UUID | None:

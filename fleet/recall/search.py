@@ -1,17 +1,19 @@
 """Semantic recall at a run's start: the input's nearest older messages, explained.
 
-Exact search: every candidate (the newest ``max_candidates`` embedded messages of the
-conversation, or of the resource's conversations in the same scope and namespace) is scored.
-The hits are expanded by their neighbours and shown as one user message before the recent
-window, labelled as recalled; the run's provenance records each hit with its score, what was
-shown, and how many messages were not embedded yet (not recallable yet).
+The candidates are the newest ``max_candidates`` embedded messages of the conversation, or of
+the resource's conversations in the same scope and namespace. They are scored by the database
+where it has vector search (pgvector, sqlite-vec: ``fleet.store.nearest``), else here, exactly
+(every candidate scored, vectors pooled in this process); both give the same hits. The hits are
+expanded by their neighbours and shown as one user message before the recent window, labelled
+as recalled; the run's provenance records the method, each hit with its score, what was shown,
+and how many messages were not embedded yet (not recallable yet).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Set
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +23,9 @@ from fleet.config import RecallConfig
 from fleet.constants import PREVIEW_CHARS
 from fleet.domain import recall as rules
 from fleet.domain.values import Task
-from fleet.recall.embeddings import Embedder, from_bytes
-from fleet.store.recall import Candidate, RecallStore
+from fleet.recall.embeddings import Embedder, from_bytes, to_bytes
+from fleet.store import Store
+from fleet.store.recall import Candidate
 
 _pool_lock = threading.Lock()
 
@@ -96,7 +99,7 @@ def _preview(text: str) -> str:
 
 
 def recall(
-    store: RecallStore,
+    store: Store,
     embedder: Embedder,
     cfg: RecallConfig,
     task: Task,
@@ -113,7 +116,6 @@ def recall(
         "threshold": cfg.threshold,
         "message_range": cfg.message_range,
         "embedder": embedder.name,
-        "method": "exact",
     }
     by_resource = cfg.scope == "resource" and task.resource_id is not None
     if cfg.scope == "resource" and task.resource_id is None:
@@ -123,35 +125,19 @@ def recall(
         if by_resource
         else {"conversation_id": task.conversation_id}
     )
-    cached = POOLS.get((embedder.name, cfg.max_candidates, *sorted(where.items())))
-    with _pool_lock:
-        fresh = store.candidates(
-            model=embedder.name, limit=cfg.max_candidates, after_id=cached.newest, **where
+    method = store.vector_search.method
+    record["method"] = method
+    if method == "exact":
+        hits, record["searched"] = _exact(store, embedder, cfg, query, where=where, already=already)
+    else:
+        hits, record["searched"] = _in_database(
+            store, embedder, cfg, query, where=where, already=already
         )
-        cached.refresh(fresh, cfg.max_candidates)
-        candidates, vectors = cached.candidates, cached.matrix
-    keep = [
-        i
-        for i, x in enumerate(candidates)
-        if x.message_id not in already
-        and (
-            not cfg.filter
-            or rules.matches(
-                {"role": x.role, "created_at": x.created_at, "labels": x.labels}, cfg.filter
-            )
-        )
-    ]
-    pool = [candidates[i] for i in keep]
-    record["searched"] = len(pool)
     record["not_embedded_yet"] = store.pending_embeddings(task.conversation_id)
-    if not pool or not query.strip():
+    if not hits:
         record["ms"] = round((time.perf_counter() - t0) * 1000, 3)
-        record["hits"] = []
+        record["hits"] = record["recalled"] = []
         return Recall(None, record)
-    matrix = vectors if len(keep) == len(candidates) else vectors[keep]
-    q = embedder.embed([query])[0]
-    scored = rules.best(q, matrix, top_k=cfg.top_k, threshold=cfg.threshold)
-    hits = [(pool[i].message_id, score) for i, score in scored]
     neighbours = store.neighbours([h for h, _ in hits], cfg.message_range)
     shown_ids = rules.expand([h for h, _ in hits], neighbours, set(already))
     shown = store.recalled(shown_ids)
@@ -180,3 +166,71 @@ def recall(
         for x in shown
     ]
     return Recall(RECALL_PREAMBLE + "\n" + "\n".join(lines), record)
+
+
+def _exact(
+    store: Store,
+    embedder: Embedder,
+    cfg: RecallConfig,
+    query: str,
+    *,
+    where: dict[str, Any],
+    already: Set[int],
+) -> tuple[list[tuple[int, float]], int]:
+    """Score every candidate here (vectors pooled in this process); (hits, searched)."""
+    # keyed by database too: a process (tests, tools) may open more than one
+    database = store.engine.url.render_as_string(hide_password=True)
+    cached = POOLS.get((database, embedder.name, cfg.max_candidates, *sorted(where.items())))
+    with _pool_lock:
+        fresh = store.candidates(
+            model=embedder.name, limit=cfg.max_candidates, after_id=cached.newest, **where
+        )
+        cached.refresh(fresh, cfg.max_candidates)
+        candidates, vectors = cached.candidates, cached.matrix
+    keep = [
+        i
+        for i, x in enumerate(candidates)
+        if x.message_id not in already
+        and (
+            not cfg.filter
+            or rules.matches(
+                {"role": x.role, "created_at": x.created_at, "labels": x.labels}, cfg.filter
+            )
+        )
+    ]
+    pool = [candidates[i] for i in keep]
+    if not pool or not query.strip():
+        return [], len(pool)
+    matrix = vectors if len(keep) == len(candidates) else vectors[keep]
+    q = embedder.embed([query])[0]
+    scored = rules.best(q, matrix, top_k=cfg.top_k, threshold=cfg.threshold)
+    return [(pool[i].message_id, score) for i, score in scored], len(pool)
+
+
+def _in_database(
+    store: Store,
+    embedder: Embedder,
+    cfg: RecallConfig,
+    query: str,
+    *,
+    where: dict[str, Any],
+    already: Set[int],
+) -> tuple[list[tuple[int, float]], int]:
+    """The same search scored by the database (pgvector or sqlite-vec); (hits, searched)."""
+    if not query.strip():
+        return [], 0
+    flt = cfg.filter
+
+    def keep(row: Mapping[str, Any]) -> bool:
+        return rules.matches(row, flt)
+
+    return store.nearest(
+        to_bytes(embedder.embed([query])[0]),
+        model=embedder.name,
+        limit=cfg.max_candidates,
+        top_k=cfg.top_k,
+        threshold=cfg.threshold,
+        exclude=already,
+        keep=keep if flt else None,
+        **where,
+    )

@@ -8,9 +8,13 @@ from fleet.domain.runs import Outcome, TraceRow
 from fleet.store import db
 from fleet.store.admission import AdmissionStore
 from fleet.store.claims import Chain, Claim, Head, Prepared, Started
+from fleet.store.delegation import DelegationStore
+from fleet.store.deliveries import DeliveryStore
 from fleet.store.events import EventStore
 from fleet.store.leasing import LeasingStore
+from fleet.store.lifecycle import ConversationInfo, LifecycleStore, Tombstone
 from fleet.store.memory import MemoryStore
+from fleet.store.nearest import VectorStore
 from fleet.store.operator import OperatorStore
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
 from fleet.store.recall import ObservationStore, RecallStore
@@ -21,6 +25,7 @@ __all__ = [
     "CancelResult",
     "Chain",
     "Claim",
+    "ConversationInfo",
     "Head",
     "NoteValue",
     "Outcome",
@@ -28,6 +33,7 @@ __all__ = [
     "Started",
     "Store",
     "TaskFilter",
+    "Tombstone",
     "TraceRow",
 ]
 
@@ -38,9 +44,13 @@ class Store(
     QueryStore,
     MemoryStore,
     RecallStore,
+    VectorStore,
     ObservationStore,
     EventStore,
     OperatorStore,
+    DelegationStore,
+    DeliveryStore,
+    LifecycleStore,
 ):
     """Everything fleet reads or writes in its database."""
 

@@ -16,6 +16,7 @@ from fleet.errors import QueueFull
 from fleet.store import pg, rows
 from fleet.store import statements as q
 from fleet.store.base import StoreBase
+from fleet.store.delegation import insert_record
 
 
 class AdmissionStore(StoreBase):
@@ -51,6 +52,7 @@ class AdmissionStore(StoreBase):
             and sub.policy.mode == "followup"
             and sub.policy.max_queued is None
             and sub.idempotency_key is None
+            and sub.delegation is None
         ):
             return None
         params = {
@@ -202,6 +204,7 @@ class AdmissionStore(StoreBase):
                 not_before = decision.not_before
             if row is None:
                 last_seq = conn.execute(q.NEXT_SEQ, {"b_conv": conv_id}).scalar_one()
+        created = row is None
         if row is None:
             row = conn.execute(
                 q.INSERT_TASK,
@@ -236,6 +239,8 @@ class AdmissionStore(StoreBase):
                     "created_at": now,
                 },
             )
+        if created and sub.delegation is not None:
+            insert_record(conn, task.id, sub.delegation, now, self.redactor.json)
         return Admission(task=task, **outcome)
 
     def signal(

@@ -39,11 +39,17 @@ def normalize_url(url: str) -> URL:
     return parsed
 
 
-def create(url: str, *, readonly: bool = False, pool_size: int = 5) -> Engine:
-    """An engine for ``url``; ``readonly`` never creates a file, table or row."""
+def create(
+    url: str, *, readonly: bool = False, pool_size: int = 5, sqlite_module: Any = None
+) -> Engine:
+    """An engine for ``url``; ``readonly`` never creates a file, table or row.
+
+    ``sqlite_module``: another DB-API module for SQLite than the standard library's (one whose
+    SQLite can load extensions, say).
+    """
     parsed = normalize_url(url)
     if parsed.get_backend_name() == "sqlite":
-        return _sqlite(parsed, readonly=readonly)
+        return _sqlite(parsed, readonly=readonly, module=sqlite_module)
     connect_args: dict[str, Any] = {"connect_timeout": 5, "application_name": "fleet"}
     if readonly:
         connect_args["options"] = "-c default_transaction_read_only=on"
@@ -71,7 +77,7 @@ def sqlite_path(url: str) -> Path | None:
     return Path(parsed.database)
 
 
-def _sqlite(url: URL, *, readonly: bool) -> Engine:
+def _sqlite(url: URL, *, readonly: bool, module: Any = None) -> Engine:
     path = url.database or ":memory:"
     if path != ":memory:":
         if readonly:
@@ -86,8 +92,12 @@ def _sqlite(url: URL, *, readonly: bool) -> Engine:
                     f"{exc.strerror or exc}; check FLEET_HOME or FLEET_DATABASE_URL",
                     field="FLEET_HOME",
                 ) from None
+    extra: dict[str, Any] = {} if module is None else {"module": module}
     engine = create_engine(
-        url, hide_parameters=True, connect_args={"timeout": 30, "check_same_thread": False}
+        url,
+        hide_parameters=True,
+        connect_args={"timeout": 30, "check_same_thread": False},
+        **extra,
     )
 
     @event.listens_for(engine, "connect")

@@ -28,7 +28,7 @@ from fleet.store.claims import Chain, Claim, Head, Prepared, Started
 
 
 def _records(found: list[Any] | None) -> tuple[Record, ...]:
-    return tuple(Record(i, role, content) for i, role, content in found or [])
+    return tuple(Record(*row) for row in found or [])
 
 
 def _running(task: Task, now: datetime) -> Task:
@@ -167,7 +167,7 @@ class PgHotPath(StoreBase):
                     "id": reserved[1] if reserved else None,
                     "role": "assistant",
                     "content": reply,
-                    "delivery": "sent",
+                    "delivery": outcome.reply_delivery,
                     "ord": len(said),
                     "only_if": outcome.status.value,
                 }
@@ -244,7 +244,9 @@ class PgHotPath(StoreBase):
         ):
             return None
         # What this settle stores if the task ends as the worker says (the statement checks).
-        stored = tuple(Record(m["id"], m["role"], m["content"]) for m in reversed(said))
+        stored = tuple(
+            Record(m["id"], m["role"], m["content"], m["delivery"]) for m in reversed(said)
+        )
         found = (stored + chain.found)[: history_cap + 1]
         prepared = chain.prepare(self._claim_from(nxt, found, chain.history_items))
         params = {

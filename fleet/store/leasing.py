@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select, update
 
+from fleet.domain import lifecycle
 from fleet.domain.context import Record
 from fleet.domain.runs import InboxItem, Outcome, Signals, TraceRow
 from fleet.domain.values import (
@@ -121,7 +122,7 @@ class LeasingStore(PgHotPath):
             q.HISTORY,
             {"b_conv": task.conversation_id, "b_gen": generation, "b_limit": limit + 1},
         ).all()
-        records = tuple(Record(r.id, r.role, r.content) for r in found[:limit])
+        records = tuple(Record(r.id, r.role, r.content, r.delivery) for r in found[:limit])
         return Claim(task=task, history=records, more_history=len(found) > limit)
 
     def checkpoint(
@@ -294,7 +295,7 @@ class LeasingStore(PgHotPath):
                 said = [("user", render_parts(task.input), "accepted")]
                 said += [("user", self.redactor.text(m), "accepted") for m in outcome.inbox]
                 if final in REPLIED and final == outcome.status and reply is not None:
-                    said.append(("assistant", reply, "sent"))
+                    said.append(("assistant", reply, outcome.reply_delivery))
                 conn.execute(
                     q.INSERT_MESSAGES,
                     [
@@ -316,7 +317,11 @@ class LeasingStore(PgHotPath):
 
     def requeue_inbox(self, task_id: uuid.UUID, now: datetime) -> list[uuid.UUID]:
         """The task's run ended before taking its inbox: each waiting message becomes a task of
-        its own, queued in order (an idempotency key now names that task). Returns their ids."""
+        its own, queued in order (an idempotency key now names that task). Returns their ids.
+
+        They join the run's generation: when the conversation was reset since (a reset with
+        --cancel-running stopped the run), they are cancelled with the reset's reason instead
+        of becoming input of the new generation."""
         ib, ik = s.run_inbox, s.idempotency_keys
         made: list[uuid.UUID] = []
         with self.tx() as conn:
@@ -326,24 +331,27 @@ class LeasingStore(PgHotPath):
             task = rows.task(owner)
             # Lock the conversation first, as admission does: a steered message that finds
             # this inbox still full joins it before this reads it, or queues after these.
-            conn.execute(
-                select(s.conversations.c.id)
+            generation = conn.execute(
+                select(s.conversations.c.generation)
                 .where(s.conversations.c.id == task.conversation_id)
                 .with_for_update()
-            )
+            ).scalar_one()
             pending = conn.execute(
                 select(ib)
                 .where(ib.c.task_id == task_id, ib.c.status == "pending")
                 .order_by(ib.c.id)
                 .with_for_update()
             ).all()
+            ran_in = conn.execute(select(t.c.generation).where(t.c.id == task_id)).scalar_one()
+            if lifecycle.inbox_fate(ran_in, generation) == "cancel":
+                conn.execute(
+                    update(ib)
+                    .where(ib.c.task_id == task_id, ib.c.status == "pending")
+                    .values(status="cancelled", error=lifecycle.RESET_REASON)
+                )
+                pending = []
             for msg in pending:
                 seq = conn.execute(q.NEXT_SEQ, {"b_conv": task.conversation_id}).scalar_one()
-                generation = conn.execute(
-                    select(s.conversations.c.generation).where(
-                        s.conversations.c.id == task.conversation_id
-                    )
-                ).scalar_one()
                 new_id = uuid.uuid4()
                 conn.execute(
                     q.INSERT_TASK,
@@ -404,6 +412,20 @@ class LeasingStore(PgHotPath):
         params = {"b_task": task_id, "b_fence": fence, "b_reason": reason, "b_now": now}
         with self.tx() as conn:
             status = conn.execute(q.RECOVER, params).scalar()
+            if status is None:
+                return None
+            conn.execute(q.INTERRUPT_RUN, params)
+        return TaskStatus(status)
+
+    def hand_back(
+        self, task_id: uuid.UUID, fence: int, reason: str, now: datetime
+    ) -> TaskStatus | None:
+        """Give a running task back at worker shutdown: its run is closed as interrupted and the
+        task waits, claimable at once, to resume from its journal. A hand-back never fails a task
+        (the attempt still counts). Fenced like ``recover``."""
+        params = {"b_task": task_id, "b_fence": fence, "b_reason": reason, "b_now": now}
+        with self.tx() as conn:
+            status = conn.execute(q.HAND_BACK, params).scalar()
             if status is None:
                 return None
             conn.execute(q.INTERRUPT_RUN, params)

@@ -31,8 +31,9 @@ HEAD_WITH_CONTEXT = f"""
 SELECT h.*,
   (SELECT r.context FROM runs r WHERE r.task_id = h.id AND h.attempts > 0
    ORDER BY r.attempt DESC LIMIT 1) AS frozen,
-  (SELECT coalesce(json_agg(json_build_array(x.id, x.role, x.content) ORDER BY x.id DESC), '[]')
-   FROM (SELECT m.id, m.role, m.content FROM messages m
+  (SELECT coalesce(json_agg(json_build_array(x.id, x.role, x.content, x.delivery)
+                            ORDER BY x.id DESC), '[]')
+   FROM (SELECT m.id, m.role, m.content, m.delivery FROM messages m
          WHERE m.conversation_id = h.conversation_id AND m.generation = h.generation
            AND h.seq > 1
          ORDER BY m.id DESC LIMIT %(history)s) x) AS history
@@ -181,7 +182,7 @@ WITH settled AS (
     id bigint, role text, content text, delivery text, ord int, only_if text)
   WHERE s.status <> 'cancelled' AND (m.only_if IS NULL OR m.only_if = s.status)
   ORDER BY m.ord
-  RETURNING id, role, content, generation
+  RETURNING id, role, content, delivery, generation
 )"""
 
 #: The next head with what its context is built from (the exchange just stored included), so
@@ -192,11 +193,12 @@ _NEXT_HEAD = f"""
     (SELECT r.context FROM runs r WHERE r.task_id = n.id ORDER BY r.attempt DESC LIMIT 1)
   END AS next_frozen,
   CASE WHEN n.id IS NOT NULL AND NOT ({{skip}}) THEN (
-    SELECT coalesce(json_agg(json_build_array(x.id, x.role, x.content) ORDER BY x.id DESC), '[]')
+    SELECT coalesce(json_agg(json_build_array(x.id, x.role, x.content, x.delivery)
+                             ORDER BY x.id DESC), '[]')
     FROM (
-      SELECT d.id, d.role, d.content FROM said d WHERE d.generation = n.generation
+      SELECT d.id, d.role, d.content, d.delivery FROM said d WHERE d.generation = n.generation
       UNION ALL
-      (SELECT m.id, m.role, m.content FROM messages m
+      (SELECT m.id, m.role, m.content, m.delivery FROM messages m
        WHERE m.conversation_id = s.conversation_id AND m.generation = n.generation
        ORDER BY m.id DESC LIMIT %(history)s)
     ) x

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from sqlalchemy import and_, func, insert, literal, select, union_all, update
 from sqlalchemy.exc import IntegrityError
 
@@ -16,6 +17,11 @@ from fleet.store import schema as s
 from fleet.store.base import StoreBase
 
 m, e, t, c = s.messages, s.message_embeddings, s.tasks, s.conversations
+
+
+def as_floats(vector: bytes) -> list[float]:
+    """Little-endian float32 bytes as a list of floats."""
+    return [float(x) for x in np.frombuffer(vector, dtype="<f4")]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +123,8 @@ class RecallStore(StoreBase):
                     "labels": row.labels,
                     "model": model,
                     "vector": vector,
+                    # PostgreSQL keeps the values as real[] too, for pgvector (see schema)
+                    "embedding": as_floats(vector) if self.dialect == "postgresql" else None,
                     "created_at": now,
                 }
                 for row, vector in zip(rows, vectors, strict=True)

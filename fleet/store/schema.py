@@ -1,66 +1,44 @@
-"""SQLAlchemy models: the one schema for PostgreSQL and SQLite (Alembic migrates it)."""
+"""SQLAlchemy models: the one schema for PostgreSQL and SQLite (Alembic migrates it).
+
+Conversations, tasks, runs, messages and traces are here; memory's tables are in
+``schema_memory``, delegations' and deliveries' in ``schema_delivery``, the base and column types
+in ``schema_types``. This module re-exports them all and names every Core table (``s.tasks``).
+"""
 
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import (
-    JSON,
     BigInteger,
     Boolean,
     CheckConstraint,
-    DateTime,
-    Dialect,
     ForeignKey,
     Index,
     Integer,
-    LargeBinary,
-    MetaData,
     String,
     Table,
     Text,
-    TypeDecorator,
     UniqueConstraint,
     Uuid,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
-_NAMING = {
-    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """Timezone-aware UTC in Python everywhere; SQLite stores naive UTC text."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime given to the store; use datetime.now(UTC)")
-        value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-JSONType = JSON().with_variant(JSONB(), "postgresql")
-#: 64-bit ids on PostgreSQL; INTEGER PRIMARY KEY (the rowid) on SQLite.
-BigId = BigInteger().with_variant(Integer(), "sqlite")
+from fleet.store.schema_delivery import Delegation, Delivery, PushConfig
+from fleet.store.schema_memory import (
+    MemoryBlock,
+    MemoryBlockVersion,
+    MessageEmbedding,
+    Note,
+    NoteOperation,
+    Observation,
+    WorkingMemory,
+    WorkingMemoryOperation,
+)
+from fleet.store.schema_types import Base, BigId, FloatArray, JSONType, UTCDateTime, utcnow
 
 _ACTIVE = "status IN ('leased', 'running')"
 _CLAIMABLE = "status IN ('queued', 'interrupted')"
@@ -77,15 +55,6 @@ TASK_STATUSES = (
 )
 
 
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=_NAMING)
-    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSONType}
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 class Conversation(Base):
     """Identity (deployment, scope, key), reset generation and the per-conversation seq counter."""
 
@@ -99,8 +68,25 @@ class Conversation(Base):
     generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     #: The last seq handed out; admission bumps it under the row's lock.
     last_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    created_at: Mapped[datetime] = mapped_column(default=_now)
-    updated_at: Mapped[datetime] = mapped_column(default=_now)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ConversationTombstone(Base):
+    """A deleted conversation's identity: a later submission with its key starts fresh and is
+    told so."""
+
+    __tablename__ = "conversation_tombstones"
+
+    deployment: Mapped[str] = mapped_column(String(100), primary_key=True)
+    scope: Mapped[str] = mapped_column(String(200), primary_key=True)
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    deleted_at: Mapped[datetime] = mapped_column()
+    #: Who deleted it (an operator caller's name, ``cli``).
+    deleted_by: Mapped[str] = mapped_column(String(200))
+    #: How many tasks and messages went with it.
+    tasks: Mapped[int] = mapped_column(Integer, default=0)
+    messages: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class Task(Base):
@@ -128,6 +114,9 @@ class Task(Base):
             sqlite_where=text(_CLAIMABLE),
         ),
         Index("ix_tasks_listing", "deployment", "scope", "created_at"),
+        # The operator UI's last-hour throughput and failures: a range of recent finishes, not
+        # a scan of every task ever finished.
+        Index("ix_tasks_finished_at", "finished_at"),
         # A conversation's head (lowest unfinished seq) in one index probe, however many
         # finished tasks the conversation has (a singleton's grow without end).
         # Finished tasks whose inbox still holds messages (the sweeper requeues them): few.
@@ -184,7 +173,7 @@ class Task(Base):
     #: Who or what the work is about across conversations (a user id): ``resource`` recall and
     #: working memory reach its other conversations, within the same scope.
     resource_id: Mapped[str | None] = mapped_column(String(200))
-    created_at: Mapped[datetime] = mapped_column(default=_now)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
     leased_at: Mapped[datetime | None] = mapped_column()
     started_at: Mapped[datetime | None] = mapped_column()
     finished_at: Mapped[datetime | None] = mapped_column()
@@ -202,7 +191,7 @@ class IdempotencyKey(Base):
     task_id: Mapped[uuid.UUID] = mapped_column(
         ForeignKey("tasks.id", ondelete="CASCADE"), index=True
     )
-    created_at: Mapped[datetime] = mapped_column(default=_now)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class Run(Base):
@@ -226,7 +215,7 @@ class Run(Base):
     usage: Mapped[dict[str, Any]] = mapped_column(default=dict)
     labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
     error: Mapped[str | None] = mapped_column(Text)
-    started_at: Mapped[datetime] = mapped_column(default=_now)
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column()
     #: ``host:pid`` of the worker process that ran it.
     worker: Mapped[str | None] = mapped_column(String(200))
@@ -238,7 +227,11 @@ class Message(Base):
     """A conversation message: accepted user input or an assistant reply (with delivery status)."""
 
     __tablename__ = "messages"
-    __table_args__ = (Index("ix_messages_history", "conversation_id", "generation", "id"),)
+    __table_args__ = (
+        Index("ix_messages_history", "conversation_id", "generation", "id"),
+        # Retention: the messages said before a cutoff, oldest first.
+        Index("ix_messages_created_at", "created_at"),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     conversation_id: Mapped[uuid.UUID] = mapped_column(
@@ -251,7 +244,7 @@ class Message(Base):
     content: Mapped[str] = mapped_column(Text)
     #: ``accepted`` (user input), ``sent`` (reply returned), ``pending`` / ``unknown`` (journal).
     delivery: Mapped[str] = mapped_column(String(16))
-    created_at: Mapped[datetime] = mapped_column(default=_now)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class Trace(Base):
@@ -284,64 +277,12 @@ class Trace(Base):
     replayed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
 
 
-class MemoryBlock(Base):
-    """Durable named text in a namespace; ``version`` bumps on every change."""
-
-    __tablename__ = "memory_blocks"
-    __table_args__ = (UniqueConstraint("namespace", "name"),)
-
-    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
-    namespace: Mapped[str] = mapped_column(String(100))
-    name: Mapped[str] = mapped_column(String(100))
-    title: Mapped[str] = mapped_column(String(200), default="")
-    description: Mapped[str] = mapped_column(Text, default="")
-    value: Mapped[str] = mapped_column(Text, default="")
-    version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    created_at: Mapped[datetime] = mapped_column(default=_now)
-    updated_at: Mapped[datetime] = mapped_column(default=_now)
-
-
-class MemoryBlockVersion(Base):
-    """Every value a block has had: who wrote it and when."""
-
-    __tablename__ = "memory_block_versions"
-
-    block_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("memory_blocks.id", ondelete="CASCADE"), primary_key=True
-    )
-    version: Mapped[int] = mapped_column(Integer, primary_key=True)
-    value: Mapped[str] = mapped_column(Text)
-    #: ``user`` for people (``fleet memory set``), ``run:<id>`` for an agent's update.
-    author: Mapped[str] = mapped_column(String(200))
-    created_at: Mapped[datetime] = mapped_column(default=_now)
-    #: The tool call that made this version (``<task>:<call>``): a retried call applies once.
-    receipt: Mapped[str | None] = mapped_column(String(200))
-
-    __table_args__ = (UniqueConstraint("block_id", "receipt"),)
-
-
-class Note(Base):
-    """Explicitly saved per-conversation text (the memory_* note tools)."""
-
-    __tablename__ = "notes"
-    __table_args__ = (UniqueConstraint("conversation_id", "key"),)
-
-    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
-    conversation_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("conversations.id", ondelete="CASCADE")
-    )
-    key: Mapped[str] = mapped_column(String(128))
-    body: Mapped[str] = mapped_column(Text)
-    expires_at: Mapped[datetime | None] = mapped_column()
-    created_at: Mapped[datetime] = mapped_column(default=_now)
-    updated_at: Mapped[datetime] = mapped_column(default=_now)
-
-
 class InboxMessage(Base):
     """A message for a running run, delivered at its next step boundary (steer, signals).
 
     ``pending`` until a step boundary takes it (``delivered``, journaled as an ``inbox`` step of
-    that run) or the run ends first and it becomes a task of its own (``requeued``).
+    that run) or the run ends first and it becomes a task of its own (``requeued``), or is
+    dropped (``cancelled``, with ``error``) when the conversation was reset meanwhile.
     """
 
     __tablename__ = "run_inbox"
@@ -363,121 +304,18 @@ class InboxMessage(Base):
     run_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
     #: The run's step that delivered it (its ``inbox`` journal step).
     step: Mapped[int | None] = mapped_column(Integer)
+    #: Why it was cancelled (its run's generation is no longer the conversation's).
+    error: Mapped[str | None] = mapped_column(Text)
     #: The task it became when the run ended before taking it.
     requeued_task_id: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("tasks.id", ondelete="SET NULL")
     )
-    created_at: Mapped[datetime] = mapped_column(default=_now)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
     delivered_at: Mapped[datetime | None] = mapped_column()
 
 
-class NoteOperation(Base):
-    """A receipt for a notes tool call, committed with its edit: a retried call applies once.
-
-    It keeps what the call answered (metadata only, never the note's body).
-    """
-
-    __tablename__ = "note_operations"
-
-    conversation_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
-    )
-    receipt: Mapped[str] = mapped_column(String(200), primary_key=True)
-    op: Mapped[str] = mapped_column(String(16))
-    key: Mapped[str] = mapped_column(String(128))
-    outcome: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    created_at: Mapped[datetime] = mapped_column(default=_now)
-
-
-class MessageEmbedding(Base):
-    """A stored message's embedding (recall): written after the message, off the hot path."""
-
-    __tablename__ = "message_embeddings"
-    __table_args__ = (
-        Index("ix_message_embeddings_conversation", "conversation_id", "message_id"),
-        Index("ix_message_embeddings_resource", "scope", "namespace", "resource_id", "message_id"),
-    )
-
-    message_id: Mapped[int] = mapped_column(
-        BigId, ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True
-    )
-    conversation_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("conversations.id", ondelete="CASCADE")
-    )
-    generation: Mapped[int] = mapped_column(Integer)
-    scope: Mapped[str] = mapped_column(String(200))
-    namespace: Mapped[str] = mapped_column(String(100))
-    resource_id: Mapped[str | None] = mapped_column(String(200))
-    role: Mapped[str] = mapped_column(String(16))
-    labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    #: The embedder that made it (``local:wordllama-256``, ``openai:<model>``).
-    model: Mapped[str] = mapped_column(String(200))
-    #: float32 values, little-endian.
-    vector: Mapped[bytes] = mapped_column(LargeBinary)
-    created_at: Mapped[datetime] = mapped_column(default=_now)
-
-
-class WorkingMemory(Base):
-    """Structured state an agent keeps for a conversation or a resource (working memory)."""
-
-    __tablename__ = "working_memory"
-
-    #: ``conversation:<id>`` or ``resource:<namespace>:<scope>:<resource id>``.
-    key: Mapped[str] = mapped_column(String(500), primary_key=True)
-    value: Mapped[Any] = mapped_column(JSONType)
-    version: Mapped[int] = mapped_column(Integer, default=0)
-    updated_at: Mapped[datetime] = mapped_column(default=_now)
-    #: ``run:<id>`` of the last writer.
-    author: Mapped[str] = mapped_column(String(200))
-
-
-class WorkingMemoryOperation(Base):
-    """A receipt per applied working-memory patch: a retried call applies it once."""
-
-    __tablename__ = "working_memory_operations"
-
-    receipt: Mapped[str] = mapped_column(String(200), primary_key=True)
-    key: Mapped[str] = mapped_column(String(500))
-    version: Mapped[int] = mapped_column(Integer)
-    created_at: Mapped[datetime] = mapped_column(default=_now)
-
-
-class Observation(Base):
-    """Older history distilled by a model call: one per range of messages and level.
-
-    Level 0 (an observation) covers messages ``from_message_id``..``to_message_id``; level 1 (a
-    reflection) condenses level-0 observations covering that span. Journaled by range: asking
-    again for the same range reads this row instead of calling the model.
-    """
-
-    __tablename__ = "observations"
-    __table_args__ = (
-        Index(
-            "uq_observations_range",
-            "conversation_id",
-            "generation",
-            "level",
-            "from_message_id",
-            "to_message_id",
-            unique=True,
-        ),
-    )
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    conversation_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("conversations.id", ondelete="CASCADE")
-    )
-    generation: Mapped[int] = mapped_column(Integer)
-    level: Mapped[int] = mapped_column(Integer)
-    from_message_id: Mapped[int] = mapped_column(BigInteger)
-    to_message_id: Mapped[int] = mapped_column(BigInteger)
-    text: Mapped[str] = mapped_column(Text)
-    model: Mapped[str] = mapped_column(String(200))
-    tokens: Mapped[int] = mapped_column(Integer, default=0)
-    created_at: Mapped[datetime] = mapped_column(default=_now)
-
-
-#: Core tables for the store's statements (the ORM classes above define them).
+#: Core tables for the store's statements (the ORM classes above and in schema_memory and
+#: schema_delivery define them).
 conversations = cast(Table, Conversation.__table__)
 tasks = cast(Table, Task.__table__)
 idempotency_keys = cast(Table, IdempotencyKey.__table__)
@@ -493,3 +331,55 @@ message_embeddings = cast(Table, MessageEmbedding.__table__)
 working_memory = cast(Table, WorkingMemory.__table__)
 working_memory_operations = cast(Table, WorkingMemoryOperation.__table__)
 observations = cast(Table, Observation.__table__)
+delegations = cast(Table, Delegation.__table__)
+deliveries = cast(Table, Delivery.__table__)
+push_configs = cast(Table, PushConfig.__table__)
+conversation_tombstones = cast(Table, ConversationTombstone.__table__)
+
+__all__ = [
+    "TASK_STATUSES",
+    "Base",
+    "BigId",
+    "Conversation",
+    "ConversationTombstone",
+    "Delegation",
+    "Delivery",
+    "FloatArray",
+    "IdempotencyKey",
+    "InboxMessage",
+    "JSONType",
+    "MemoryBlock",
+    "MemoryBlockVersion",
+    "Message",
+    "MessageEmbedding",
+    "Note",
+    "NoteOperation",
+    "Observation",
+    "PushConfig",
+    "Run",
+    "Task",
+    "Trace",
+    "UTCDateTime",
+    "WorkingMemory",
+    "WorkingMemoryOperation",
+    "conversation_tombstones",
+    "conversations",
+    "delegations",
+    "deliveries",
+    "idempotency_keys",
+    "memory_block_versions",
+    "memory_blocks",
+    "message_embeddings",
+    "messages",
+    "note_operations",
+    "notes",
+    "observations",
+    "push_configs",
+    "run_inbox",
+    "runs",
+    "tasks",
+    "traces",
+    "utcnow",
+    "working_memory",
+    "working_memory_operations",
+]

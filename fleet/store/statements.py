@@ -79,7 +79,7 @@ HEAD = (
 
 #: Newest messages of a conversation's current generation.
 HISTORY = (
-    select(m.c.id, m.c.role, m.c.content)
+    select(m.c.id, m.c.role, m.c.content, m.c.delivery)
     .where(m.c.conversation_id == bindparam("b_conv"), m.c.generation == bindparam("b_gen"))
     .order_by(m.c.id.desc())
     .limit(bindparam("b_limit"))
@@ -189,6 +189,29 @@ RECOVER = (
                 bindparam("b_now", type_=s.UTCDateTime()),
             ),
             else_=null(),
+        ),
+        worker=None,
+    )
+    .returning(t.c.status)
+)
+
+#: Give a running task back at worker shutdown: claimable at once, never failed for it (it keeps
+#: its frozen context and journal; a cancel requested meanwhile wins).
+HAND_BACK = (
+    update(t)
+    .where(
+        t.c.id == bindparam("b_task"),
+        t.c.fence == bindparam("b_fence"),
+        status_in(t.c.status, ACTIVE),
+    )
+    .values(
+        status=case(
+            (t.c.cancel_requested, TaskStatus.CANCELLED.value),
+            else_=TaskStatus.INTERRUPTED.value,
+        ),
+        error=case((t.c.cancel_requested, "cancelled by request"), else_=bindparam("b_reason")),
+        finished_at=case(
+            (t.c.cancel_requested, bindparam("b_now", type_=s.UTCDateTime())), else_=null()
         ),
         worker=None,
     )

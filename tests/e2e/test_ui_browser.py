@@ -206,3 +206,23 @@ def test_the_run_page_shows_provenance_and_the_timeline(
         assert "Where is order 1234?" in injected.inner_text()
         assert fits(page)
         shoot(page, f"run-{width}")
+
+
+def test_reset_conversation_asks_first_then_starts_a_new_generation(
+    browser: Any, base: str, api: httpx.Client
+) -> None:
+    first = submit(api, "chat", "remember this", "reset-1")
+    assert api.get(f"/v1/tasks/{first['id']}?wait=30").json()["status"] == "succeeded"
+    page = page_at(browser, base)
+    sign_in(page)
+    page.goto("/ui/conversations?deployment=chat")
+    page.get_by_role("link", name="api:reset-1").click()
+    page.get_by_role("heading", name="api:reset-1").wait_for()
+    page.get_by_role("button", name="Reset conversation").click()
+    dialog = page.get_by_role("dialog")
+    assert "Reset api:reset-1?" in dialog.inner_text()
+    dialog.get_by_role("button", name="Confirm").click()
+    page.locator("dl.facts").filter(has_text="Generation1").wait_for()
+    after = submit(api, "chat", "anything before?", "reset-1")
+    done = api.get(f"/v1/tasks/{after['id']}?wait=30").json()
+    assert done["reply"] == "echo: anything before? [history: 0]"

@@ -138,14 +138,24 @@ def test_collect_under_a_steady_stream_starts_by_max_wait(rt: Runtime, fleet: Fl
     fleet.worker("a")
     fleet.beat()
     debounce, max_wait = 1.0, 10.0  # max_wait defaults to 10 x debounce
-    first = rt.dispatcher.submit("gather", "p0", key="k").task
-    t0 = first.created_at
-    stop = time.monotonic() + max_wait + 4
-    n = 1
-    while time.monotonic() < stop:  # one message every 0.9 x debounce
-        time.sleep(0.9 * debounce)
-        rt.dispatcher.submit("gather", f"p{n}", key="k")
-        n += 1
+    for attempt in range(3):
+        key = f"k{attempt}"
+        first = rt.dispatcher.submit("gather", "p0", key=key).task
+        t0, last = first.created_at, time.monotonic()
+        begin = last
+        widest = 0.0  # the widest gap between two stored submissions
+        n = 1
+        while last - begin < max_wait + 4:  # one message every 0.9 x debounce, on a fixed clock
+            time.sleep(max(0.0, begin + n * 0.9 * debounce - time.monotonic()))
+            rt.dispatcher.submit("gather", f"p{n}", key=key)
+            now = time.monotonic()
+            widest, last, n = max(widest, now - last), now, n + 1
+        if widest < debounce:
+            break
+        # A loaded machine could not keep the stream steady (a gap let the debounce end): the
+        # early start would be right, so the scenario proves nothing; run it again.
+    else:
+        pytest.fail(f"could not submit every 0.9 x debounce (widest gap {widest:.2f}s), 3 tries")
     wait_for(lambda: rt.store.runs_of(first.id), 30, what="the first run")
     started = rt.store.runs_of(first.id)[0].started_at
     waited = (started - t0).total_seconds()

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from fleet.config import Settings
+from fleet.domain import lifecycle as rules
 from fleet.domain.runs import Outcome
 from fleet.domain.values import TaskStatus
 from fleet.errors import Conflict, InputError, QueueFull
@@ -115,6 +116,31 @@ def test_a_message_the_run_did_not_take_becomes_the_next_task(rt: Runtime) -> No
     assert rt.store.get_task(first.id).inbox == 0
     dup = rt.dispatcher.submit("steer", "one", key="k", idempotency_key="i-1")
     assert dup.duplicate and dup.task.id == made[0].id  # the key now names its own task
+
+
+def test_messages_steered_into_a_run_of_an_older_generation_are_cancelled(rt: Runtime) -> None:
+    """reset --cancel-running: the stopped run's settle commits, the reset commits, then its
+    inbox is requeued (here by the sweeper, as after a worker died between the two): the
+    messages belong to the old generation and must not become tasks of the new one."""
+    first = rt.dispatcher.submit("steer", "first", key="k").task
+    claim(rt, first.conversation_id)
+    assert rt.dispatcher.submit("steer", "old news", key="k").delivered_to == "run"
+    with rt.store.tx() as conn:  # the settle of the stopped run, without its requeue
+        conn.execute(
+            s.tasks.update()
+            .where(s.tasks.c.id == first.id)
+            .values(status=TaskStatus.CANCELLED.value, finished_at=rt.dispatcher.clock())
+        )
+    reset = rt.store.reset_conversation(first.conversation_id, rt.dispatcher.clock())
+    assert reset.generation == 1
+    rt.dispatcher.sweep()
+    assert inbox(rt) == [("steer", "cancelled", None)]
+    with rt.store.read() as conn:
+        why = conn.execute(select(s.run_inbox.c.error)).scalar_one()
+        tasks = conn.execute(select(s.tasks.c.id)).scalars().all()
+    assert why == rules.RESET_REASON
+    assert tasks == [first.id]  # nothing queued in the new generation
+    assert rt.store.get_task(first.id).inbox == 0  # and the sweeper is done with it
 
 
 def test_steer_after_the_run_ended_is_a_new_task(rt: Runtime) -> None:

@@ -4,7 +4,12 @@ their unfinished work, stuck ones first, filtered by deployment, scope and state
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
+import pytest
+from sqlalchemy import event, text
+
+from fleet.domain.redaction import Redactor
 from fleet.domain.runs import Outcome
 from fleet.domain.values import TaskStatus
 from fleet.store import Store
@@ -69,3 +74,48 @@ def test_figures_and_conversations(store: Store) -> None:
     assert [t.seq for t in conv.tasks] == [1, 2] and conv.conversation == "api:busy"
     runs = store.runs_by_task([t.id for t in conv.tasks])
     assert [r.attempt for r in runs[busy.id]] == [1] and runs[conv.tasks[1].id] == []
+
+
+#: A month of finished work: 20,000 tasks of 1,000 conversations, one every two minutes.
+_HISTORY = """
+INSERT INTO conversations (id, deployment, scope, key, generation, last_seq, created_at, updated_at)
+SELECT md5('c' || g)::uuid, 'chat', 'api', 'k' || g, 0, 20, :t0, :t0
+FROM generate_series(0, 999) g;
+INSERT INTO tasks (id, conversation_id, seq, generation, deployment, scope, conversation_key,
+  status, input, submissions, input_bytes, not_before, labels, attempts, max_attempts, fence,
+  cancel_requested, interrupt_requested, inbox, created_at, finished_at)
+SELECT md5('t' || g)::uuid, md5('c' || (g % 1000))::uuid, g / 1000 + 1, 0, 'chat', 'api',
+  'k' || (g % 1000), CASE WHEN g % 50 = 0 THEN 'failed' ELSE 'succeeded' END, '[]', 1, 0,
+  :t0 - g * interval '2 minutes', '{}', 1, 3, 1, false, false, 0,
+  :t0 - g * interval '2 minutes', :t0 - g * interval '2 minutes' + interval '1 second'
+FROM generate_series(0, 19999) g;
+ANALYZE tasks;
+"""
+
+
+@pytest.mark.pg
+def test_the_last_hours_figures_read_finished_tasks_through_their_index(pg_url: str) -> None:
+    """The overview's throughput and failures read the last hour's range of ``finished_at``
+    (``ix_tasks_finished_at``), not every task ever finished (a month of history here)."""
+    store = Store.open(pg_url, Redactor(()))
+    seen: list[tuple[str, Any]] = []
+
+    def capture(conn: Any, cursor: Any, statement: str, params: Any, *rest: Any) -> None:
+        if "finished_at >=" in statement:
+            seen.append((statement, params))
+
+    event.listen(store.engine, "before_cursor_execute", capture)
+    try:
+        with store.engine.begin() as conn:
+            for part in _HISTORY.split(";")[:-1]:
+                conn.execute(text(part), {"t0": T0})
+        figures = store.figures(["chat"], T0)["chat"]
+        ((statement, params),) = seen
+        with store.engine.connect() as conn:
+            plan = "\n".join(row[0] for row in conn.exec_driver_sql(f"EXPLAIN {statement}", params))
+    finally:
+        event.remove(store.engine, "before_cursor_execute", capture)
+        store.dispose()
+    assert (figures.finished_recently, figures.failed_recently) == (31, 1)  # g = 0…30
+    assert "ix_tasks_finished_at" in plan, plan
+    assert "Seq Scan on tasks" not in plan, plan

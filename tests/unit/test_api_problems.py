@@ -17,7 +17,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine
 
 from fleet.api.app import create_app
-from fleet.api.schemas import CancelTaskResponse, MessageList, SubmitTaskResponse, TaskView
+from fleet.api.schemas import (
+    CancelTaskResponse,
+    MessageList,
+    SubmitTaskResponse,
+    TaskDetail,
+)
 from fleet.config import Settings
 from fleet.runtime import Runtime, build
 from fleet.store import Store, TaskFilter
@@ -148,7 +153,7 @@ def test_get_list_and_cancel(client):
     b = submit(client, conversationKey="k")
     got = client.get(f"/v1/tasks/{a['id']}")
     assert got.status_code == 200
-    TaskView.model_validate(got.json())
+    assert TaskDetail.model_validate(got.json()).deliveries == []
     listed = client.get("/v1/tasks", params={"conversationKey": "api:k"}).json()["tasks"]
     assert [t["id"] for t in listed] == [a["id"], b["id"]]
     assert client.get("/v1/tasks", params={"status": "succeeded"}).json()["tasks"] == []

@@ -404,6 +404,13 @@ def _max(name: str) -> int:
             f"must be from 1 to {_max('max_history_bytes')}",
         ),
         ("agents/Bad.toml", AGENT, "(file name)", "lowercase"),
+        (
+            "agents/a.toml",
+            'model = "echo"\ndelegates = ["d", "ghost"]\n',
+            "delegates[1]",
+            "no deployment named 'ghost' (known: d)",
+        ),
+        ("agents/a.toml", 'model = "echo"\ndelegates = "d"\n', "delegates", "tuple"),
         # no silent conversions: a string or a number is not a yes/no, nor a string a count
         ("triggers/t.toml", 'deployment = "d"\npublic = "yes"\n', "public", "boolean"),
         ("triggers/t.toml", 'deployment = "d"\npublic = 1\n', "public", "boolean"),

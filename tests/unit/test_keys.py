@@ -31,6 +31,8 @@ LONGEST = "k" * MAX_CONVERSATION_KEY_CHARS
         "a2a:caller",
         "a2a:bot@example.com",
         "a2a:" + "c" * 128,
+        "agent:triage",
+        "agent:lead_2",
     ],
 )
 def test_check_scope_accepts(scope):
@@ -53,6 +55,8 @@ def test_check_scope_accepts(scope):
         "a2a:" + "c" * 129,
         "a2a:bad/caller",
         "other:x",
+        "agent:",
+        "agent:a b",
     ],
 )
 def test_check_scope_refuses(scope):

@@ -242,6 +242,14 @@ def test_tools_next_to_the_config_are_importable(tmp_path: Path):
     [
         ('["tests.support.shop_tools:nothing"]', "tools[0] (tests.support.shop_tools:nothing)"),
         ('["current_time", "current_time"]', "a second tool named 'current_time'"),
+        # fleet's own tools' names are taken (delegation, memory, notes, recall)
+        (
+            '[{ tool = "tests.support.shop_tools:lookup_order", name = "call_agent" }]',
+            "tools[0] (tests.support.shop_tools:lookup_order): the name 'call_agent' is one of "
+            "fleet's own tools",
+        ),
+        ('["wait", { tool = "wait", name = "start_agent" }]', "tools[1] (wait): the name"),
+        ('[{ tool = "current_time", name = "memory_get" }]', "'memory_get' is one of fleet's"),
     ],
 )
 def test_tool_errors_name_the_entry(tmp_path: Path, tools, message):
@@ -302,3 +310,34 @@ def test_config_secrets_are_collected_for_redaction(tmp_path: Path):
         "Bearer ghp_secret",
     )
     assert cfg.secret_values({}) == ()
+
+
+def test_fleet_tool_names_are_the_tools_fleet_binds_to_runs():
+    """The reserved names are exactly the names of the tools fleet adds to a run itself."""
+    import uuid
+    from datetime import UTC, datetime
+
+    from fleet.agents.tools import delegation
+    from fleet.config import MemoryAttachment
+    from fleet.config.agents import WorkingMemoryConfig
+    from fleet.constants import FLEET_TOOL_NAMES
+    from fleet.memory import tools as memory_tools
+    from fleet.recall import observer, working
+
+    names = set(delegation.NAMES)
+    names |= {t.name for t in memory_tools.note_tools(None)}  # type: ignore[arg-type]
+    block = memory_tools.block_tool([MemoryAttachment(block="b", mode="write")], None)  # type: ignore[arg-type]
+    assert block is not None
+    names.add(block.name)
+    names.add(observer.search_tool(None, None, uuid.uuid4()).name)  # type: ignore[arg-type]
+    state = working.update_tool(
+        WorkingMemoryConfig(),
+        None,  # type: ignore[arg-type]
+        key="k",
+        schema=None,
+        run_id=uuid.uuid4(),
+        clock=lambda: datetime.now(UTC),
+        authorize=lambda _: None,
+    )
+    names.add(state.name)
+    assert names == FLEET_TOOL_NAMES

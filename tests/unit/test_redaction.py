@@ -135,6 +135,15 @@ PGP_BEGIN, PGP_END = "-----BEGIN PGP PRIVATE KEY BLOCK-----", "-----END PGP PRIV
         ("redis://:p@ss@localhost:6379/0", f"redis://:{R}@localhost:6379/0"),
         ("amqp://guest:a:b:c@rabbit//", f"amqp://guest:{R}@rabbit//"),
         ("see (https://u:pw@example.com/x?y=1)", f"see (https://u:{R}@example.com/x?y=1)"),
+        # Webhook URLs whose path is the credential.
+        (
+            "https://hooks.slack.com/services/T0001/B0002/XXXXsecretXXXX",
+            f"https://hooks.slack.com/services/{R}",
+        ),
+        (
+            "post to https://discord.com/api/webhooks/1234/abc-DEF_token now",
+            f"post to https://discord.com/api/webhooks/1234/{R} now",
+        ),
         # Several kinds in one text.
         (
             f"url=https://me:pw@h key={OPENAI} password: x\nok",

@@ -206,3 +206,27 @@ def test_static_files_are_the_packaged_ones(client: TestClient) -> None:
     assert client.get("/ui/static/ui.css").status_code == 200
     assert client.get("/ui/static/../api/ui.py").status_code == 404
     assert client.get("/ui/static/missing.js").status_code == 404
+
+
+def test_reset_needs_the_csrf_token_and_a_confirmation(rt: Runtime, client: TestClient) -> None:
+    adm = rt.dispatcher.submit("chat", "hello", scope="api", key="r")
+    rt.dispatcher.drain(adm.task.conversation_id)
+    queued = rt.dispatcher.submit("chat", "left over", scope="api", key="r").task
+    sign_in(client, "boss")
+    page = client.get(f"/ui/conversations/{adm.task.conversation_id}").text
+    assert 'data-confirm="Reset api:r?' in page
+    url = f"/ui/conversations/{adm.task.conversation_id}/reset"
+    assert client.post(url, data={"confirmed": "yes"}).status_code == 403
+    token = csrf(page)
+    asked = client.post(url, data={"csrf": token})  # without JS: a page asks to confirm
+    assert asked.status_code == 200 and "starts generation 1" in asked.text
+    assert rt.dispatcher.lifecycle.show("chat", "r").generation == 0
+    done = client.post(url, data={"csrf": token, "confirmed": "yes"})
+    assert done.status_code == 303
+    assert done.headers["location"] == f"/ui/conversations/{adm.task.conversation_id}"
+    assert rt.dispatcher.lifecycle.show("chat", "r").generation == 1
+    assert rt.store.get_task(queued.id).status == "cancelled"
+    shown = client.get(done.headers["location"]).text
+    assert "<dt>Generation</dt><dd>1</dd>" in shown
+    missing = client.post(f"/ui/conversations/{uuid.uuid4()}/reset", data={"csrf": token})
+    assert missing.status_code == 404

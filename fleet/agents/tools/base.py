@@ -24,7 +24,9 @@ class ToolContext:
 
     ``cancelled`` is set when the run's task is cancelled, its lease is lost or the call timed
     out. A long sync tool polls ``ctx.stopped()`` (or waits with ``ctx.sleep``) and returns
-    early; an async tool is cancelled as a coroutine instead.
+    early; an async tool is cancelled as a coroutine instead. ``lost`` is set first when the
+    stop is this worker letting go of the run (its lease lost, or the run abandoned at
+    shutdown): the task goes on elsewhere, so a tool must not undo what it started then.
     """
 
     task_id: str
@@ -35,6 +37,8 @@ class ToolContext:
     conversation_id: str = ""
     #: The model's id of the call being made (set for each call; empty outside one).
     call_id: str = ""
+    #: This worker let go of the run (lease lost, abandoned at shutdown); the run's lease's.
+    lost: threading.Event = field(default_factory=threading.Event)
 
     @property
     def receipt(self) -> str:
@@ -48,6 +52,10 @@ class ToolContext:
     def sleep(self, seconds: float) -> bool:
         """Wait up to ``seconds``; True if the wait ended because the tool should stop."""
         return self.cancelled.wait(seconds)
+
+    def handed_over(self) -> bool:
+        """Did the run stop because another worker will resume it (not cancelled, not over)?"""
+        return self.lost.is_set()
 
 
 SyncFn = Callable[[dict[str, Any], ToolContext], str]

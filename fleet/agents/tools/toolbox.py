@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 from fleet.agents.tools.base import Tool, ToolContext
 from fleet.agents.tools.builtin import BUILTIN_TOOLS
 from fleet.agents.tools.python import ToolLoadError, from_function, resolve
+from fleet.constants import FLEET_TOOL_NAMES
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -69,6 +70,14 @@ class Toolbox:
             yield tools
 
 
+def reserved(where: str, name: str) -> str:
+    """Why a tool may not be called ``name``: fleet gives runs a tool of that name."""
+    return (
+        f"{where}: the name {name!r} is one of fleet's own tools "
+        f"({', '.join(sorted(FLEET_TOOL_NAMES))}); give it another name (name = '...')"
+    )
+
+
 def importable(config_root: Path) -> None:
     """Let ``module:function`` references find modules in the config folder and the cwd."""
     for folder in (str(config_root.resolve()), str(Path.cwd())):
@@ -101,6 +110,8 @@ def build(agent: AgentConfig, config_root: Path) -> Toolbox:
                 )
         except ToolLoadError as exc:
             raise ToolLoadError(f"{where}: {exc}") from None
+        if tool.name in FLEET_TOOL_NAMES:
+            raise ToolLoadError(reserved(where, tool.name))
         if tool.name in static:
             raise ToolLoadError(
                 f"{where}: a second tool named {tool.name!r} (give one of them name = '...')"

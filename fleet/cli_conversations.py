@@ -1,0 +1,297 @@
+"""``fleet conversations``: list, show, reset, delete and prune conversations (operators).
+
+Against the store (embedded or fleet) or, with ``--server``, through the API's lifecycle
+operations (an operator key in FLEET_API_KEY); both answer with the same JSON shapes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Annotated, Any, Protocol
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fleet.domain import lifecycle as rules
+
+View = dict[str, Any]
+
+conversations_app = typer.Typer(
+    help="List, show, reset, delete and prune conversations (operators).", no_args_is_help=True
+)
+_out = Console(highlight=False, soft_wrap=True)
+
+Key = Annotated[
+    str, typer.Argument(help="Conversation key: scoped (api:ticket-4711) or bare (an api one).")
+]
+Deployment = Annotated[str, typer.Option("--deployment", "-d", help="Its deployment.")]
+CancelRunning = Annotated[
+    bool,
+    typer.Option("--cancel-running", help="Stop a running task first (else: refused, exit 2)."),
+]
+AsJson = Annotated[bool, typer.Option("--json")]
+
+
+class Conversations(Protocol):
+    def ls(self, deployment: str | None, state: str | None, limit: int) -> list[View]: ...
+    def show(self, deployment: str, key: str) -> View: ...
+    def reset(self, deployment: str, key: str, keep_notes: bool, cancel_running: bool) -> View: ...
+    def delete(self, deployment: str, key: str, cancel_running: bool) -> View: ...
+    def prune(self, deployment: str | None, older_than: str | None, dry_run: bool) -> View: ...
+
+
+class LocalConversations:
+    """Straight on the store (the lifecycle manager of a runtime built from the environment)."""
+
+    def __init__(self, rt: Any) -> None:
+        self.lc = rt.dispatcher.lifecycle
+        self.store = rt.store
+
+    def ls(self, deployment: str | None, state: str | None, limit: int) -> list[View]:
+        from fleet.domain import operator as op
+        from fleet.store.operator import ConversationFilter
+        from fleet.views import iso
+
+        if deployment is not None:
+            self.lc.ref(deployment, "x")
+        if state is not None and state not in op.STATES:
+            raise _bad(f"--state {state!r} is not one of {', '.join(op.STATES)}")
+        flt = ConversationFilter(deployment=deployment, state=state, limit=limit)
+        rows = self.store.conversations(flt, datetime.now(UTC))
+        return [
+            {
+                "id": str(r.id),
+                "deployment": r.deployment,
+                "conversation": r.conversation,
+                "state": r.state,
+                "reason": r.reason or None,
+                "waiting": r.pending.waiting,
+                "updatedAt": iso(r.updated_at),
+            }
+            for r in rows
+        ]
+
+    def show(self, deployment: str, key: str) -> View:
+        from fleet.dispatch.lifecycle import info_json
+
+        return info_json(self.lc.show(deployment, key))
+
+    def reset(self, deployment: str, key: str, keep_notes: bool, cancel_running: bool) -> View:
+        from fleet.dispatch.lifecycle import reset_json
+
+        info, done = self.lc.reset(
+            deployment, key, keep_notes=keep_notes, cancel_running=cancel_running
+        )
+        return reset_json(info, done, keep_notes=keep_notes)
+
+    def delete(self, deployment: str, key: str, cancel_running: bool) -> View:
+        from fleet.dispatch.lifecycle import delete_json
+
+        return delete_json(self.lc.delete(deployment, key, by="cli", cancel_running=cancel_running))
+
+    def prune(self, deployment: str | None, older_than: str | None, dry_run: bool) -> View:
+        from fleet.dispatch.lifecycle import prune_json
+
+        older = None if older_than is None else rules.parse_age(older_than)
+        return prune_json(self.lc.prune(deployment=deployment, older_than_s=older, dry_run=dry_run))
+
+
+class RemoteConversations:
+    """Through ``fleet serve``'s API (an operator key)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def ls(self, deployment: str | None, state: str | None, limit: int) -> list[View]:
+        found: list[View] = self.client.list_conversations(
+            deployment=deployment, state=state, limit=limit
+        )
+        return found
+
+    def show(self, deployment: str, key: str) -> View:
+        found: View = self.client.get_conversation(key, deployment)
+        return found
+
+    def reset(self, deployment: str, key: str, keep_notes: bool, cancel_running: bool) -> View:
+        found: View = self.client.reset_conversation(
+            key, deployment, keep_notes=keep_notes, cancel_running=cancel_running
+        )
+        return found
+
+    def delete(self, deployment: str, key: str, cancel_running: bool) -> View:
+        found: View = self.client.delete_conversation(
+            key, deployment, cancel_running=cancel_running
+        )
+        return found
+
+    def prune(self, deployment: str | None, older_than: str | None, dry_run: bool) -> View:
+        found: View = self.client.prune_conversations(
+            deployment=deployment, older_than=older_than, dry_run=dry_run
+        )
+        return found
+
+
+def _bad(message: str) -> Exception:
+    from fleet.errors import InputError
+
+    return InputError(message)
+
+
+@contextmanager
+def _open(ctx: typer.Context) -> Iterator[Conversations]:
+    server = (ctx.find_root().obj or {}).get("server")
+    if server:
+        from fleet.client import FleetClient
+
+        with FleetClient(server, os.environ.get("FLEET_API_KEY") or None) as client:
+            yield RemoteConversations(client)
+        return
+    from fleet.runtime import build
+
+    rt = build()
+    try:
+        yield LocalConversations(rt)
+    finally:
+        rt.close()
+
+
+def _json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+@conversations_app.command("ls")
+def ls(
+    ctx: typer.Context,
+    *,
+    deployment: Annotated[str | None, typer.Option("--deployment", "-d")] = None,
+    state: Annotated[
+        str | None, typer.Option("--state", help="stuck, running, queued or idle.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=500)] = 50,
+    as_json: AsJson = False,
+) -> None:
+    """List conversations: stuck, running, queued first, then the most recently active."""
+    with _open(ctx) as convs:
+        found = convs.ls(deployment, state, limit)
+    if as_json:
+        _json(found)
+        return
+    table = Table(box=None, pad_edge=False)
+    for col in ("conversation", "deployment", "state", "waiting", "updated"):
+        table.add_column(col)
+    for row in found:
+        state_text = row["state"] + (f" ({row['reason']})" if row.get("reason") else "")
+        updated = (row.get("updatedAt") or "-")[:19].replace("T", " ")
+        table.add_row(
+            row["conversation"], row["deployment"], state_text, str(row["waiting"]), updated
+        )
+    _out.print(table)
+
+
+@conversations_app.command("show")
+def show(ctx: typer.Context, key: Key, deployment: Deployment, as_json: AsJson = False) -> None:
+    """Show a conversation's generation and counts (an unknown key: exit 2, nothing created)."""
+    with _open(ctx) as convs:
+        found = convs.show(deployment, key)
+    if as_json:
+        _json(found)
+        return
+    active = found["activeTask"] or "none"
+    _out.print(
+        f"{found['conversation']} ({found['deployment']}) generation {found['generation']}\n"
+        f"  messages {found['messages']} recalled, {found['storedMessages']} stored; "
+        f"notes {found['notes']}\n"
+        f"  tasks {found['tasks']}, {found['queued']} queued; running: {active}\n"
+        f"  created {found['createdAt']}, updated {found['updatedAt']}",
+        markup=False,
+    )
+
+
+@conversations_app.command("reset")
+def reset(
+    ctx: typer.Context,
+    key: Key,
+    deployment: Deployment,
+    *,
+    keep_notes: Annotated[
+        bool, typer.Option("--keep-notes", help="Keep its notes into the new generation.")
+    ] = False,
+    cancel_running: CancelRunning = False,
+    as_json: AsJson = False,
+) -> None:
+    """Start a new generation: history (and notes, unless kept) is no longer recalled; queued
+    tasks are cancelled; idempotency keys seen before still answer duplicate."""
+    with _open(ctx) as convs:
+        done = convs.reset(deployment, key, keep_notes, cancel_running)
+    if as_json:
+        _json(done)
+        return
+    notes = "notes kept" if done["notesKept"] else f"{done['notesRemoved']} notes removed"
+    _out.print(
+        f"{done['conversation']} ({done['deployment']}): generation {done['generation']} "
+        f"starts now; {len(done['cancelled'])} queued tasks cancelled; {notes}",
+        markup=False,
+    )
+
+
+@conversations_app.command("delete")
+def delete(
+    ctx: typer.Context,
+    key: Key,
+    deployment: Deployment,
+    *,
+    cancel_running: CancelRunning = False,
+    as_json: AsJson = False,
+) -> None:
+    """Delete a conversation with its tasks, runs, messages and notes; its key is remembered,
+    so a later task with it starts fresh and is told so."""
+    with _open(ctx) as convs:
+        done = convs.delete(deployment, key, cancel_running)
+    if as_json:
+        _json(done)
+        return
+    _out.print(
+        f"{done['conversation']} ({done['deployment']}) deleted: {done['tasks']} tasks, "
+        f"{done['messages']} messages; a new task with this key starts fresh",
+        markup=False,
+    )
+
+
+@conversations_app.command("prune")
+def prune(
+    ctx: typer.Context,
+    *,
+    deployment: Annotated[str | None, typer.Option("--deployment", "-d")] = None,
+    older_than: Annotated[
+        str | None,
+        typer.Option(
+            "--older-than",
+            help="Delete messages older than this (30d, 12h) instead of each deployment's "
+            "retention; stored caps are enforced either way.",
+        ),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count what would go.")] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Delete messages past retention and past each conversation's stored cap, in batches."""
+    if older_than is not None:
+        rules.parse_age(older_than)  # bad input: exit 2 before connecting anywhere
+    with _open(ctx) as convs:
+        done = convs.prune(deployment, older_than, dry_run)
+    if as_json:
+        _json(done)
+        return
+    verb = "would delete" if done["dryRun"] else "deleted"
+    for name in sorted(done["retention"]):
+        _out.print(
+            f"{name}: {verb} {done['retention'][name]} messages past retention, "
+            f"{done['storedCap'].get(name, 0)} past the stored cap",
+            markup=False,
+        )
+    _out.print(f"total: {done['total']}" + (" (dry run: nothing deleted)" if dry_run else ""))

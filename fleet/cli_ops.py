@@ -1,0 +1,241 @@
+"""``fleet migrate``, ``check``, ``worker``, ``serve`` and ``beat``: operate the store and the
+processes of a fleet (registered on the ``fleet`` command by ``fleet.cli``)."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from fleet.cli_common import EXIT_BAD_INPUT, EXIT_FAILED, fail, out, print_json
+
+
+def migrate() -> None:
+    """Create or upgrade the database schema to the newest revision."""
+    from fleet.config import load_settings
+    from fleet.runtime import open_store
+    from fleet.store import db
+    from fleet.store import migrate as migrations
+
+    settings = load_settings()
+    store = open_store(settings)
+    try:
+        with db.unavailable_on_outage():
+            before = migrations.current(store.engine)
+            migrations.upgrade(store.engine)
+            after = migrations.current(store.engine)
+    finally:
+        store.dispose()
+    where = db.sqlite_path(settings.resolved_database_url) or "the database"
+    if before == after:
+        out.print(f"{where} is at {after} (newest); nothing to do")
+    else:
+        out.print(f"{where} migrated from {before or 'empty'} to {after}")
+
+
+def check(
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    connect: Annotated[
+        bool,
+        typer.Option("--connect", help="Also start or reach each MCP server and list its tools."),
+    ] = False,
+) -> None:
+    """Validate settings and config/, and connect read-only; creates nothing, migrates nothing."""
+    from fleet.checks import run_checks
+
+    results = run_checks(connect=connect)
+    if as_json:
+        print_json([r._asdict() for r in results])
+    else:
+        for r in results:
+            mark = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}[r.state]
+            out.print(f"{mark}  {r.name}: {r.detail}", markup=False)
+    failed = [r for r in results if r.state == "fail"]
+    if failed:
+        bad_input = failed[0].name in ("settings", "config")
+        raise typer.Exit(EXIT_BAD_INPUT if bad_input else EXIT_FAILED)
+
+
+def worker(
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", "-c", min=1, help="Worker processes.")
+    ] = 2,
+    beat: Annotated[
+        bool,
+        typer.Option("--beat", help="Also run the sweeper (`fleet beat`) as a child process."),
+    ] = False,
+    loglevel: Annotated[str, typer.Option("--loglevel")] = "INFO",
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=1,
+            max=65535,
+            envvar="FLEET_METRICS_PORT",
+            help="Serve the worker's run metrics (all its processes) on :PORT/metrics.",
+        ),
+    ] = None,
+) -> None:
+    """Run a Celery worker that drains conversations (needs FLEET_REDIS_URL)."""
+    if metrics_port is not None:
+        from fleet.dispatch import worker_metrics
+
+        worker_metrics.serve(metrics_port)
+    _celery_argv(
+        [
+            "worker",
+            "-c",
+            str(concurrency),
+            "-Q",
+            "fleet",
+            "--loglevel",
+            loglevel,
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        sweeper=loglevel if beat else None,
+    )
+
+
+def serve(
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8080,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="uvicorn processes.")] = 1,
+    loglevel: Annotated[str, typer.Option("--loglevel")] = "info",
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency",
+            min=1,
+            max=32,
+            help="Embedded mode: conversations run at once (FLEET_EMBEDDED_CONCURRENCY, 4).",
+        ),
+    ] = None,
+) -> None:
+    """Serve the HTTP API (SubmitTask, triggers, A2A, /healthz, /readyz, /metrics)."""
+    import uvicorn
+
+    if concurrency is not None:
+        from fleet.config import load_settings
+
+        if not load_settings().embedded:
+            fail("--concurrency is for embedded mode; in a fleet, `fleet worker --concurrency`")
+        os.environ["FLEET_EMBEDDED_CONCURRENCY"] = str(concurrency)  # read by the app's runtime
+
+    if workers > 1:  # /metrics then sums every uvicorn process (Prometheus multiprocess mode)
+        from fleet.dispatch import worker_metrics
+
+        worker_metrics.prepare_multiprocess()
+    from fleet.api.auth import KeyRing
+    from fleet.runtime import build
+
+    rt = build()  # fail fast on bad config, caller keys or an unmigrated database
+    try:
+        KeyRing.from_config(rt.config)
+    finally:
+        rt.close()
+    from fleet import logs
+
+    # SIGTERM / Ctrl-C: uvicorn stops accepting, lets in-flight requests finish (for at most
+    # the grace period), then the app's shutdown sends queued wake-ups and, embedded, hands
+    # running tasks back after their current step.
+    drain_s = max(1, math.ceil(rt.settings.shutdown_grace))
+    json_logs: dict[str, Any] = {}
+    if logs.log_format() == "json":  # uvicorn's records too, in each process it starts
+        level = os.environ.get("FLEET_LOG_LEVEL", "WARNING").upper()
+        json_logs["log_config"] = logs.dict_config(level, "json")
+    uvicorn.run(
+        "fleet.api.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=loglevel.lower(),
+        access_log=False,
+        timeout_graceful_shutdown=drain_s,
+        **json_logs,
+    )
+
+
+def beat_cmd(
+    loglevel: Annotated[str, typer.Option("--loglevel", help="The sweeper's log level.")] = "INFO",
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=1,
+            max=65535,
+            envvar="FLEET_METRICS_PORT",
+            help="Serve the sweeper's metrics (tasks recovered) on :PORT/metrics.",
+        ),
+    ] = None,
+    parent_pid: Annotated[int | None, typer.Option("--parent-pid", hidden=True)] = None,
+) -> None:
+    """Run the sweeper: every FLEET_SWEEP_INTERVAL, recover lost workers' tasks and wake-ups.
+
+    Run one or more per fleet: of several, one sweeps per interval (a Redis key decides).
+    """
+    import logging
+
+    level = logging.getLevelName(loglevel.upper())
+    if not isinstance(level, int):
+        fail(f"--loglevel {loglevel!r} is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+    _need_fleet_mode()
+    if metrics_port is not None:
+        from fleet.dispatch import worker_metrics
+
+        worker_metrics.serve(metrics_port)
+    from fleet.dispatch import sweeper
+
+    sweeper.main(level, parent_pid=parent_pid)
+
+
+def _need_fleet_mode() -> None:
+    from fleet.config import load_settings
+
+    if load_settings().embedded:
+        fail("this command needs FLEET_REDIS_URL (embedded mode runs tasks inside `fleet run`)")
+
+
+def _celery_argv(argv: list[str], *, sweeper: str | None = None) -> None:
+    """Start Celery with ``argv``; with ``sweeper`` (its log level) also a `fleet beat` child.
+
+    The sweeper is a process of its own, not a thread here: prefork children would inherit
+    its connections.
+    """
+    _need_fleet_mode()
+    from fleet.api.auth import KeyRing
+    from fleet.runtime import build
+
+    rt = build()  # fail fast on bad config, caller keys or an unmigrated database
+    try:
+        KeyRing.from_config(rt.config)
+    finally:
+        rt.close()
+    from fleet.dispatch.celery_app import app as celery_app
+
+    child = None
+    if sweeper is not None:  # it stops by itself if this process dies without stopping it
+        beat = [sys.executable, "-m", "fleet.cli", "beat", "--loglevel", sweeper]
+        # No port of its own: its metrics land in this worker's multiprocess folder, if any.
+        env = {k: v for k, v in os.environ.items() if k != "FLEET_METRICS_PORT"}
+        child = subprocess.Popen([*beat, "--parent-pid", str(os.getpid())], env=env)
+    try:
+        celery_app.start(argv)
+    finally:
+        if child is not None:
+            _stop_child(child)
+
+
+def _stop_child(child: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()

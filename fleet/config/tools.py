@@ -1,0 +1,263 @@
+"""An agent's ``tools`` and ``[[mcp_servers]]``: built-in and Python tools, MCP servers.
+
+Secrets are never written in these files: MCP servers name the environment variables that hold
+them (``env_from``, ``headers_env``).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
+
+from fleet.config.base import _ENV_NAME, _TOOL_REF, Duration, _Strict
+from fleet.constants import DEFAULT_MCP_CONNECT_TIMEOUT_S
+
+
+class ToolRef(_Strict):
+    """One entry of an agent's ``tools``: a built-in name or ``module:function``, with options."""
+
+    tool: str
+    #: The name the model sees (default: the built-in's or the function's name).
+    name: str | None = None
+    #: Seconds one call may take (default: the decorator's, else the agent's ``tool_timeout``).
+    timeout: Duration | None = None
+    #: ``safe``: a call in flight when its worker died may run again; ``unsafe``: the model is
+    #: told the outcome is unknown. Default: the decorator's, else ``unsafe`` (built-ins: safe).
+    retry: Literal["safe", "unsafe"] | None = None
+
+    @field_validator("tool")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from fleet.agents.tools import BUILTIN_TOOLS
+
+        if v in BUILTIN_TOOLS or _TOOL_REF.match(v):
+            return v
+        known = ", ".join(sorted(BUILTIN_TOOLS))
+        raise ValueError(
+            f"unknown tool {v!r}: name a built-in ({known}) or a Python function as "
+            "'package.module:function'"
+        )
+
+    @field_validator("timeout")
+    @classmethod
+    def _positive(cls, v: float | None) -> float | None:
+        if v is not None and v <= 0:
+            raise ValueError("must be greater than zero")
+        return v
+
+    @property
+    def builtin(self) -> bool:
+        return ":" not in self.tool
+
+
+_MCP_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
+_PROCESS_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Headers the MCP transport sets itself; a config that sets them would break the protocol.
+_TRANSPORT_HEADERS = frozenset(
+    {"content-type", "accept", "content-length", "host", "mcp-session-id", "mcp-protocol-version"}
+)
+#: Longest command line or URL a message shows of an MCP server.
+_SHOWN_CHARS = 80
+#: Headers whose values are secrets: never literal in a file (use ``headers_env``).
+_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key"})
+
+
+class McpServerConfig(_Strict):
+    """One ``[[mcp_servers]]`` entry: an MCP server whose tools the agent gets as ``name.tool``.
+
+    Secrets are never written here: ``env_from`` and ``headers_env`` name environment variables
+    of the fleet process that hold them.
+    """
+
+    #: Lowercase; the namespace of the server's tools (``github.search_issues``).
+    name: str
+    #: stdio: the program to start (found on PATH) and its arguments.
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    #: stdio: literal environment variables for the server (PATH, HOME, ... are inherited).
+    env: dict[str, str] = Field(default_factory=dict)
+    #: stdio: server variable → fleet process variable holding its value.
+    env_from: dict[str, str] = Field(default_factory=dict)
+    #: Streamable HTTP: the endpoint (``https://host/mcp``).
+    url: str | None = None
+    #: HTTP: literal, non-secret headers.
+    headers: dict[str, str] = Field(default_factory=dict)
+    #: HTTP: header → environment variable holding its value (``Authorization = "FLEET_X"``).
+    headers_env: dict[str, str] = Field(default_factory=dict)
+    #: Tool names (without the namespace) or glob patterns to keep; empty keeps all.
+    include: tuple[str, ...] = ()
+    #: Tool names or glob patterns to leave out (applied after ``include``).
+    exclude: tuple[str, ...] = ()
+    #: Start (or connect), handshake and list tools within this long, or the run fails.
+    connect_timeout: Duration = DEFAULT_MCP_CONNECT_TIMEOUT_S
+    #: Seconds one call may take (default: the agent's ``tool_timeout``).
+    call_timeout: Duration | None = None
+    #: Retry policy for every tool of the server. Default per tool: ``safe`` when the server
+    #: marks it readOnlyHint or idempotentHint, else ``unsafe``.
+    retry: Literal["safe", "unsafe"] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _MCP_NAME.match(v):
+            raise ValueError(
+                f"{v!r} is not a server name: 1-32 lowercase letters, digits, '_' or '-', "
+                "starting with a letter (it prefixes the tool names: 'name.tool')"
+            )
+        return v
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("must name a program, e.g. 'npx' or '/usr/bin/my-server'")
+        return v
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            parts = urlsplit(v)
+            parts.port  # noqa: B018 (a bad port raises)
+        except ValueError as exc:
+            raise ValueError(f"is not a URL ({exc})") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL like 'https://host/mcp'")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            if not _PROCESS_ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+        return v
+
+    @field_validator("env_from")
+    @classmethod
+    def _env_from(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, source in v.items():
+            if not _PROCESS_ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+            if not _ENV_NAME.match(source):
+                raise ValueError(
+                    f"{name}: {source!r} must name an environment variable like FLEET_GITHUB_TOKEN"
+                )
+        return v
+
+    @field_validator("headers", "headers_env")
+    @classmethod
+    def _headers(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"{name!r} is not an HTTP header name")
+            if name.lower() in _TRANSPORT_HEADERS:
+                raise ValueError(f"{name!r} is set by the MCP transport itself; leave it out")
+        return v
+
+    @field_validator("headers")
+    @classmethod
+    def _no_secret_headers(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            if name.lower() in _SECRET_HEADERS:
+                raise ValueError(
+                    f"{name!r} carries a secret: put it in headers_env = {{ {name} = "
+                    '"FLEET_..." } and the value in that environment variable'
+                )
+        return v
+
+    @field_validator("headers_env")
+    @classmethod
+    def _header_sources(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, source in v.items():
+            if not _ENV_NAME.match(source):
+                raise ValueError(
+                    f"{name}: {source!r} must name an environment variable like FLEET_MCP_TOKEN"
+                )
+        return v
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _patterns(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in v:
+            if not pattern.strip():
+                raise ValueError("an empty tool name or pattern matches nothing")
+        return v
+
+    @field_validator("connect_timeout", "call_timeout")
+    @classmethod
+    def _positive(cls, v: float | None) -> float | None:
+        if v is not None and v <= 0:
+            raise ValueError("must be greater than zero")
+        return v
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                f"server {self.name!r}: give exactly one of command (a stdio server) or url "
+                "(a streamable HTTP server)"
+            )
+        wrong = (
+            [k for k in ("args", "env", "env_from") if getattr(self, k)]
+            if self.url is not None
+            else [k for k in ("headers", "headers_env") if getattr(self, k)]
+        )
+        if wrong:
+            kind, other = ("url", "command") if self.url is not None else ("command", "url")
+            raise ValueError(
+                f"server {self.name!r}: {wrong[0]} is for servers with {other}, and this one "
+                f"has {kind}"
+            )
+        both = set(self.headers).intersection(self.headers_env) or set(self.env).intersection(
+            self.env_from
+        )
+        if both:
+            raise ValueError(
+                f"server {self.name!r}: {sorted(both)[0]!r} is set twice (literally and from "
+                "the environment)"
+            )
+        return self
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "stdio" if self.command is not None else "http"
+
+    def secret_sources(self) -> dict[str, str]:
+        """What each secret is for → the environment variable holding it."""
+        sources = {f"header {h}": var for h, var in self.headers_env.items()}
+        sources.update({f"variable {n}": var for n, var in self.env_from.items()})
+        return sources
+
+    @property
+    def label(self) -> str:
+        """How messages name the server: ``MCP server 'github' (stdio: npx -y @x/server)``."""
+        if self.command is not None:
+            where = "stdio: " + shlex.join([self.command, *self.args])
+        else:
+            parts = urlsplit(self.url or "")
+            host = parts.hostname or ""
+            if ":" in host:  # IPv6
+                host = f"[{host}]"
+            if parts.port is not None:
+                host = f"{host}:{parts.port}"
+            where = f"http: {parts.scheme}://{host}{parts.path}"  # no credentials, no query
+        if len(where) > _SHOWN_CHARS:
+            where = where[: _SHOWN_CHARS - 1] + "…"
+        return f"MCP server {self.name!r} ({where})"
+
+    def missing_secrets(self, environ: Mapping[str, str]) -> list[str]:
+        """One line per environment variable the server needs that is unset or empty."""
+        return [
+            f"{self.label}: {what} needs environment variable {var}, which is not set"
+            for what, var in self.secret_sources().items()
+            if not environ.get(var)
+        ]

@@ -1,0 +1,166 @@
+"""A claimed task's run, between its claim and its settle: context, tools, model and journal.
+
+The dispatcher's drain claims a task and settles it; what happens in between lives here: the
+frozen context a claim is prepared with, the agent's tools opened for the run, its journal and
+stop watch, the authorize check, and the agent loop itself. It reads the dispatcher's store,
+clock, config and shutdown flag as they are now (tests swap the clock).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from fleet import metrics, policy
+from fleet.agents import models as model_adapters
+from fleet.agents import prompt, telemetry
+from fleet.agents.runner import RunPorts, run_agent
+from fleet.agents.tools import ToolContext, ToolLoadError, toolbox
+from fleet.agents.tools.toolbox import Toolbox, ToolServerError
+from fleet.config import AgentConfig, FleetConfig
+from fleet.dispatch.journal import StoreJournal
+from fleet.dispatch.lease import LeaseHandle
+from fleet.dispatch.shutdown import HandBack
+from fleet.domain.runs import Outcome
+from fleet.domain.values import TaskStatus
+from fleet.errors import Forbidden, LeaseLost
+from fleet.store import Claim, Prepared, Started
+
+if TYPE_CHECKING:
+    from fleet.dispatch.manager import Dispatcher
+
+log = logging.getLogger("fleet.dispatch.manager")  # the name operators know these records by
+
+
+def agent_of(config: FleetConfig, deployment: str) -> AgentConfig | None:
+    """The agent of a deployment, or None when the deployment (or its agent) is gone."""
+    dep = config.deployments.get(deployment)
+    return None if dep is None else config.agents.get(dep.agent)
+
+
+class Execution:
+    """Runs claimed tasks for a dispatcher; keeps each agent's model and toolbox once built."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.d = dispatcher
+        self._models: dict[str, model_adapters.Model] = {}
+        self._toolboxes: dict[str, Toolbox] = {}
+
+    def prepare(self, claim: Claim) -> Prepared:
+        """The frozen context of a claimed task (built once; a retry reuses its first one)."""
+        agent = agent_of(self.d.config, claim.task.deployment)
+        if agent is None:
+            return Prepared({"messages": []}, "-")
+        context = claim.frozen_context or prompt.assemble(
+            agent,
+            claim.task,
+            claim.history,
+            more_history=claim.more_history,
+            memory=self.d.sources.memory(agent, claim.task),
+            remember=self.d.config.deployment(claim.task.deployment).remember,
+        )
+        return Prepared(context, self.model(agent).name)
+
+    def outcome(self, started: Started, agent: AgentConfig | None, handle: LeaseHandle) -> Outcome:
+        task, run_id = started.task, started.run_id
+        metrics.started(task, self.d.clock())
+        if agent is None:
+            missing = f"deployment {task.deployment!r} is no longer configured"
+            return Outcome(TaskStatus.FAILED, None, missing, {})
+        ctx = ToolContext(
+            task_id=str(task.id),
+            run_id=str(run_id),
+            labels=task.labels,
+            conversation_id=str(task.conversation_id),
+            lost=handle.lost,
+        )
+        try:
+            outcome = self._execute(started, agent, handle, ctx)
+        except (LeaseLost, HandBack):
+            raise
+        except Exception as exc:  # a bug must not wedge the conversation
+            log.exception("run of task %s crashed", task.id)
+            outcome = Outcome(
+                TaskStatus.FAILED, None, f"internal error: {type(exc).__name__}: {exc}", {}
+            )
+        finally:
+            ctx.cancelled.set()  # a tool left running (ignored its stop) learns the run is over
+        if handle.lost.is_set():
+            raise LeaseLost(f"lease on conversation {task.conversation_id} was lost mid-run")
+        return outcome
+
+    def _execute(
+        self, started: Started, agent: AgentConfig, handle: LeaseHandle, ctx: ToolContext
+    ) -> Outcome:
+        """Open the agent's tools for this run and run it with its journal and stop watch."""
+        d = self.d
+        task, run_id = started.task, started.run_id
+        try:
+            box = self._toolbox(agent)
+        except ToolLoadError as exc:
+            return Outcome(TaskStatus.FAILED, None, f"agent {agent.name!r}: {exc}", {})
+        journal = StoreJournal(
+            d.store,
+            task,
+            run_id,
+            handle,
+            d.clock,
+            previous=d.store.journal(task.id) if task.attempts > 1 else (),
+            stopping=d.stopping.is_set,
+        )
+        conversations = d.config.deployment(task.deployment).conversations
+        ports = RunPorts(
+            journal=journal,
+            watch=journal.must_stop,
+            timeout_of=box.timeout_of,
+            context_tokens=agent.context_tokens,
+            report_on_interrupt=conversations.report_on_interrupt,
+            inbox_waiting=task.inbox > 0,
+            tracer=telemetry.tracer(),
+            delegation=d.delegations.port(task, agent) if agent.delegates else None,
+        )
+        namespace = d.config.deployment(task.deployment).namespace
+
+        def authorize(action: policy.Action) -> None:
+            access = policy.Access(
+                action,
+                task.caller,
+                task.scope,
+                task.deployment,
+                task.conversation,
+                task.conversation_id,
+                namespace,
+            )
+            policy.check(d.policy, access)
+
+        try:
+            authorize("recall")  # the run starts (or resumes) with the conversation's context
+        except Forbidden as exc:
+            return Outcome(TaskStatus.FAILED, None, exc.message, {})
+        extra = d.sources.tools(agent, task, run_id, authorize)  # type: ignore[arg-type]
+        if d.stopping.is_set():  # claimed as the shutdown began: nothing ran yet
+            raise HandBack(f"task {task.id}: handed back before its first step")
+        try:
+            with box.opened(ctx, extra=extra) as tools:
+                return run_agent(
+                    self.model(agent),
+                    tools,
+                    prompt.messages(started.context),
+                    max_steps=agent.max_steps,
+                    ctx=ctx,
+                    ports=ports,
+                )
+        except ToolServerError as exc:
+            return Outcome(TaskStatus.FAILED, None, str(exc), {})
+
+    def _toolbox(self, agent: AgentConfig) -> Toolbox:
+        box = self._toolboxes.get(agent.name)
+        if box is None:
+            box = self._toolboxes[agent.name] = toolbox.build(agent, self.d.config.root)
+        return box
+
+    def model(self, agent: AgentConfig) -> model_adapters.Model:
+        model = self._models.get(agent.name)
+        if model is None:
+            model = self._models[agent.name] = model_adapters.build(agent.model, self.d.settings)
+        return model

@@ -1,0 +1,213 @@
+"""Delegation on real workers (PostgreSQL, Redis, Celery processes): call_agent's result in the
+caller's step, start_agent's result as a task of the caller's conversation, failures reported,
+labels copied, the depth limit, and one delegated task per tool call when the caller's worker
+is killed while it waits."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from fleet.config import Settings
+from fleet.domain import delegation as rules
+from fleet.domain.values import Task, TaskStatus
+from fleet.runtime import Runtime, build
+from fleet.store import TaskFilter
+from fleet.store import schema as s
+from tests.conftest import write_config
+from tests.support.fleet import Fleet, running_fleet, wait_for
+
+pytestmark = [pytest.mark.fleet, pytest.mark.timeout(240)]
+
+TTL, SWEEP, DEPTH = 2.0, 1.0, 2
+AGENTS = {
+    "boss": 'model = "echo"\ndelegates = ["helper", "relay", "flaky", "slow"]\n',
+    "worker": 'model = "echo"\n',
+    # delegates to itself: each level's input holds the next level's tool call
+    "relayer": 'model = "echo"\ndelegates = ["relay"]\n',
+    # its input loops on a tool: the step limit fails the task
+    "looper": 'model = "echo"\ntools = ["wait"]\nmax_steps = 2\n',
+    "sleeper": 'model = "echo"\ntools = ["wait"]\n',
+}
+DEPLOYMENTS = {
+    "lead": 'agent = "boss"\n',
+    "helper": 'agent = "worker"\nlabels = { team = "helpers" }\n',
+    "relay": 'agent = "relayer"\n',
+    "flaky": 'agent = "looper"\n',
+    "slow": 'agent = "sleeper"\n',
+}
+
+
+def tool(name: str, deployment: str, text: str) -> str:
+    """The echo model's way to ask for a tool call: ``/tool NAME {json}``."""
+    return f"/tool {name} " + json.dumps({"deployment": deployment, "input": text})
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    return write_config(tmp_path / "config", AGENTS, DEPLOYMENTS)
+
+
+@pytest.fixture
+def rt(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> Iterator[Runtime]:
+    runtime = build(
+        Settings(
+            home=tmp_path / "home",
+            database_url=pg_url,
+            redis_url=redis_url,
+            config_dir=config,
+            lease_ttl=TTL,
+            sweep_interval=SWEEP,
+            max_delegation_depth=DEPTH,
+        )
+    )
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> Iterator[Fleet]:
+    with running_fleet(
+        tmp_path,
+        database_url=pg_url,
+        redis_url=redis_url,
+        config_dir=config,
+        lease_ttl=TTL,
+        sweep_interval=SWEEP,
+        max_delegation_depth=DEPTH,
+    ) as f:
+        yield f
+
+
+def finished(rt: Runtime, task_id: uuid.UUID, timeout: float = 60) -> Task:
+    return wait_for(
+        lambda: (t := rt.store.get_task(task_id)).status.terminal and t,
+        timeout,
+        what=f"task {task_id} to finish",
+    )
+
+
+def tool_outputs(rt: Runtime, task_id: uuid.UUID) -> list[object]:
+    return [r.output for r in rt.store.journal(task_id) if r.kind == "tool"]
+
+
+def tasks_of(rt: Runtime, deployment: str) -> list[Task]:
+    return rt.store.list_tasks(TaskFilter(deployment=deployment, limit=100))
+
+
+def test_call_agent_gives_the_result_in_the_callers_step_with_its_labels(
+    rt: Runtime, fleet: Fleet
+) -> None:
+    fleet.worker("a", concurrency=2)
+    lead = rt.dispatcher.submit(
+        "lead", tool("call_agent", "helper", "count the boxes"), key="k", labels={"ticket": "7"}
+    ).task
+    done = finished(rt, lead.id)
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    assert tool_outputs(rt, lead.id) == ["echo: count the boxes [history: 0]"]
+    (child,) = tasks_of(rt, "helper")
+    assert child.status == TaskStatus.SUCCEEDED
+    assert child.scope == "agent:lead" and child.conversation_id != lead.conversation_id
+    assert child.labels == {"team": "helpers", "ticket": "7"}  # the caller's labels copied
+    assert child.idempotency_key == rules.call_key(str(lead.id), "call_1")
+    record = rt.store.delegation(child.id)
+    assert record is not None and record.mode == "call"
+    assert record.chain == (rules.conversation_ref("lead", "api", "k"),)
+
+
+def test_start_agent_returns_at_once_and_its_result_arrives_in_the_callers_conversation(
+    rt: Runtime, fleet: Fleet
+) -> None:
+    fleet.worker("a", concurrency=2)
+    lead = rt.dispatcher.submit(
+        "lead", tool("start_agent", "helper", "file the report"), key="k", labels={"ticket": "8"}
+    ).task
+    done = finished(rt, lead.id)
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    (said,) = tool_outputs(rt, lead.id)
+    (child,) = tasks_of(rt, "helper")
+    assert isinstance(said, str) and said.startswith(f"started task {child.id} on 'helper'")
+
+    def reported() -> Task | None:
+        back = [t for t in tasks_of(rt, "lead") if t.id != lead.id]
+        return back[0] if back and back[0].status.terminal else None
+
+    back = wait_for(reported, 60, what="the result to come back as a task")
+    assert back.conversation_id == lead.conversation_id  # the caller's conversation
+    assert back.idempotency_key == rules.result_key(str(child.id))
+    assert back.labels == {"ticket": "8"}
+    assert back.status == TaskStatus.SUCCEEDED, back.error
+    text = back.input[0].text  # type: ignore[union-attr]
+    assert text.startswith("[fleet] The task you started on 'helper'")
+    assert text.endswith("Its reply:\necho: file the report [history: 0]")
+    assert back.reply is not None and "[history: 2]" in back.reply  # it joined the history
+    record = rt.store.delegation(child.id)
+    assert record is not None and record.mode == "start" and record.reported
+    assert len(tasks_of(rt, "lead")) == 2, "the result was reported more than once"
+
+
+def test_a_delegated_tasks_failure_is_reported_to_the_caller(rt: Runtime, fleet: Fleet) -> None:
+    fleet.worker("a", concurrency=2)
+    failing = '/loop wait {"seconds": 0}'
+    called = rt.dispatcher.submit("lead", tool("call_agent", "flaky", failing), key="c").task
+    started = rt.dispatcher.submit("lead", tool("start_agent", "flaky", failing), key="s").task
+    assert finished(rt, called.id).status == TaskStatus.SUCCEEDED
+    (out,) = tool_outputs(rt, called.id)
+    assert isinstance(out, str) and out.startswith("error: the task ")
+    assert "on 'flaky' failed: step limit reached" in out
+    assert finished(rt, started.id).status == TaskStatus.SUCCEEDED
+
+    def reported() -> Task | None:
+        back = [t for t in tasks_of(rt, "lead") if t.key == "s" and t.id != started.id]
+        return back[0] if back and back[0].status.terminal else None
+
+    back = wait_for(reported, 60, what="the failure to come back as a task")
+    text = back.input[0].text  # type: ignore[union-attr]
+    assert "(start_agent, task" in text and "failed: step limit reached" in text
+
+
+def test_the_depth_limit_refuses_a_delegation_too_deep(rt: Runtime, fleet: Fleet) -> None:
+    fleet.worker("a", concurrency=4)  # three runs wait on each other at once
+    innermost = tool("call_agent", "relay", "too deep")
+    middle = tool("call_agent", "relay", innermost)
+    lead = rt.dispatcher.submit("lead", tool("call_agent", "relay", middle), key="k").task
+    assert finished(rt, lead.id, 90).status == TaskStatus.SUCCEEDED
+    relays = sorted(tasks_of(rt, "relay"), key=lambda t: t.created_at)
+    assert len(relays) == DEPTH, "a task past the depth limit was admitted"
+    first, second = relays
+    depth_of = {t.id: len(r.chain) for t in relays if (r := rt.store.delegation(t.id))}
+    assert depth_of == {first.id: 1, second.id: 2}
+    (refused,) = tool_outputs(rt, second.id)
+    assert isinstance(refused, str)
+    assert refused.startswith("error: delegation depth limit reached")
+    assert tool_outputs(rt, first.id) == [second.reply]
+    assert tool_outputs(rt, lead.id) == [first.reply]
+
+
+def test_a_caller_killed_while_it_waits_gets_the_same_delegated_task_on_retry(
+    rt: Runtime, fleet: Fleet
+) -> None:
+    fleet.beat()
+    fleet.worker("a", concurrency=2)
+    fleet.worker("b", concurrency=2)
+    lead = rt.dispatcher.submit(
+        "lead", tool("call_agent", "slow", '/tool wait {"seconds": 6}'), key="k"
+    ).task
+    child = wait_for(lambda: tasks_of(rt, "slow"), 30, what="the delegated task")[0]
+    wait_for(lambda: rt.store.get_task(child.id).status == TaskStatus.RUNNING, 30, what="it to run")
+    with rt.store.read() as conn:
+        holder = conn.execute(select(s.tasks.c.worker).where(s.tasks.c.id == lead.id)).scalar()
+    assert holder
+    os.kill(int(holder.rpartition(":")[2]), signal.SIGKILL)  # the caller, mid-wait
+    done = finished(rt, lead.id, TTL + SWEEP + 60)
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    assert done.attempts == 2
+    assert [t.id for t in tasks_of(rt, "slow")] == [child.id], "a second task was delegated"
+    assert tool_outputs(rt, lead.id) == [rt.store.get_task(child.id).reply]

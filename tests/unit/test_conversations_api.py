@@ -1,0 +1,181 @@
+"""The lifecycle operations over HTTP on an embedded SQLite runtime: operator keys only,
+problem+json for bad input, 404 that creates nothing, 409 while a run is active."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from fleet.api.app import create_app
+from fleet.config import Settings
+from fleet.runtime import Runtime, build
+from tests.conftest import write_config
+
+KEYS = {"boss": "boss-key-0123456789", "narrow": "narrow-key-0123456789", "app": "app-key-01234"}
+CALLERS = {
+    "boss": 'source = "api"\noperator = true\n',
+    "narrow": 'source = "api"\noperator = true\ndeployments = ["chat"]\n',
+    "app": 'source = "api"\n',
+}
+PROBLEM = "application/problem+json"
+
+
+@pytest.fixture
+def rt(tmp_path: Path) -> Iterator[Runtime]:
+    config = write_config(tmp_path / "config")
+    (config / "callers").mkdir()
+    for name, body in CALLERS.items():
+        digest = hashlib.sha256(KEYS[name].encode()).hexdigest()
+        (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
+    runtime = build(Settings(home=tmp_path / "home", config_dir=config))
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture
+def client(rt: Runtime) -> Iterator[TestClient]:
+    with TestClient(create_app(rt, run_embedded=False), raise_server_exceptions=False) as c:
+        yield c
+
+
+def auth(name: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {KEYS[name]}"}
+
+
+def ran(rt: Runtime, text: str, key: str = "k") -> None:
+    adm = rt.dispatcher.submit("chat", text, key=key)
+    rt.dispatcher.drain(adm.task.conversation_id)
+
+
+def problem(r: object, status: int, says: str) -> dict:
+    assert r.status_code == status, r.text  # type: ignore[attr-defined]
+    assert r.headers["content-type"] == PROBLEM  # type: ignore[attr-defined]
+    body = r.json()  # type: ignore[attr-defined]
+    assert says in body["detail"], body
+    return body
+
+
+def test_operations_are_for_operator_keys_only(rt: Runtime, client: TestClient) -> None:
+    ran(rt, "hi")
+    for method, path, kw in (
+        ("GET", "/v1/conversations", {}),
+        ("GET", "/v1/conversations/api:k?deployment=chat", {}),
+        ("POST", "/v1/conversations/api:k/reset?deployment=chat", {"json": {}}),
+        ("DELETE", "/v1/conversations/api:k?deployment=chat", {}),
+        ("POST", "/v1/conversations:prune", {"json": {"dryRun": True}}),
+    ):
+        r = client.request(method, path, headers=auth("app"), **kw)
+        problem(r, 403, "not an operator")
+        assert client.request(method, path, **kw).status_code == 401
+    narrow = client.get("/v1/conversations/api:k?deployment=solo", headers=auth("narrow"))
+    problem(narrow, 403, "may not use deployment 'solo'")
+    assert rt.dispatcher.lifecycle.show("chat", "k").generation == 0
+
+
+def test_get_lists_and_shows_and_an_unknown_key_is_404_creating_nothing(
+    rt: Runtime, client: TestClient
+) -> None:
+    ran(rt, "hi")
+    listed = client.get("/v1/conversations?deployment=chat", headers=auth("boss")).json()
+    assert [c["conversation"] for c in listed["conversations"]] == ["api:k"]
+    shown = client.get("/v1/conversations/api:k?deployment=chat", headers=auth("boss")).json()
+    assert (shown["generation"], shown["messages"], shown["activeTask"]) == (0, 2, None)
+    missing = client.get("/v1/conversations/api:nope?deployment=chat", headers=auth("boss"))
+    problem(missing, 404, "no conversation 'api:nope'")
+    assert rt.store.lookup("chat", "api", "nope") is None
+    assert len(rt.store.conversations(_all(), datetime.now(UTC))) == 1
+
+
+def _all():
+    from fleet.store.operator import ConversationFilter
+
+    return ConversationFilter()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kw", "status", "says"),
+    [
+        ("GET", "/v1/conversations/api:k", {}, 422, "deployment"),
+        ("GET", "/v1/conversations/api:k?deployment=nope", {}, 422, "no deployment named 'nope'"),
+        ("GET", "/v1/conversations/a2a:a%20b:k?deployment=chat", {}, 422, "scope"),
+        ("GET", "/v1/conversations/api:%01?deployment=chat", {}, 422, "control characters"),
+        ("GET", "/v1/conversations?state=sleepy", {}, 422, "state"),
+        (
+            "POST",
+            "/v1/conversations/api:k/reset?deployment=chat",
+            {"json": {"keepNotes": "yes"}},
+            422,
+            "keepNotes",
+        ),
+        (
+            "POST",
+            "/v1/conversations/api:k/reset?deployment=chat",
+            {"json": {"surprise": 1}},
+            422,
+            "surprise",
+        ),
+        ("POST", "/v1/conversations:prune", {"json": {"olderThan": "soon"}}, 422, "soon"),
+        ("POST", "/v1/conversations:prune", {"json": {"olderThan": "0d"}}, 422, "more than 0"),
+        ("POST", "/v1/conversations:prune", {"json": {"deployment": "x"}}, 422, "'x'"),
+        ("POST", "/v1/conversations:prune", {"content": b"{"}, 400, "not valid JSON"),
+        (
+            "DELETE",
+            "/v1/conversations/api:k?deployment=chat&cancelRunning=maybe",
+            {},
+            422,
+            "cancelRunning",
+        ),
+    ],
+)
+def test_bad_input_is_problem_json(
+    rt: Runtime, client: TestClient, method: str, path: str, kw: dict, status: int, says: str
+) -> None:
+    ran(rt, "hi")
+    headers = auth("boss")
+    if "content" in kw:
+        headers["content-type"] = "application/json"
+    problem(client.request(method, path, headers=headers, **kw), status, says)
+
+
+def test_reset_delete_and_prune(rt: Runtime, client: TestClient) -> None:
+    ran(rt, "one")
+    queued = rt.dispatcher.submit("chat", "waiting", key="k").task
+    r = client.post("/v1/conversations/api:k/reset?deployment=chat", json={}, headers=auth("boss"))
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["generation"], body["previousGeneration"]) == (1, 0)
+    assert body["cancelled"] == [str(queued.id)]
+    dry = client.post("/v1/conversations:prune", json={"dryRun": True}, headers=auth("boss"))
+    assert dry.json()["total"] == 0
+    gone = client.delete("/v1/conversations/api:k?deployment=chat", headers=auth("boss"))
+    assert gone.status_code == 200, gone.text
+    assert gone.json()["deletedBy"] == "operator:boss"
+    fresh = client.post(
+        "/v1/tasks",
+        json={"deployment": "chat", "input": "hi", "conversationKey": "k"},
+        headers=auth("boss"),
+    ).json()
+    assert fresh["freshAfterDelete"] == gone.json()["deletedAt"]
+    assert "starts it fresh" in fresh["notice"]
+
+
+def test_reset_while_a_run_is_active_is_409(rt: Runtime, client: TestClient) -> None:
+    adm = rt.dispatcher.submit("chat", "busy", key="k")
+    rt.store.start_next(
+        adm.task.conversation_id,
+        "w",
+        datetime.now(UTC),
+        history_items=lambda _: 10,
+        prepare=rt.dispatcher._prepare,
+    )
+    for method, path in (
+        ("POST", "/v1/conversations/api:k/reset?deployment=chat"),
+        ("DELETE", "/v1/conversations/api:k?deployment=chat"),
+    ):
+        r = client.request(method, path, headers=auth("boss"))
+        problem(r, 409, "cancelRunning")
