@@ -1,12 +1,18 @@
 """SubmitTask throughput and latency at 50 concurrent clients, beside a bare FastAPI endpoint.
 
-Both servers run the same way (one uvicorn process on 127.0.0.1) in the same run; the fleet one
-is ``fleet serve`` against a PostgreSQL database created here from scratch (dropped after) and
-Redis. Each request admits a task (one transaction) and publishes its wake-up; no worker runs, so
-what is measured is intake alone. The load comes from ``wrk`` (``apt-get install wrk``) when it
-is on PATH, else from httpx async clients in this process (which then share the CPU).
+Both servers run the same way (``--workers`` uvicorn processes on 127.0.0.1) in the same run;
+the fleet one is ``fleet serve`` against a PostgreSQL database created here from scratch (dropped
+after) and Redis. Each request admits a task (one transaction) and publishes its wake-up; no
+worker runs, so what is measured is intake alone. The two are loaded in alternating rounds
+(``--rounds``; the medians are printed), and beside req/s and latency the bench prints the CPU
+time the server's processes spent per request, which a machine busy with other work changes far
+less than the rate.
 
-Run: ``python -m bench.api [--clients 50] [--seconds 10]``.
+The load comes from ``wrk`` (``apt-get install wrk``); without it the bench stops, unless
+``--tool httpx`` asks for httpx async clients in this process (which then share the CPU with the
+servers, so the figures are lower).
+
+Run: ``python -m bench.api [--clients 50] [--seconds 10] [--rounds 3] [--workers 1]``.
 """
 
 from __future__ import annotations
@@ -20,11 +26,13 @@ import os
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -63,7 +71,7 @@ def write_config(root: Path) -> Path:
     return root
 
 
-def start_bare(tmp: Path, env: dict[str, str]) -> tuple[Proc, str]:
+def start_bare(tmp: Path, env: dict[str, str], workers: int = 1) -> tuple[Proc, str]:
     port = free_port()
     argv = [
         sys.executable,
@@ -78,6 +86,7 @@ def start_bare(tmp: Path, env: dict[str, str]) -> tuple[Proc, str]:
         "--log-level",
         "warning",
         "--no-access-log",
+        *(["--workers", str(workers)] if workers > 1 else []),
     ]
     proc = Proc("bare", argv, env, tmp / "bare.log")
     url = f"http://127.0.0.1:{port}"
@@ -90,6 +99,33 @@ def start_bare(tmp: Path, env: dict[str, str]) -> tuple[Proc, str]:
 
     wait_for(up, 30, interval=0.1, what="the bare app to answer")
     return proc, url
+
+
+# -- CPU --------------------------------------------------------------------------------------
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds (user + system) of ``root`` and every process below it, as now."""
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
+            stats[int(entry.name)] = fields
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            total += int(stats[pid][11]) + int(stats[pid][12])
+            todo += children.get(pid, [])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 # -- load -------------------------------------------------------------------------------------
@@ -160,33 +196,66 @@ async def _load_httpx(url: str, clients: int, seconds: float) -> dict[str, float
     }
 
 
-def load(url: str, clients: int, seconds: float, tmp: Path, tool: str) -> dict[str, float]:
+def load(
+    url: str, clients: int, seconds: float, tmp: Path, tool: str, *, warm: bool = True
+) -> dict[str, float]:
     # a short warm-up: connections, pools, first-request imports
     if tool == "wrk":
-        with contextlib.suppress(SystemExit):
-            load_wrk(url, clients, 2, tmp)
+        if warm:
+            with contextlib.suppress(SystemExit):
+                load_wrk(url, clients, 2, tmp)
         return load_wrk(url, clients, seconds, tmp)
-    asyncio.run(_load_httpx(url, clients, 1))
+    if warm:
+        asyncio.run(_load_httpx(url, clients, 1))
     return asyncio.run(_load_httpx(url, clients, seconds))
 
 
+def measured(pid: int, run: Callable[[bool], dict[str, float]], warm: bool) -> dict[str, float]:
+    """One round of ``run`` with the CPU the server's processes spent on it, per request."""
+    if warm:  # outside the CPU window
+        run(True)
+    before = tree_cpu_s(pid)
+    result = run(False)
+    result["cpu_ms"] = (tree_cpu_s(pid) - before) * 1000 / max(1, result["requests"])
+    return result
+
+
+def tool_of(requested: str | None) -> str:
+    """wrk unless httpx is asked for; no silent fallback to a load generator sharing the CPU."""
+    if requested == "httpx" or shutil.which("wrk"):
+        return requested or "wrk"
+    raise SystemExit(
+        "bench.api needs wrk on PATH (apt-get install wrk); --tool httpx measures with httpx "
+        "clients in this process instead, which share the CPU with the servers"
+    )
+
+
 # -- main -------------------------------------------------------------------------------------
+
+BARE = "bare FastAPI (POST, pydantic body)"
+FLEET = "fleet SubmitTask (PostgreSQL+Redis)"
+
+
+def median_of(rounds: list[dict[str, float]]) -> dict[str, float]:
+    return {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (medians)")
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn processes per server")
     parser.add_argument("--tool", choices=["wrk", "httpx"], default=None)
     args = parser.parse_args()
-    tool = args.tool or ("wrk" if shutil.which("wrk") else "httpx")
+    tool = tool_of(args.tool)
 
     name = f"fleet_bench_api_{uuid.uuid4().hex[:8]}"
     url = db.normalize_url(PG_ADMIN).set(database=name).render_as_string(hide_password=False)
     broker = redis.Redis.from_url(REDIS)
     broker.flushdb()
     admin(f'CREATE DATABASE "{name}"')
-    results: dict[str, dict[str, float]] = {}
+    rounds: dict[str, list[dict[str, float]]] = {BARE: [], FLEET: []}
     try:
         engine = db.create(url)
         migrate.upgrade(engine)
@@ -196,15 +265,27 @@ def main() -> None:
             config = write_config(tmp / "config")
             fleet = Fleet(tmp, database_url=url, redis_url=REDIS, config_dir=config)
             try:
-                fleet_url = fleet.serve()
-                bare, bare_url = start_bare(tmp, fleet.env)
+                fleet_url = fleet.serve(workers=args.workers)
+                fleet_pid = fleet.procs[-1].pid
+                bare, bare_url = start_bare(tmp, fleet.env, args.workers)
                 fleet.procs.append(bare)
-                results["bare FastAPI (POST, pydantic body)"] = load(
-                    bare_url, args.clients, args.seconds, tmp, tool
-                )
-                results["fleet SubmitTask (PostgreSQL+Redis)"] = load(
-                    fleet_url, args.clients, args.seconds, tmp, tool
-                )
+                servers = {BARE: (bare.pid, bare_url), FLEET: (fleet_pid, fleet_url)}
+                for i in range(args.rounds):
+                    for label, (pid, base) in servers.items():
+                        rounds[label].append(
+                            measured(
+                                pid,
+                                lambda warm, base=base: load(  # type: ignore[misc]
+                                    base,
+                                    args.clients,
+                                    2 if warm else args.seconds,
+                                    tmp,
+                                    tool,
+                                    warm=False,
+                                ),
+                                warm=i == 0,
+                            )
+                        )
             finally:
                 fleet.stop()
     finally:
@@ -212,21 +293,33 @@ def main() -> None:
         broker.flushdb()
         broker.close()
 
+    results = {label: median_of(r) for label, r in rounds.items()}
+    procs = "one uvicorn process" if args.workers == 1 else f"{args.workers} uvicorn processes"
     print(
-        f"\nSubmitTask at {args.clients} concurrent clients, {args.seconds:g}s each, load by "
-        f"{tool}, one uvicorn process each, {os.cpu_count()} CPUs\n"
+        f"\nSubmitTask at {args.clients} concurrent clients, {args.rounds} alternating rounds of "
+        f"{args.seconds:g}s (medians), load by {tool}, {procs} each, {os.cpu_count()} CPUs\n"
     )
     print(
-        f"{'endpoint':<38} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'requests':>9} {'non-2xx':>8}"
+        f"{'endpoint':<38} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'CPU ms/req':>10} "
+        f"{'requests':>9} {'non-2xx':>7}"
     )
     for label, r in results.items():
         print(
-            f"{label:<38} {r['rps']:>9.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} "
-            f"{int(r['requests']):>9} {int(r['failed']):>8}"
+            f"{label:<38} {r['rps']:>7.0f} {r['p50']:>7.1f} {r['p99']:>7.1f} {r['cpu_ms']:>10.2f} "
+            f"{int(sum(x['requests'] for x in rounds[label])):>9} "
+            f"{int(sum(x['failed'] for x in rounds[label])):>7}"
         )
-    bare_rps = results["bare FastAPI (POST, pydantic body)"]["rps"]
-    fleet_rps = results["fleet SubmitTask (PostgreSQL+Redis)"]["rps"]
-    print(f"\nfleet SubmitTask runs at {fleet_rps / bare_rps:.0%} of the bare endpoint's rate.")
+    bare_r, fleet_r = results[BARE], results[FLEET]
+    rate = fleet_r["rps"] / bare_r["rps"]
+    tail = fleet_r["p99"] / bare_r["p99"]
+    print(
+        f"\nfleet/bare: rate {rate:.2f} (goal >= 0.5), p99 {tail:.2f}x (goal <= 3), "
+        f"CPU per request {fleet_r['cpu_ms'] / bare_r['cpu_ms']:.2f}x"
+    )
+    per_round = ", ".join(
+        f"{f['rps'] / b['rps']:.2f}" for b, f in zip(rounds[BARE], rounds[FLEET], strict=True)
+    )
+    print(f"rate ratio per round: {per_round}")
 
 
 if __name__ == "__main__":

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
-from fleet import __version__
+from fleet import __version__, gcpause
 from fleet.api import problems
 from fleet.api.auth import KeyRing
 from fleet.api.event_hub import EventHub
+from fleet.api.intake import Intake
 from fleet.api.limits import BodyLimit
 from fleet.runtime import Runtime, build
 
@@ -30,28 +33,38 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
         app.state.runtime = rt
         app.state.keyring = KeyRing.from_config(rt.config)
         app.state.event_hub = EventHub(rt.store)
+        app.state.intake = Intake(rt)
         loop = None
-        background = None
+        background: Any = None
+        on_loop: Any = None
         if rt.local_waker is None:
             # Publish wake-ups off the request path: a request answers right after its commit.
+            from fleet.dispatch.celery_app import CeleryWaker
+            from fleet.dispatch.loop_waker import LoopWaker
             from fleet.dispatch.waker import BackgroundWaker
 
             original = rt.dispatcher.waker
             background = BackgroundWaker(original)
-            rt.dispatcher.waker = background
+            direct = original.direct if isinstance(original, CeleryWaker) else None
+            on_loop = LoopWaker(background, asyncio.get_running_loop(), direct)
+            rt.dispatcher.waker = on_loop
         if rt.local_waker is not None and run_embedded:
             # Embedded (no Redis): this process also runs what it admits.
             from fleet.dispatch.embedded import EmbeddedLoop
 
             loop = EmbeddedLoop(rt.dispatcher, rt.local_waker)
             loop.start()
+        if owned:  # a process of its own (``fleet serve``): its start-up objects stay
+            gcpause.freeze_startup()
         try:
             yield
         finally:
             await app.state.event_hub.close()
+            await app.state.intake.close()
             if loop is not None:
                 loop.stop()
-            if background is not None:
+            if background is not None and on_loop is not None:
+                await on_loop.close()
                 background.close()
                 rt.dispatcher.waker = original
             if owned:

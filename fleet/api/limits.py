@@ -27,9 +27,14 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         limit = limit_for(scope["path"])
-        declared = dict(scope["headers"]).get(b"content-length", b"")
+        headers = dict(scope["headers"])
+        declared = headers.get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
             await _too_large(send, limit)
+            return
+        if declared.isdigit() and b"transfer-encoding" not in headers:
+            # The server reads exactly the declared length: the body cannot grow past it.
+            await self.app(scope, receive, send)
             return
         seen = 0
         refused = False

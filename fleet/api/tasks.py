@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 
 from fleet import views
 from fleet.api.auth import ANONYMOUS, Caller
-from fleet.api.deps import CallerDep, RuntimeDep
+from fleet.api.deps import CallerDep, IntakeDep, RuntimeDep
 from fleet.api.schemas import (
     CancelTaskResponse,
     MessageList,
@@ -95,7 +95,9 @@ def _deployment(rt: Runtime, caller: Caller, name: str) -> str:
     responses=problem_responses(*_AUTH, 400, 409, 413, 422),
     summary="Submit a task",
 )
-def submit_task(body: SubmitTaskRequest, rt: RuntimeDep, caller: CallerDep) -> JSONResponse:
+async def submit_task(
+    body: SubmitTaskRequest, intake: IntakeDep, caller: CallerDep
+) -> JSONResponse:
     """Admit work for a deployment (one transaction) and answer at once; follow it with GetTask.
 
     In a `collect` deployment a submission made while the conversation's previous task is still
@@ -103,7 +105,7 @@ def submit_task(body: SubmitTaskRequest, rt: RuntimeDep, caller: CallerDep) -> J
     """
     caller = _api_caller(caller)
     caller.check_deployment(body.deployment)
-    adm = rt.dispatcher.submit(
+    adm = await intake.submit(
         body.deployment,
         body.input_value(),
         scope=caller.scope,

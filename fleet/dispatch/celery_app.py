@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 from fleet import logs
 from fleet.config import load_settings
 from fleet.constants import WAKE_QUEUE
-from fleet.dispatch.leases.redis import RedisLease
+from fleet.dispatch.leases.redis import WAKE_PUSH, RedisLease, same_server, wake_push_args
 from fleet.dispatch.publish import WakeMessages, redis_broker
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,7 @@ class CeleryWaker:
         self._queue = queue
         self._messages: WakeMessages | None = None
         self._redis: Any = None
+        self._wake_push: Any = None
         if redis_broker(celery):
             import redis
 
@@ -103,6 +104,17 @@ class CeleryWaker:
             self._redis = redis.Redis.from_url(
                 str(celery.conf.broker_url), socket_connect_timeout=5, socket_timeout=10
             )
+            if lease is not None and same_server(lease.client, self._redis):
+                # Lease check and push in one round trip (one script).
+                self._wake_push = self._redis.register_script(WAKE_PUSH)
+
+    @property
+    def direct(self) -> tuple[WakeMessages, str] | None:
+        """The message encoder and broker URL when due wake-ups go out as one ``WAKE_PUSH``
+        script (lease and broker on one Redis), for a publisher on an event loop."""
+        if self._wake_push is None or self._messages is None:
+            return None
+        return self._messages, str(self._app.conf.broker_url)
 
     def wake(
         self, conversation_id: uuid.UUID, at: datetime | None = None, *, force: bool = False
@@ -124,6 +136,12 @@ class CeleryWaker:
         checked = [c for c, check in due if check]
         marked = checked  # until the lease answers, any of them may carry our mark
         try:
+            if self._wake_push is not None:
+                assert self._messages is not None
+                items = [(c, check, self._messages.encode(c)) for c, check in due]
+                keys, args = wake_push_args(self._messages.queue, items)
+                self._wake_push(keys=keys, args=args, client=self._redis)
+                return
             if checked:
                 assert self._lease is not None
                 needed = iter(self._lease.wakes_needed(checked))

@@ -21,41 +21,23 @@ from typing import Any
 from fleet import logs, metrics, policy
 from fleet.agents import prompt, telemetry
 from fleet.agents.tools import toolbox
-from fleet.config import AgentConfig, ConversationsConfig, FleetConfig, Settings
+from fleet.config import AgentConfig, FleetConfig, Settings
 from fleet.delivery import Deliverer
 from fleet.dispatch.delegation import Delegations
 from fleet.dispatch.execute import Execution, agent_of
+from fleet.dispatch.intake import Admissions, queue_policy
 from fleet.dispatch.lease import Lease, LeaseHandle
 from fleet.dispatch.lifecycle import Lifecycle
 from fleet.dispatch.shutdown import HandBack, InFlight, stop_runs
 from fleet.dispatch.sources import RunSources
 from fleet.dispatch.waker import Waker
-from fleet.domain import inputs, keys, shutdown
-from fleet.domain.admission import QUEUE_MODES, QueuePolicy, Submission
-from fleet.domain.labels import merge_labels
+from fleet.domain import inputs, shutdown
 from fleet.domain.runs import Outcome
 from fleet.domain.values import CLAIMABLE, Admission, Task, TaskStatus
-from fleet.errors import Conflict, InputError, LeaseLost, NotFound, QueueFull
+from fleet.errors import Conflict, LeaseLost
 from fleet.store import CancelResult, Chain, Claim, Head, Prepared, Started, Store
 
 log = logging.getLogger(__name__)
-
-
-def queue_policy(conv: ConversationsConfig, delivery: str | None = None) -> QueuePolicy:
-    """The deployment's queue policy, with one submission's ``delivery`` mode if it gives one."""
-    mode = conv.queue_mode if delivery is None else delivery
-    if mode not in QUEUE_MODES:
-        raise InputError(
-            f"delivery must be one of {', '.join(QUEUE_MODES)}, got {delivery!r}", field="delivery"
-        )
-    return QueuePolicy(
-        mode,
-        conv.debounce,
-        max_wait_s=conv.effective_max_wait,
-        max_merged=conv.max_merged,
-        max_queued=conv.max_queued,
-        on_full=conv.on_full,
-    )
 
 
 def utcnow() -> datetime:
@@ -125,6 +107,8 @@ class Dispatcher:
         self.lifecycle = Lifecycle(self)
         #: What a claimed task's run does between its claim and its settle.
         self.execution = Execution(self)
+        #: Submissions' checks, admission and what follows it (``submit``'s steps).
+        self.admissions = Admissions(self)
 
     # -- intake ---------------------------------------------------------------------------------
 
@@ -144,66 +128,21 @@ class Dispatcher:
         """Admit a submission (one transaction), then send a wake-up hint for its conversation.
 
         ``caller`` (a configured caller's name) is what the authorize policy is asked about, now
-        (dispatch) and when its run starts (recall) or uses memory.
+        (dispatch) and when its run starts (recall) or uses memory. The steps are
+        ``self.admissions``' (``fleet.dispatch.intake``), shared with the API's event-loop intake.
         """
-        try:
-            dep = self.config.deployment(deployment)
-        except NotFound as exc:
-            raise InputError(exc.message, field="deployment") from None
-        agent = self.config.agents[dep.agent]
-        parts, size = inputs.parse(input, agent.max_input_bytes)
-        ref = keys.resolve(dep.kind, scope, key)
-        if self.policy is not policy.allow_all:
-            found = self.store.find_conversation(dep.name, ref.scope, ref.key)
-            policy.check(
-                self.policy,
-                policy.Access(
-                    "dispatch",
-                    caller,
-                    ref.scope,
-                    dep.name,
-                    f"{ref.scope}:{ref.key}",
-                    found,
-                    dep.namespace,
-                ),
-            )
-        sub = Submission(
-            deployment=dep.name,
-            scope=ref.scope,
-            key=ref.key,
-            input=parts,
-            input_bytes=size,
-            labels=merge_labels(dep.labels, labels or {}),
-            idempotency_key=inputs.idempotency_key(idempotency_key),
-            policy=queue_policy(dep.conversations, delivery),
-            max_attempts=dep.max_attempts or self.settings.max_attempts,
-            max_input_bytes=agent.max_input_bytes,
-            caller_scope=scope,
+        sub = self.admissions.submission(
+            deployment,
+            input,
+            scope=scope,
+            key=key,
+            labels=labels,
+            idempotency_key=idempotency_key,
             caller=caller,
-            resource_id=inputs.resource_id(resource_id),
+            delivery=delivery,
+            resource_id=resource_id,
         )
-        try:
-            admission = self.store.admit(sub, self.clock())
-        except QueueFull:
-            metrics.rejected(dep.name)
-            raise
-        if key and admission.task.seq == 1 and not (admission.duplicate or admission.merged):
-            # The first task of a conversation whose key was deleted before: say so.
-            stone = self.store.tombstone(dep.name, ref.scope, ref.key)
-            if stone is not None:
-                admission = admission.model_copy(update={"fresh_after_delete": stone.deleted_at})
-        if admission.dropped is not None:
-            log.info(
-                "conversation %s: queue full, dropped task %s",
-                admission.task.conversation_id,
-                admission.dropped,
-            )
-        if not admission.duplicate and admission.delivered_to == "queued":
-            # De-duplicated also for an idle conversation: the mark this wake-up leaves keeps a
-            # burst of submissions (before the first is picked up) from sending one drain each.
-            self.waker.wake(admission.task.conversation_id, admission.task.not_before)
-        metrics.admitted(admission)
-        return admission
+        return self.admissions.admit(sub, keyed=bool(key))
 
     def signal(
         self,

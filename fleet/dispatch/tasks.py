@@ -12,6 +12,7 @@ from typing import Any
 
 from celery.signals import worker_process_init, worker_process_shutdown, worker_shutting_down
 
+from fleet import gcpause
 from fleet.agents import telemetry
 from fleet.dispatch import shutdown
 from fleet.dispatch.celery_app import app
@@ -38,6 +39,7 @@ def _warm(**_: Any) -> None:
         telemetry.tracer()  # decided (and, if on, configured) in this process, after the fork
     except Exception:  # the first task tries again and reports the reason
         log.exception("could not prepare the worker runtime")
+    gcpause.freeze_startup()
 
 
 @worker_shutting_down.connect  # type: ignore[untyped-decorator]

@@ -22,14 +22,11 @@ from fleet.store.delegation import insert_record
 class AdmissionStore(StoreBase):
     def admit(self, sub: policy.Submission, now: datetime) -> Admission:
         """Admit ``sub`` in one transaction; concurrent repeats of one key yield one task."""
-        if (
-            self.one_statement_path
-            and sub.policy.mode == "followup"
-            and sub.policy.max_queued is None
-            and sub.idempotency_key is None
-            and sub.delegation is None
-        ):
-            return self._admit_followup_pg(sub, now)
+        single = self.admit_statement(sub, now)
+        if single is not None:
+            row = self.first(*single)
+            assert row is not None  # an INSERT … SELECT from an upsert always returns its row
+            return self.admitted(row)
         for attempt in range(3):
             try:
                 with self.tx() as conn:
@@ -41,8 +38,23 @@ class AdmissionStore(StoreBase):
                     raise
         raise AssertionError("unreachable")
 
-    def _admit_followup_pg(self, sub: policy.Submission, now: datetime) -> Admission:
-        """The common case in one statement: upsert the conversation, take a seq, insert."""
+    def admit_statement(
+        self, sub: policy.Submission, now: datetime
+    ) -> tuple[str, dict[str, Any]] | None:
+        """The common case's one statement and its parameters (upsert the conversation, take a
+        seq, insert; its own transaction); None when ``sub`` needs the admission transaction.
+
+        ``admit`` runs it; so does the API's asynchronous intake (``fleet.api.intake``), on its
+        own connections, then maps the row with ``admitted``.
+        """
+        if not (
+            self.one_statement_path
+            and sub.policy.mode == "followup"
+            and sub.policy.max_queued is None
+            and sub.idempotency_key is None
+            and sub.delegation is None
+        ):
+            return None
         params = {
             "conv_id": uuid.uuid4(),
             "task_id": uuid.uuid4(),
@@ -57,8 +69,11 @@ class AdmissionStore(StoreBase):
             "caller": sub.caller,
             "resource": sub.resource_id,
         }
-        row = self.first(pg.ADMIT_FOLLOWUP, params)
-        assert row is not None  # an INSERT … SELECT from an upsert always returns its row
+        return pg.ADMIT_FOLLOWUP, params
+
+    @staticmethod
+    def admitted(row: dict[str, Any]) -> Admission:
+        """The admission of ``admit_statement``'s row."""
         return Admission(task=rows.task(row))
 
     def _steer(

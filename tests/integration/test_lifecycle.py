@@ -10,8 +10,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
+from fleet import views
+from fleet.api.app import create_app
 from fleet.config import Settings
 from fleet.domain import lifecycle as rules
 from fleet.domain.delivery import Target
@@ -173,6 +176,34 @@ def test_delete_leaves_a_tombstone_and_the_key_starts_fresh(rt: Runtime) -> None
     assert done.reply == "echo: again [history: 0]"
     later, _ = run(rt, "and again")
     assert later.fresh_after_delete is None  # only the first task says so
+
+
+def test_submit_over_http_says_a_deleted_key_starts_fresh(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SubmitTask's intake gives the notice too; on PostgreSQL that is the event loop's one
+    admission statement, not ``Dispatcher.submit`` (which this test makes fail there)."""
+    run(rt, "one")
+    stone = rt.dispatcher.lifecycle.delete("chat", "k", by="ops")
+    if rt.store.one_statement_path:
+
+        def on_a_thread(*args: object, **kw: object) -> None:
+            raise AssertionError("the event-loop intake fell back to Dispatcher.submit")
+
+        monkeypatch.setattr(rt.dispatcher, "submit", on_a_thread)
+    body = {"deployment": "chat", "input": "again", "conversationKey": "k"}
+    with TestClient(create_app(rt, run_embedded=False), raise_server_exceptions=False) as c:
+        first = c.post("/v1/tasks", json=body)
+        assert first.status_code == 202, first.text
+        later = c.post("/v1/tasks", json={**body, "input": "and again"})
+        assert later.status_code == 202, later.text
+    fresh = first.json()
+    assert fresh["freshAfterDelete"] == views.iso(stone.deleted_at)
+    assert "starts it fresh" in fresh["notice"]
+    assert "freshAfterDelete" not in later.json()  # only the first task says so
+    assert rt.store.get_task(uuid.UUID(fresh["id"])).seq == 1
+    assert rt.dispatcher.lifecycle.show("chat", "k").generation == 0
+    assert rt.store.get_task(uuid.UUID(later.json()["id"])).seq == 2
 
 
 def test_prune_honours_retention_and_dry_run_counts(rt: Runtime) -> None:

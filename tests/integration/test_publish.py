@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import uuid
@@ -14,7 +15,9 @@ import redis
 
 from fleet.dispatch.celery_app import CeleryWaker, make_app
 from fleet.dispatch.leases.redis import RedisLease, knock_key
+from fleet.dispatch.loop_waker import LoopWaker
 from fleet.dispatch.publish import WakeMessages, redis_broker
+from fleet.dispatch.waker import BackgroundWaker
 
 QUEUE = "fleet-publish-test"
 
@@ -96,3 +99,36 @@ def test_a_broker_outage_forgets_the_marks_so_the_next_admission_tries_again(
     conversation = uuid.uuid4()
     waker.wake(conversation)  # logged, not raised
     assert lease.wake_needed(conversation)  # the mark the failed attempt set is gone
+
+
+def test_the_event_loop_publisher_de_duplicates_like_the_waker_and_sends_etas_through_celery(
+    redis_url: str, client: Any
+) -> None:
+    app = make_app(redis_url)
+    lease = RedisLease(client, ttl_s=30)
+    inner = CeleryWaker(app, lease, queue=QUEUE)
+    assert inner.direct is not None  # broker and lease on one Redis: one script per batch
+    a, b, held, later = uuid.uuid4(), uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    assert lease.acquire(held) is not None
+    at = datetime.now(UTC) + timedelta(minutes=5)
+    background = BackgroundWaker(inner)
+
+    async def main() -> None:
+        waker = LoopWaker(background, asyncio.get_running_loop(), inner.direct)
+        for c, force in ((a, False), (a, False), (b, True), (b, True), (held, False)):
+            waker.wake(c, force=force)
+        waker.wake(later, at)
+        await waker.close()
+
+    asyncio.run(main())
+    background.close()
+    messages = _messages(client)
+    assert [_body(m)[0][0] for m in messages if m["headers"]["eta"] is None] == [
+        str(a),
+        str(b),
+        str(b),
+    ]
+    (delayed,) = [m for m in messages if m["headers"]["eta"] is not None]
+    assert _body(delayed)[0][0] == str(later)
+    assert client.exists(knock_key(held))
+    assert not lease.wake_needed(a)  # the mark the publish left is there

@@ -130,8 +130,9 @@ class Fleet:
         proc.wait_log(r"fleet sweeper started")
         return proc
 
-    def serve(self, port: int | None = None, **env: str) -> str:
-        """Start ``fleet serve`` on 127.0.0.1; returns its base URL once it answers /healthz."""
+    def serve(self, port: int | None = None, *, workers: int = 1, **env: str) -> str:
+        """Start ``fleet serve`` on 127.0.0.1 (``workers`` uvicorn processes); returns its base
+        URL once it answers /healthz."""
         import socket
 
         import httpx
@@ -151,6 +152,7 @@ class Fleet:
             str(port),
             "--loglevel",
             "warning",
+            *(["--workers", str(workers)] if workers > 1 else []),
         ]
         proc = Proc("api", argv, {**self.env, **env}, self.tmp / "api.log")
         self.procs.append(proc)

@@ -1,0 +1,152 @@
+"""Admission of submissions, in the steps both intakes share.
+
+``Dispatcher.submit`` runs them in a row on its thread: ``submission`` (the checks: input, key,
+authorize policy), ``admit`` (the store's admission), ``noticed`` (a tombstone's notice on the
+first task of a deleted conversation's key) and ``admitted`` (wake-up hint, log line, metrics).
+The API's event-loop intake (``fleet.api.intake``) runs the same steps around the store's one
+admission statement, so both give the same answers and leave the same rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from fleet import metrics, policy
+from fleet.config import ConversationsConfig
+from fleet.domain import inputs, keys
+from fleet.domain.admission import QUEUE_MODES, QueuePolicy, Submission
+from fleet.domain.labels import merge_labels
+from fleet.domain.values import Admission
+from fleet.errors import InputError, NotFound, QueueFull
+
+if TYPE_CHECKING:
+    from fleet.dispatch.manager import Dispatcher
+
+log = logging.getLogger("fleet.dispatch.manager")  # the name operators know these records by
+
+
+def queue_policy(conv: ConversationsConfig, delivery: str | None = None) -> QueuePolicy:
+    """The deployment's queue policy, with one submission's ``delivery`` mode if it gives one."""
+    mode = conv.queue_mode if delivery is None else delivery
+    if mode not in QUEUE_MODES:
+        raise InputError(
+            f"delivery must be one of {', '.join(QUEUE_MODES)}, got {delivery!r}", field="delivery"
+        )
+    return QueuePolicy(
+        mode,
+        conv.debounce,
+        max_wait_s=conv.effective_max_wait,
+        max_merged=conv.max_merged,
+        max_queued=conv.max_queued,
+        on_full=conv.on_full,
+    )
+
+
+def may_follow_delete(keyed: bool, admission: Admission) -> bool:
+    """Could ``admission`` be the first task of a conversation whose key was deleted before?
+
+    Only a caller's own key (``keyed``) can name a deleted conversation again; only a new task
+    with seq 1 starts a conversation.
+    """
+    return keyed and admission.task.seq == 1 and not (admission.duplicate or admission.merged)
+
+
+class Admissions:
+    """A dispatcher's admission steps (its store, config, policy and waker of the moment)."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.d = dispatcher
+
+    @property
+    def checks_without_store(self) -> bool:
+        """Can ``submission`` run without reading the store (no authorize policy to ask)?"""
+        return self.d.policy is policy.allow_all
+
+    def submission(
+        self,
+        deployment: str,
+        input: str | Sequence[Any],
+        *,
+        scope: str = "api",
+        key: str | None = None,
+        labels: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+        caller: str | None = None,
+        delivery: str | None = None,
+        resource_id: str | None = None,
+    ) -> Submission:
+        """``submit``'s checks (input, key, authorize policy), as the submission to admit."""
+        d = self.d
+        try:
+            dep = d.config.deployment(deployment)
+        except NotFound as exc:
+            raise InputError(exc.message, field="deployment") from None
+        agent = d.config.agents[dep.agent]
+        parts, size = inputs.parse(input, agent.max_input_bytes)
+        ref = keys.resolve(dep.kind, scope, key)
+        if d.policy is not policy.allow_all:
+            found = d.store.find_conversation(dep.name, ref.scope, ref.key)
+            policy.check(
+                d.policy,
+                policy.Access(
+                    "dispatch",
+                    caller,
+                    ref.scope,
+                    dep.name,
+                    f"{ref.scope}:{ref.key}",
+                    found,
+                    dep.namespace,
+                ),
+            )
+        return Submission(
+            deployment=dep.name,
+            scope=ref.scope,
+            key=ref.key,
+            input=parts,
+            input_bytes=size,
+            labels=merge_labels(dep.labels, labels or {}),
+            idempotency_key=inputs.idempotency_key(idempotency_key),
+            policy=queue_policy(dep.conversations, delivery),
+            max_attempts=dep.max_attempts or d.settings.max_attempts,
+            max_input_bytes=agent.max_input_bytes,
+            caller_scope=scope,
+            caller=caller,
+            resource_id=inputs.resource_id(resource_id),
+        )
+
+    def admit(self, sub: Submission, *, keyed: bool) -> Admission:
+        """Admit a checked submission (``submission``), then what follows (``noticed``,
+        ``admitted``); ``keyed``: the caller gave the conversation's key."""
+        try:
+            admission = self.d.store.admit(sub, self.d.clock())
+        except QueueFull:
+            metrics.rejected(sub.deployment)
+            raise
+        if may_follow_delete(keyed, admission):
+            admission = self.noticed(sub, admission)
+        return self.admitted(admission)
+
+    def noticed(self, sub: Submission, admission: Admission) -> Admission:
+        """The first task of a conversation whose key was deleted before says so (reads the
+        tombstone; call it only where ``may_follow_delete``)."""
+        stone = self.d.store.tombstone(sub.deployment, sub.scope, sub.key)
+        if stone is None:
+            return admission
+        return admission.model_copy(update={"fresh_after_delete": stone.deleted_at})
+
+    def admitted(self, admission: Admission) -> Admission:
+        """What follows a committed admission: its wake-up hint, log line and metrics."""
+        if admission.dropped is not None:
+            log.info(
+                "conversation %s: queue full, dropped task %s",
+                admission.task.conversation_id,
+                admission.dropped,
+            )
+        if not admission.duplicate and admission.delivered_to == "queued":
+            # De-duplicated also for an idle conversation: the mark this wake-up leaves keeps a
+            # burst of submissions (before the first is picked up) from sending one drain each.
+            self.d.waker.wake(admission.task.conversation_id, admission.task.not_before)
+        metrics.admitted(admission)
+        return admission

@@ -1,0 +1,61 @@
+"""PostgreSQL's single hot-path statements on an event loop: SubmitTask without a thread.
+
+A request served on a thread-pool thread pays for the hop there and back, for the GIL hand-offs
+between the pool's threads, and for checking a connection out of the engine's pool and resetting
+it. The API's intake (``fleet.api.intake``) runs its one admission statement here instead, on a
+few autocommit connections of this process's event loop, prepared on the server like
+``StoreBase.first``. The statement is its own transaction: when ``first`` returns, it is
+committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from sqlalchemy import Engine
+
+from fleet.store.db import unavailable_on_outage
+
+
+class AsyncStatements:
+    """Up to ``size`` connections, opened when first needed, each used by one call at a time."""
+
+    def __init__(self, conninfo: str, size: int = 10) -> None:
+        self._conninfo = conninfo
+        self._slots = asyncio.Semaphore(size)
+        self._idle: list[psycopg.AsyncConnection[Any]] = []
+
+    @classmethod
+    def for_engine(cls, engine: Engine, size: int = 10) -> AsyncStatements:
+        url = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        return cls(url, size)
+
+    async def first(self, sql: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Run one statement (its own transaction); its first row as a dict."""
+        async with self._slots:
+            with unavailable_on_outage():
+                conn = self._idle.pop() if self._idle else await self._connect()
+                try:
+                    async with conn.cursor(row_factory=dict_row) as cur:
+                        await cur.execute(sql, params, prepare=True)
+                        row = await cur.fetchone()
+                except BaseException:
+                    # Failed or cancelled half-way: the connection's state is unknown.
+                    await conn.close()
+                    raise
+            self._idle.append(conn)
+            return row
+
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        return await psycopg.AsyncConnection.connect(
+            self._conninfo, autocommit=True, connect_timeout=5, application_name="fleet"
+        )
+
+    async def close(self) -> None:
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await conn.close()
