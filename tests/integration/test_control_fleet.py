@@ -141,14 +141,16 @@ def test_collect_under_a_steady_stream_starts_by_max_wait(rt: Runtime, fleet: Fl
     for attempt in range(3):
         key = f"k{attempt}"
         first = rt.dispatcher.submit("gather", "p0", key=key).task
-        t0, last = first.created_at, time.monotonic()
-        begin = last
+        # The clock starts at the first submission's commit (its created_at), not when submit
+        # returned: the debounce runs from the commit.
+        t0 = first.created_at
+        last = t0.timestamp()
         widest = 0.0  # the widest gap between two stored submissions
         n = 1
-        while last - begin < max_wait + 4:  # one message every 0.9 x debounce, on a fixed clock
-            time.sleep(max(0.0, begin + n * 0.9 * debounce - time.monotonic()))
+        while last - t0.timestamp() < max_wait + 4:  # one every 0.9 x debounce, on a fixed clock
+            time.sleep(max(0.0, t0.timestamp() + n * 0.9 * debounce - time.time()))
             rt.dispatcher.submit("gather", f"p{n}", key=key)
-            now = time.monotonic()
+            now = time.time()
             widest, last, n = max(widest, now - last), now, n + 1
         if widest < debounce:
             break
