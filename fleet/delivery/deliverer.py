@@ -75,10 +75,9 @@ class Deliverer:
 
     def after_settle(self, task: Task, final: TaskStatus) -> None:
         """Journal what the settle's outcome adds (a push config set meanwhile) and start the
-        pending deliveries."""
-        if not final.terminal:
-            return
-        self.schedule(task.id)
+        pending deliveries. ``task`` is the settled task as the worker holds it: no re-read."""
+        if final.terminal:
+            self._open(task, final)
 
     def schedule(self, task_id: uuid.UUID) -> list[uuid.UUID]:
         """Journal and start the deliveries of a finished task (a push config set after it
@@ -86,7 +85,10 @@ class Deliverer:
         task = self.store.get_task(task_id)
         if not task.status.terminal:
             return []
-        found = self._targets(task, task.status)
+        return self._open(task, task.status)
+
+    def _open(self, task: Task, status: TaskStatus) -> list[uuid.UUID]:
+        found = self._targets(task, status)
         if not found:
             return []  # (a row of a config deleted since the settle: the sweeper ends it)
         ids = self.store.open_deliveries(task.id, found, self.clock())
