@@ -56,28 +56,26 @@ class Deliverer:
 
     # -- around a settle ------------------------------------------------------------------------
 
-    def _targets(self, task: Task, status: TaskStatus) -> list[rules.Target]:
-        # Push configs whatever the task's scope: an A2A caller may set one on any task it
-        # reads (a singleton deployment's too).
-        push = self.store.push_configs(task.id)
-        return where.targets(self.config, task, status, push)
-
     def before_settle(self, task: Task, outcome: Outcome) -> Outcome:
-        """Journal the deliveries of the reply about to be stored (``pending``), so a crash
-        after the settle loses none; the reply is stored ``pending`` too."""
-        found = self._targets(task, outcome.status)
+        """Journal the ``[reply]`` delivery of the reply about to be stored (``pending``), so a
+        crash after the settle loses none; the reply is stored ``pending`` too. Reads nothing:
+        where a reply goes is configuration (A2A push configs are journaled after the settle,
+        which says whether the task has one)."""
+        found = where.reply_targets(self.config, task, outcome.status)
         if not found:
             return outcome
         self.store.open_deliveries(task.id, found, self.clock())
-        if outcome.status in where.REPLIED and outcome.reply is not None:
+        if outcome.reply is not None:
             return dataclasses.replace(outcome, reply_delivery="pending")
         return outcome
 
-    def after_settle(self, task: Task, final: TaskStatus) -> None:
-        """Journal what the settle's outcome adds (a push config set meanwhile) and start the
-        pending deliveries. ``task`` is the settled task as the worker holds it: no re-read."""
+    def after_settle(self, task: Task, final: TaskStatus, *, push_pending: bool = True) -> None:
+        """Start the deliveries of a task that ended: its ``[reply]``'s (journaled already) and,
+        with ``push_pending`` (the settle's word), its A2A push configs' (journaled here; a
+        worker lost before this leaves the task to the sweeper). ``task`` is the settled task
+        as the worker holds it: nothing is read when neither applies."""
         if final.terminal:
-            self._open(task, final)
+            self._open(task, final, push=push_pending)
 
     def schedule(self, task_id: uuid.UUID) -> list[uuid.UUID]:
         """Journal and start the deliveries of a finished task (a push config set after it
@@ -85,13 +83,13 @@ class Deliverer:
         task = self.store.get_task(task_id)
         if not task.status.terminal:
             return []
-        return self._open(task, task.status)
+        return self._open(task, task.status, push=True)
 
-    def _open(self, task: Task, status: TaskStatus) -> list[uuid.UUID]:
-        found = self._targets(task, status)
-        if not found:
-            return []  # (a row of a config deleted since the settle: the sweeper ends it)
-        ids = self.store.open_deliveries(task.id, found, self.clock())
+    def _open(self, task: Task, status: TaskStatus, *, push: bool) -> list[uuid.UUID]:
+        found = where.reply_targets(self.config, task, status)
+        if not found and not push:
+            return []
+        ids = self.store.open_deliveries(task.id, found, self.clock(), push=push)
         for delivery_id in ids:
             self.start(delivery_id)
         return ids
@@ -203,9 +201,12 @@ class Deliverer:
     # -- the sweeper ----------------------------------------------------------------------------
 
     def sweep(self, grace_s: float) -> int:
-        """Start pending deliveries whose message was lost or whose worker died mid-attempt."""
-        now = self.clock()
-        due = self.store.due_deliveries(now - timedelta(seconds=grace_s))
+        """Start pending deliveries whose message was lost or whose worker died mid-attempt,
+        and journal the push configs of tasks whose worker was lost after their settle."""
+        before = self.clock() - timedelta(seconds=grace_s)
+        due = self.store.due_deliveries(before)
         for delivery_id in due:
             self.start(delivery_id)
+        for task_id in self.store.push_pending_ended(before):  # its settle's worker was lost
+            due.extend(self.schedule(task_id))
         return len(due)

@@ -42,21 +42,14 @@ def reply_config(config: FleetConfig, task: Task) -> tuple[str, ReplyConfig] | N
     return None
 
 
-def targets(
-    config: FleetConfig, task: Task, status: TaskStatus, push: list[rules.PushConfig]
-) -> list[rules.Target]:
-    """Where a task that ended ``status`` sends: its ``[reply]`` (only with a reply) and every
-    A2A push config (the final state, whatever it is)."""
-    out: list[rules.Target] = []
+def reply_targets(config: FleetConfig, task: Task, status: TaskStatus) -> list[rules.Target]:
+    """Where a task that ended ``status`` sends from its configuration: its ``[reply]``, only
+    with a reply. (A2A push configs are the store's: ``Store.open_deliveries(push=True)``
+    journals them with the final state, whatever it is.)"""
     found = reply_config(config, task)
     if found is not None and status in REPLIED:
-        out.append(rules.Target(found[0], "reply", found[1].attempts))
-    out.extend(rules.Target(f"push:{p.id}", "push", PUSH_ATTEMPTS) for p in push)
-    return out
-
-
-#: Attempts of an A2A push notification.
-PUSH_ATTEMPTS = 5
+        return [rules.Target(found[0], "reply", found[1].attempts)]
+    return []
 
 
 def fields(task: Task) -> dict[str, Any]:

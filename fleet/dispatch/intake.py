@@ -1,8 +1,9 @@
 """Admission of submissions, in the steps both intakes share.
 
 ``Dispatcher.submit`` runs them in a row on its thread: ``submission`` (the checks: input, key,
-authorize policy), ``admit`` (the store's admission), ``noticed`` (a tombstone's notice on the
-first task of a deleted conversation's key) and ``admitted`` (wake-up hint, log line, metrics).
+authorize policy), ``admit`` (the store's admission, which also reads the tombstone of a new
+conversation's key for its ``freshAfterDelete`` notice) and ``admitted`` (wake-up hint, log
+line, metrics).
 The API's event-loop intake (``fleet.api.intake``) runs the same steps around the store's one
 admission statement, so both give the same answers and leave the same rows.
 """
@@ -42,15 +43,6 @@ def queue_policy(conv: ConversationsConfig, delivery: str | None = None) -> Queu
         max_queued=conv.max_queued,
         on_full=conv.on_full,
     )
-
-
-def may_follow_delete(keyed: bool, admission: Admission) -> bool:
-    """Could ``admission`` be the first task of a conversation whose key was deleted before?
-
-    Only a caller's own key (``keyed``) can name a deleted conversation again; only a new task
-    with seq 1 starts a conversation.
-    """
-    return keyed and admission.task.seq == 1 and not (admission.duplicate or admission.merged)
 
 
 class Admissions:
@@ -116,25 +108,14 @@ class Admissions:
             resource_id=inputs.resource_id(resource_id),
         )
 
-    def admit(self, sub: Submission, *, keyed: bool) -> Admission:
-        """Admit a checked submission (``submission``), then what follows (``noticed``,
-        ``admitted``); ``keyed``: the caller gave the conversation's key."""
+    def admit(self, sub: Submission) -> Admission:
+        """Admit a checked submission (``submission``), then what follows (``admitted``)."""
         try:
             admission = self.d.store.admit(sub, self.d.clock())
         except QueueFull:
             metrics.rejected(sub.deployment)
             raise
-        if may_follow_delete(keyed, admission):
-            admission = self.noticed(sub, admission)
         return self.admitted(admission)
-
-    def noticed(self, sub: Submission, admission: Admission) -> Admission:
-        """The first task of a conversation whose key was deleted before says so (reads the
-        tombstone; call it only where ``may_follow_delete``)."""
-        stone = self.d.store.tombstone(sub.deployment, sub.scope, sub.key)
-        if stone is None:
-            return admission
-        return admission.model_copy(update={"fresh_after_delete": stone.deleted_at})
 
     def admitted(self, admission: Admission) -> Admission:
         """What follows a committed admission: its wake-up hint, log line and metrics."""

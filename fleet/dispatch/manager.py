@@ -142,7 +142,7 @@ class Dispatcher:
             delivery=delivery,
             resource_id=resource_id,
         )
-        return self.admissions.admit(sub, keyed=bool(key))
+        return self.admissions.admit(sub)
 
     def signal(
         self,
@@ -339,7 +339,7 @@ class Dispatcher:
         if handle is not None and deadline is not None and self._may_go_on(handle, deadline):
             chain = Chain.of(started, self.worker, self._history_items, self._prepare)
         outcome = self.deliveries.before_settle(started.task, outcome)
-        final, nxt = self.store.settle(
+        done = self.store.settle(
             started.task,
             started.run_id,
             outcome,
@@ -349,16 +349,17 @@ class Dispatcher:
             chain=chain,
         )
         self.sources.settled(self._agent(started.task.deployment), started.task)
-        self._ended(started.task, final)
-        return nxt
+        self._ended(started.task, done.status, push_pending=done.push_pending)
+        return done.next
 
-    def _ended(self, task: Task, final: TaskStatus) -> None:
+    def _ended(self, task: Task, final: TaskStatus, *, push_pending: bool = True) -> None:
         """What follows a task's end (a settle, or a hand-back a cancel won): its metric, its
-        delegation reported, its deliveries started."""
+        delegation reported, its deliveries started (``push_pending``: the settle's word on
+        A2A push configs; unknown, the store looks)."""
         metrics.finished(task, final, self.clock())
         self.delegations.settled(task)
         try:
-            self.deliveries.after_settle(task, final)
+            self.deliveries.after_settle(task, final, push_pending=push_pending)
         except Exception:  # journaled already (or the sweeper's next look journals them)
             log.warning("could not start the deliveries of %s", task.id, exc_info=True)
 

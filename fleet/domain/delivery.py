@@ -291,6 +291,15 @@ class Target:
     max_attempts: int
 
 
+#: Attempts of an A2A push notification.
+PUSH_ATTEMPTS = 5
+
+
+def push_target(config_id: str) -> Target:
+    """The journal target of an A2A push-notification config."""
+    return Target(f"push:{config_id}", "push", PUSH_ATTEMPTS)
+
+
 @dataclass(frozen=True, slots=True)
 class PushConfig:
     """An A2A push-notification config (the caller's URL, token and authentication)."""

@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, select
 from sqlalchemy.exc import IntegrityError
 
 from fleet.domain import admission as policy
@@ -17,6 +17,7 @@ from fleet.store import pg, rows
 from fleet.store import statements as q
 from fleet.store.base import StoreBase
 from fleet.store.delegation import insert_record
+from fleet.store.schema import conversation_tombstones as tomb
 
 
 class AdmissionStore(StoreBase):
@@ -74,7 +75,7 @@ class AdmissionStore(StoreBase):
     @staticmethod
     def admitted(row: dict[str, Any]) -> Admission:
         """The admission of ``admit_statement``'s row."""
-        return Admission(task=rows.task(row))
+        return Admission(task=rows.task(row), fresh_after_delete=row["fresh_after"])
 
     def _steer(
         self,
@@ -241,6 +242,14 @@ class AdmissionStore(StoreBase):
             )
         if created and sub.delegation is not None:
             insert_record(conn, task.id, sub.delegation, now, self.redactor.json)
+        if created and task.seq == 1:  # a new conversation: was one of its key deleted before?
+            outcome["fresh_after_delete"] = conn.execute(
+                select(tomb.c.deleted_at).where(
+                    tomb.c.deployment == sub.deployment,
+                    tomb.c.scope == sub.scope,
+                    tomb.c.key == sub.key,
+                )
+            ).scalar()
         return Admission(task=task, **outcome)
 
     def signal(

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from fleet.domain.context import Record
 from fleet.domain.values import CLAIMABLE, Task, TaskStatus
@@ -62,6 +62,16 @@ class Head:
     @property
     def claimable(self) -> bool:
         return self.status in CLAIMABLE
+
+
+class Settled(NamedTuple):
+    """What a settle ended with: the task's final status, the conversation's next (a head, or
+    the next task's ``Started`` when the settle claimed it) and whether an A2A push config
+    awaits its delivery's journal (``Deliverer.after_settle`` opens it; no read otherwise)."""
+
+    status: TaskStatus
+    next: Head | Started | None
+    push_pending: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,10 @@ from typing import Any
 from sqlalchemy import Connection, and_, delete, insert, select, update
 
 from fleet.domain import delivery as rules
+from fleet.domain.values import TERMINAL
 from fleet.store import schema as s
 from fleet.store.base import StoreBase
+from fleet.store.statements import status_in
 
 
 def _record(row: Any) -> rules.Record:
@@ -40,14 +42,41 @@ class DeliveryStore(StoreBase):
     # -- the journal ----------------------------------------------------------------------------
 
     def open_deliveries(
-        self, task_id: uuid.UUID, targets: Sequence[rules.Target], now: datetime
+        self,
+        task_id: uuid.UUID,
+        targets: Sequence[rules.Target],
+        now: datetime,
+        *,
+        push: bool = False,
     ) -> list[uuid.UUID]:
         """Journal rows (``pending``, due now) for the targets that have none yet; the ids of
-        every pending delivery of the task."""
-        d = s.deliveries
+        every pending delivery of the task.
+
+        ``push``: the task has ended; journal its A2A push configs too, when its
+        ``push_pending`` flag says some are not journaled yet (clearing it under the task's row
+        lock, which a config's set takes as well: a config set meanwhile is either read here or
+        sets the flag again after this commits)."""
+        d, p, t = s.deliveries, s.push_configs, s.tasks
         with self.tx() as conn:
-            have = set(conn.execute(select(d.c.target).where(d.c.task_id == task_id)).scalars())
-            new = [t for t in targets if t.target not in have]
+            if push:
+                claimed = conn.execute(
+                    update(t)
+                    .where(t.c.id == task_id, t.c.push_pending, status_in(t.c.status, TERMINAL))
+                    .values(push_pending=False)
+                    .returning(t.c.id)
+                ).first()
+                if claimed is not None:
+                    ids = conn.execute(
+                        select(p.c.id)
+                        .where(p.c.task_id == task_id)
+                        .order_by(p.c.created_at, p.c.id)
+                    ).scalars()
+                    targets = [*targets, *(rules.push_target(i) for i in ids)]
+            if not targets:
+                have: set[str] = set()
+            else:
+                have = set(conn.execute(select(d.c.target).where(d.c.task_id == task_id)).scalars())
+            new = [x for x in targets if x.target not in have]
             if new:
                 conn.execute(
                     insert(d),
@@ -55,22 +84,39 @@ class DeliveryStore(StoreBase):
                         {
                             "id": uuid.uuid4(),
                             "task_id": task_id,
-                            "target": t.target,
-                            "kind": t.kind,
+                            "target": x.target,
+                            "kind": x.kind,
                             "status": "pending",
                             "attempts": 0,
-                            "max_attempts": t.max_attempts,
+                            "max_attempts": x.max_attempts,
                             "next_at": now,
                             "journal": [],
                             "created_at": now,
                             "updated_at": now,
                         }
-                        for t in new
+                        for x in new
                     ],
                 )
             return list(
                 conn.execute(
                     select(d.c.id).where(d.c.task_id == task_id, d.c.status == "pending")
+                ).scalars()
+            )
+
+    def push_pending_ended(self, before: datetime, limit: int = 500) -> list[uuid.UUID]:
+        """Tasks that ended before ``before`` with a push config not journaled (a worker lost
+        after its settle, a task cancelled while queued): the sweeper journals them."""
+        t = s.tasks
+        with self.read() as conn:
+            return list(
+                conn.execute(
+                    select(t.c.id)
+                    .where(
+                        t.c.push_pending,
+                        status_in(t.c.status, TERMINAL),
+                        (t.c.finished_at.is_(None)) | (t.c.finished_at < before),
+                    )
+                    .limit(limit)
                 ).scalars()
             )
 
@@ -220,6 +266,11 @@ class DeliveryStore(StoreBase):
             ).first()
             if held is not None and held.owner != cfg.owner:
                 return False
+            # The task's row lock orders this with its settle: the settle returns the flag, or
+            # (it came first) the caller sees the task ended and journals the config itself.
+            conn.execute(
+                update(s.tasks).where(s.tasks.c.id == cfg.task_id).values(push_pending=True)
+            )
             conn.execute(delete(p).where(and_(p.c.task_id == cfg.task_id, p.c.id == cfg.id)))
             conn.execute(
                 insert(p).values(

@@ -24,7 +24,7 @@ from fleet.domain.values import CLAIMABLE, Task, TaskStatus, render_parts
 from fleet.errors import LeaseLost
 from fleet.store import pg, rows
 from fleet.store.base import StoreBase
-from fleet.store.claims import Chain, Claim, Head, Prepared, Started
+from fleet.store.claims import Chain, Claim, Head, Prepared, Settled, Started
 
 
 def _records(found: list[Any] | None) -> tuple[Record, ...]:
@@ -134,7 +134,7 @@ class PgHotPath(StoreBase):
         history_cap: int,
         reserved: tuple[int, int] | None,
         chain: Chain | None,
-    ) -> tuple[TaskStatus, int, Head | Started | None]:
+    ) -> tuple[Settled, int]:
         # Messages the run took from its inbox come after the input; they were not counted in
         # what the claim reserved, so then every id is drawn here, in order, and nothing chains.
         if outcome.inbox:
@@ -197,34 +197,29 @@ class PgHotPath(StoreBase):
         if row is None:
             raise LeaseLost(f"task {task.id} was taken over; its outcome is discarded")
         final, left = TaskStatus(row["status"]), int(row["inbox"] or 0)
+        push = bool(row["push_pending"])
         if follow is not None and row["chained_run"] is not None:
             _, nxt, found, prepared = follow
-            return (
-                final,
-                left,
-                Started(
-                    task=_running(nxt, now),
-                    run_id=row["chained_run"],
-                    context=prepared.context,
-                    reserved=(row["m1"], row["m2"]),
-                    found=found,
-                    after=row["chained_after"],
-                ),
+            started = Started(
+                task=_running(nxt, now),
+                run_id=row["chained_run"],
+                context=prepared.context,
+                reserved=(row["m1"], row["m2"]),
+                found=found,
+                after=row["chained_after"],
             )
+            return Settled(final, started, push), left
         if row["next_row"] is None:
-            return final, left, None
+            return Settled(final, None, push), left
         ahead = {**row["next_row"], "frozen": row["next_frozen"], "history": row["next_history"]}
-        return (
-            final,
-            left,
-            Head(
-                uuid.UUID(ahead["id"]),
-                TaskStatus(ahead["status"]),
-                datetime.fromisoformat(ahead["not_before"]),
-                ahead["fence"],
-                context_row=ahead,
-            ),
+        head = Head(
+            uuid.UUID(ahead["id"]),
+            TaskStatus(ahead["status"]),
+            datetime.fromisoformat(ahead["not_before"]),
+            ahead["fence"],
+            context_row=ahead,
         )
+        return Settled(final, head, push), left
 
     def _follow(
         self,

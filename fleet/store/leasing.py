@@ -29,7 +29,7 @@ from fleet.errors import LeaseLost
 from fleet.store import rows
 from fleet.store import schema as s
 from fleet.store import statements as q
-from fleet.store.claims import Chain, Claim, Head, Prepared, Started
+from fleet.store.claims import Chain, Claim, Head, Prepared, Settled, Started
 from fleet.store.hotpath import REPLIED, PgHotPath
 
 t = s.tasks
@@ -219,7 +219,7 @@ class LeasingStore(PgHotPath):
         history_cap: int = 100,
         reserved: tuple[int, int] | None = None,
         chain: Chain | None = None,
-    ) -> tuple[TaskStatus, Head | Started | None]:
+    ) -> Settled:
         """Close the run and finish the task in one fenced transaction.
 
         A cancel requested while the run worked wins over its outcome. A succeeded run appends the
@@ -228,12 +228,13 @@ class LeasingStore(PgHotPath):
 
         ``reserved`` are the message ids the task's claim took (``Started.reserved``). With
         ``chain``, PostgreSQL also claims the next task in the same statement when it can: then
-        the next is that task's ``Started`` instead of a head.
+        the next is that task's ``Started`` instead of a head. ``push_pending``: an A2A push
+        config awaits its delivery's journal (the statement returns it; nothing else is read).
         """
         reply = None if outcome.reply is None else self.redactor.text(outcome.reply)
         error = self.redactor.text(outcome.error) if outcome.error else None
         if self.one_statement_path:
-            final, left, nxt = self._settle_pg(
+            done, left = self._settle_pg(
                 task,
                 run_id,
                 outcome,
@@ -245,12 +246,13 @@ class LeasingStore(PgHotPath):
                 chain=chain,
             )
         else:
-            final, left, nxt = self._settle_portable(
+            done, left = self._settle_portable(
                 task, run_id, outcome, reply=reply, error=error, now=now
             )
-        if left and self.requeue_inbox(task.id, now) and not isinstance(nxt, Started):
-            nxt = self.head(task.conversation_id)  # the inbox's messages queued behind
-        return final, nxt
+        if left and self.requeue_inbox(task.id, now) and not isinstance(done.next, Started):
+            # the inbox's messages queued behind
+            done = done._replace(next=self.head(task.conversation_id))
+        return done
 
     def _settle_portable(
         self,
@@ -261,7 +263,7 @@ class LeasingStore(PgHotPath):
         reply: str | None,
         error: str | None,
         now: datetime,
-    ) -> tuple[TaskStatus, int, Head | None]:
+    ) -> tuple[Settled, int]:
         """SQLite: the settle as several statements in one transaction."""
         with self.tx() as conn:
             row = conn.execute(
@@ -313,7 +315,7 @@ class LeasingStore(PgHotPath):
                     ],
                 )
             nxt = _head(conn.execute(q.HEAD, {"b_conv": task.conversation_id}).first())
-        return final, int(row.inbox or 0), nxt
+        return Settled(final, nxt, bool(row.push_pending)), int(row.inbox or 0)
 
     def requeue_inbox(self, task_id: uuid.UUID, now: datetime) -> list[uuid.UUID]:
         """The task's run ended before taking its inbox: each waiting message becomes a task of

@@ -166,7 +166,7 @@ WITH settled AS (
   WHERE id = %(task)s AND fence = %(fence)s AND status = 'running'
     AND EXISTS (SELECT 1 FROM runs r WHERE r.id = %(run)s AND r.task_id = tasks.id
                 AND r.status = 'running')
-  RETURNING id, conversation_id, seq, status, generation, labels, inbox
+  RETURNING id, conversation_id, seq, status, generation, labels, inbox, push_pending
 ), closed AS (
   UPDATE runs SET usage = CAST(%(usage)s AS jsonb), finished_at = %(now)s,
     status = CASE WHEN s.status = 'superseded' THEN 'interrupted' ELSE s.status END,
@@ -218,7 +218,9 @@ LEFT JOIN LATERAL (
 """
 
 #: Settle, then read the next head.
-SETTLE = _SETTLE_CTES + "\nSELECT s.status, s.inbox," + _NEXT_HEAD.format(skip="false")
+SETTLE = (
+    _SETTLE_CTES + "\nSELECT s.status, s.inbox, s.push_pending," + _NEXT_HEAD.format(skip="false")
+)
 
 #: Settle, and claim the next task with the context the worker built for it from what it knew:
 #: its row as read at the previous claim, and the history that claim read plus the exchange
@@ -245,7 +247,7 @@ SETTLE_AND_CLAIM = (
 ), chained_run AS (
   {_open_run("next_run", "chained")}
 )
-SELECT s.status, s.inbox, (SELECT id FROM chained_run) AS chained_run, {_RESERVE},
+SELECT s.status, s.inbox, s.push_pending, (SELECT id FROM chained_run) AS chained_run, {_RESERVE},
   CASE WHEN EXISTS (SELECT 1 FROM chained_run) THEN
     {_AFTER.format(conv="s.conversation_id", seq="n.seq")}
   END AS chained_after,"""
@@ -253,7 +255,8 @@ SELECT s.status, s.inbox, (SELECT id FROM chained_run) AS chained_run, {_RESERVE
 )
 
 #: followup admission without an idempotency key: upsert the conversation (taking the next seq
-#: under its row lock) and insert the task.
+#: under its row lock) and insert the task; a conversation's first task reads the tombstone of
+#: its key (``fresh_after``: when a conversation of that key was deleted).
 ADMIT_FOLLOWUP = f"""
 WITH conv AS (
   INSERT INTO conversations (id, deployment, scope, key, generation, last_seq, created_at,
@@ -272,7 +275,11 @@ SELECT %(task_id)s, conv.id, conv.last_seq, conv.generation, %(deployment)s, %(s
        CAST(%(labels)s AS jsonb), 0, %(max_attempts)s, 0, false, %(now)s, %(caller)s,
        %(resource)s
 FROM conv
-RETURNING {_TASK_COLUMNS}
+RETURNING {_TASK_COLUMNS},
+  CASE WHEN seq = 1 THEN (
+    SELECT ct.deleted_at FROM conversation_tombstones ct
+    WHERE ct.deployment = %(deployment)s AND ct.scope = %(scope)s AND ct.key = %(key)s
+  ) END AS fresh_after
 """
 
 del ACTIVE

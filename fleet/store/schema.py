@@ -126,6 +126,13 @@ class Task(Base):
             postgresql_where=text("inbox > 0"),
             sqlite_where=text("inbox > 0"),
         ),
+        # Ended tasks whose push notifications are not journaled yet (the sweeper's look): few.
+        Index(
+            "ix_tasks_push_pending",
+            "id",
+            postgresql_where=text("push_pending"),
+            sqlite_where=text("push_pending"),
+        ),
         Index(
             "ix_tasks_unfinished",
             "conversation_id",
@@ -167,6 +174,10 @@ class Task(Base):
     )
     #: Messages waiting in the run's inbox (steer, signals); the settle sees it and requeues them.
     inbox: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    #: An A2A push-notification config was set whose delivery is not journaled yet: the settle
+    #: returns it (no read of the configs for tasks without one), the sweeper journals the
+    #: deliveries of ended tasks that still carry it (a worker lost after its settle).
+    push_pending: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
     worker: Mapped[str | None] = mapped_column(String(200))
     #: The caller that submitted it (API caller, trigger, A2A caller), for the authorize policy.
     caller: Mapped[str | None] = mapped_column(String(200))

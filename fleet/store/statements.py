@@ -133,7 +133,7 @@ SETTLE = (
         finished_at=bindparam("b_now"),
         worker=None,
     )
-    .returning(t.c.status, t.c.generation, t.c.input, t.c.inbox)
+    .returning(t.c.status, t.c.generation, t.c.input, t.c.inbox, t.c.push_pending)
 )
 
 CLOSE_RUN = (

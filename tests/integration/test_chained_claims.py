@@ -80,7 +80,7 @@ def first_claim(store: Store, conv: uuid.UUID, seen: Seen) -> Started:
 
 def settle(store: Store, started: Started, outcome: Outcome, seen: Seen) -> Head | Started | None:
     chain = Chain.of(started, "w", items, seen)  # None when nothing came after it at its claim
-    _, nxt = store.settle(
+    _, nxt, _ = store.settle(
         started.task,
         started.run_id,
         outcome,

@@ -82,7 +82,7 @@ def test_steer_goes_into_the_running_run_and_idle_conversations_queue(rt: Runtim
     )
     assert [i.text for i in signals.taken] == ["more context"]
     assert inbox(rt) == [("steer", "delivered", None)]
-    final, nxt = settle(rt, started, "echo done", inbox=("more context",))
+    final, nxt, _ = settle(rt, started, "echo done", inbox=("more context",))
     assert final == TaskStatus.SUCCEEDED and nxt is None
     said = [(m.role, m.content) for m in rt.store.messages(idle.task.conversation_id)]
     assert said == [("user", "first"), ("user", "more context"), ("assistant", "echo done")]
@@ -97,7 +97,7 @@ def test_a_message_the_run_did_not_take_becomes_the_next_task(rt: Runtime) -> No
     a = rt.dispatcher.submit("steer", "one", key="k", idempotency_key="i-1")
     b = rt.dispatcher.submit("steer", "two", key="k")
     assert (a.delivered_to, b.delivered_to) == ("run", "run")
-    final, nxt = settle(rt, started)
+    final, nxt, _ = settle(rt, started)
     assert final == TaskStatus.SUCCEEDED
     tasks = (
         rt.store.list_tasks_of(first.conversation_id)
@@ -188,7 +188,7 @@ def test_interrupt_asks_the_running_task_to_stop_and_queues_the_new_input(rt: Ru
     signals = rt.store.checkpoint(started.task, started.run_id, [], rt.dispatcher.clock())
     assert signals.interrupt
     outcome = Outcome(TaskStatus.SUPERSEDED, "partial", "interrupted by a newer message", {})
-    final, _ = rt.store.settle(started.task, started.run_id, outcome, rt.dispatcher.clock())
+    final = rt.store.settle(started.task, started.run_id, outcome, rt.dispatcher.clock()).status
     done = rt.store.get_task(first.id)
     assert (final, done.status, done.reply) == (
         TaskStatus.SUPERSEDED,

@@ -15,7 +15,7 @@ from fleet import views
 from fleet.config import FleetConfig, load_config
 from fleet.delivery import Deliverer
 from fleet.delivery.http import Sent
-from fleet.delivery.targets import Request
+from fleet.delivery.targets import Request, reply_targets
 from fleet.domain.delivery import Next, PushConfig
 from fleet.domain.runs import Outcome
 from fleet.domain.values import TaskStatus
@@ -128,7 +128,7 @@ def test_a_task_that_ended_without_a_reply_fails_its_reply_delivery(
     assert started is not None
     # journaled for a reply, then the settle says the run failed (e.g. a cancel won)
     store.open_deliveries(
-        started.task.id, deliverer._targets(started.task, TaskStatus.SUCCEEDED), T0
+        started.task.id, reply_targets(config, started.task, TaskStatus.SUCCEEDED), T0
     )
     failed = Outcome(TaskStatus.FAILED, None, "boom", {})
     store.settle(started.task, started.run_id, failed, T0)
@@ -167,11 +167,70 @@ def test_a_push_config_is_delivered_whatever_the_task_scope(
         PushConfig(started.task.id, "p", "http://127.0.0.1:9/push", owner="a"), T0
     )
     outcome = deliverer.before_settle(started.task, ok("the reply"))
-    final, _ = store.settle(started.task, started.run_id, outcome, T0)
-    deliverer.after_settle(started.task, final)
+    done = store.settle(started.task, started.run_id, outcome, T0)
+    assert done.push_pending  # the settle's own word: nothing else is read for it
+    deliverer.after_settle(started.task, done.status, push_pending=done.push_pending)
     found = {r.target: r.status for r in store.task_deliveries(started.task.id)}
     assert found == {"reply:deployments/chat": "sent", "push:p": "sent"}
     assert sorted(r.url for r in recv.got)[0] == "http://127.0.0.1:9/push"
+    # journaled once: a later look (the sweeper's, a config's set) opens nothing new
+    assert store.push_pending_ended(T0 + timedelta(hours=1)) == []
+    deliverer.after_settle(started.task, done.status)
+    assert len(store.task_deliveries(started.task.id)) == 2 and len(recv.got) == 2
+
+
+def test_a_settle_without_push_configs_says_so_and_opens_nothing(
+    store: Store, config: FleetConfig
+) -> None:
+    recv = Receiver()
+    deliverer = Deliverer(store, config, Clock(), sender=recv)
+    conv = store.admit(sub(scope="deployment"), T0).task.conversation_id
+    started = start(store, conv, T0)
+    assert started is not None
+    failed = Outcome(TaskStatus.FAILED, None, "boom", {})  # no reply: no [reply] delivery
+    done = store.settle(started.task, started.run_id, failed, T0)
+    assert done.status == TaskStatus.FAILED and not done.push_pending
+    deliverer.after_settle(started.task, done.status, push_pending=False)
+    assert store.task_deliveries(started.task.id) == [] and recv.got == []
+
+
+def test_the_sweeper_journals_the_push_of_a_task_whose_worker_was_lost_after_its_settle(
+    store: Store, config: FleetConfig
+) -> None:
+    recv = Receiver(SENT)
+    clock = Clock()
+    deliverer = Deliverer(store, config, clock, sender=recv)
+    conv = store.admit(sub(scope="deployment"), T0).task.conversation_id
+    started = start(store, conv, T0)
+    assert started is not None
+    store.set_push_config(PushConfig(started.task.id, "p", "http://127.0.0.1:9/p", owner="a"), T0)
+    failed = Outcome(TaskStatus.FAILED, None, "boom", {})
+    assert store.settle(started.task, started.run_id, failed, T0).push_pending
+    # the worker is lost here, before ``after_settle``: nothing journaled yet
+    assert store.task_deliveries(started.task.id) == []
+    assert deliverer.sweep(grace_s=5) == 0  # within the grace the worker may still do it
+    clock.now = T0 + timedelta(seconds=10)
+    assert deliverer.sweep(grace_s=5) == 1
+    (rec,) = store.task_deliveries(started.task.id)
+    assert (rec.target, rec.status) == ("push:p", "sent") and len(recv.got) == 1
+    assert store.push_pending_ended(clock.now) == []
+
+
+def test_a_push_config_set_after_the_settle_is_journaled_by_its_set(
+    store: Store, config: FleetConfig
+) -> None:
+    recv = Receiver(SENT)
+    deliverer = Deliverer(store, config, Clock(), sender=recv)
+    conv = store.admit(sub(scope="deployment"), T0).task.conversation_id
+    started = start(store, conv, T0)
+    assert started is not None
+    failed = Outcome(TaskStatus.FAILED, None, "boom", {})
+    assert not store.settle(started.task, started.run_id, failed, T0).push_pending
+    store.set_push_config(PushConfig(started.task.id, "p", "http://127.0.0.1:9/p", owner="a"), T0)
+    assert store.push_pending_ended(T0 + timedelta(hours=1)) == [started.task.id]
+    assert deliverer.schedule(started.task.id) != []  # what the A2A handler does next
+    assert [r.status for r in store.task_deliveries(started.task.id)] == ["sent"]
+    assert store.push_pending_ended(T0 + timedelta(hours=1)) == []
 
 
 def test_a_delivery_url_is_stored_and_shown_without_its_secrets(

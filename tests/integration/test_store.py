@@ -229,7 +229,7 @@ def test_cancel_queued_at_once_and_running_at_settle(store: Store) -> None:
     assert started is not None
     assert store.cancel(t1.id, T0).effect == "requested"
     assert store.checkpoint(started.task, started.run_id, [], T0).cancel is True
-    final, nxt = store.settle(started.task, started.run_id, ok("late"), T0)
+    final, nxt, _ = store.settle(started.task, started.run_id, ok("late"), T0)
     assert final == TaskStatus.CANCELLED and nxt is None
     done = store.get_task(t1.id)
     assert done.status == TaskStatus.CANCELLED and done.reply is None
@@ -336,7 +336,7 @@ def test_the_next_claim_can_start_from_the_head_the_settle_returned(store: Store
     t2 = store.admit(sub("second"), T0).task
     started = start(store, t1.conversation_id, T0)
     assert started is not None
-    _, head = store.settle(started.task, started.run_id, ok("answer one"), T0)
+    _, head, _ = store.settle(started.task, started.run_id, ok("answer one"), T0)
     assert head is not None and head.task_id == t2.id and head.claimable
     seen: list[Claim] = []
 
@@ -355,7 +355,7 @@ def test_the_next_claim_can_start_from_the_head_the_settle_returned(store: Store
     ]
     # a head read before a change is not claimed as it was: the claim reads again
     t3 = store.admit(sub("third", mode="followup"), T0).task
-    _, head = store.settle(nxt.task, nxt.run_id, ok("answer two"), T0)
+    _, head, _ = store.settle(nxt.task, nxt.run_id, ok("answer two"), T0)
     assert head is not None and head.task_id == t3.id
     store.cancel(t3.id, T0)
     assert (
@@ -388,7 +388,7 @@ def test_a_fencing_number_handed_out_twice_still_fences_the_first_holder_out(
     with pytest.raises(LeaseLost):
         store.settle(lost.task, lost.run_id, ok("stale"), T0)
     assert not store.checkpoint(again.task, again.run_id, [], T0).cancel
-    final, _ = store.settle(again.task, again.run_id, ok("fresh"), T0)
+    final = store.settle(again.task, again.run_id, ok("fresh"), T0).status
     assert final == TaskStatus.SUCCEEDED
     assert store.get_task(task.id).result == {"reply": "fresh"}
 
