@@ -18,15 +18,21 @@ import psycopg
 from psycopg.rows import dict_row
 from sqlalchemy import Engine
 
+from fleet.errors import Unavailable
 from fleet.store.db import unavailable_on_outage
+
+#: Seconds a statement waits for one of the connections (the engine pool's default too); then
+#: the request is answered 503 with Retry-After instead of queueing without end.
+SLOT_TIMEOUT_S = 30.0
 
 
 class AsyncStatements:
     """Up to ``size`` connections, opened when first needed, each used by one call at a time."""
 
-    def __init__(self, conninfo: str, size: int = 10) -> None:
+    def __init__(self, conninfo: str, size: int = 10, slot_timeout: float = SLOT_TIMEOUT_S) -> None:
         self._conninfo = conninfo
         self._slots = asyncio.Semaphore(size)
+        self._slot_timeout = slot_timeout
         self._idle: list[psycopg.AsyncConnection[Any]] = []
 
     @classmethod
@@ -35,8 +41,18 @@ class AsyncStatements:
         return cls(url, size)
 
     async def first(self, sql: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Run one statement (its own transaction); its first row as a dict."""
-        async with self._slots:
+        """Run one statement (its own transaction); its first row as a dict (``Unavailable``
+        when no connection frees up within the slot timeout)."""
+        if not self._slots.locked():
+            await self._slots.acquire()  # free: no wait, no timer
+        else:
+            try:
+                await asyncio.wait_for(self._slots.acquire(), self._slot_timeout)
+            except TimeoutError:
+                raise Unavailable(
+                    f"database busy: no connection free for {self._slot_timeout:g}s; retry"
+                ) from None
+        try:
             with unavailable_on_outage():
                 conn = self._idle.pop() if self._idle else await self._connect()
                 try:
@@ -49,6 +65,8 @@ class AsyncStatements:
                     raise
             self._idle.append(conn)
             return row
+        finally:
+            self._slots.release()
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
         return await psycopg.AsyncConnection.connect(
