@@ -17,6 +17,7 @@ from sqlalchemy import select
 
 from fleet.config import Settings
 from fleet.domain import delegation as rules
+from fleet.domain.shutdown import HANDED_BACK
 from fleet.domain.values import Task, TaskStatus
 from fleet.runtime import Runtime, build
 from fleet.store import TaskFilter
@@ -236,3 +237,34 @@ def test_a_caller_killed_while_it_waits_gets_the_same_delegated_task_on_retry(
     assert done.attempts == 2
     assert [t.id for t in tasks_of(rt, "slow")] == [child.id], "a second task was delegated"
     assert tool_outputs(rt, lead.id) == [rt.store.get_task(child.id).reply]
+
+
+def test_a_caller_handed_back_at_shutdown_waits_for_the_same_delegated_task(
+    rt: Runtime, fleet: Fleet
+) -> None:
+    """SIGTERM (a deploy) on the worker whose run waits in call_agent: the run is handed back,
+    not failed, and the delegated task is neither cancelled nor delegated again."""
+    fleet.beat()
+    fleet.worker("a", concurrency=2)
+    fleet.worker("b", concurrency=2)
+    lead = rt.dispatcher.submit(
+        "lead", tool("call_agent", "slow", '/tool wait {"seconds": 4}'), key="k"
+    ).task
+    child = wait_for(lambda: tasks_of(rt, "slow"), 30, what="the delegated task")[0]
+    wait_for(lambda: rt.store.get_task(child.id).status == TaskStatus.RUNNING, 30, what="it to run")
+    with rt.store.read() as conn:
+        holder = conn.execute(select(s.tasks.c.worker).where(s.tasks.c.id == lead.id)).scalar()
+    assert holder
+    group = os.getpgid(int(holder.rpartition(":")[2]))
+    stopped = next(p for p in fleet.procs if p.pid == group)
+    os.kill(stopped.pid, signal.SIGTERM)  # the caller's worker main process, mid-wait
+    done = finished(rt, lead.id, TTL + SWEEP + 60)
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    assert [t.id for t in tasks_of(rt, "slow")] == [child.id], "a second task was delegated"
+    kid = rt.store.get_task(child.id)
+    assert kid.status == TaskStatus.SUCCEEDED, kid.error
+    assert tool_outputs(rt, lead.id) == [kid.reply]
+    runs = rt.store.runs_of(lead.id)
+    assert [(r.attempt, r.status) for r in runs] == [(1, "interrupted"), (2, "succeeded")]
+    assert runs[0].error == HANDED_BACK
+    stopped.popen.wait(30)  # and the stopped worker is gone
