@@ -79,8 +79,19 @@ def worker(
             help="Serve the worker's run metrics (all its processes) on :PORT/metrics.",
         ),
     ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            "-n",
+            help="Celery node name (default celery@HOST; %h is the host name): give each "
+            "worker on one host its own, as `celery inspect` and the logs tell them apart.",
+        ),
+    ] = None,
 ) -> None:
     """Run a Celery worker that drains conversations (needs FLEET_REDIS_URL)."""
+    if name is not None and (not name.strip() or any(c.isspace() for c in name)):
+        fail(f"--name {name!r}: a node name is one word without spaces, e.g. fleet1@%h")
     if metrics_port is not None:
         from fleet.dispatch import worker_metrics
 
@@ -96,6 +107,7 @@ def worker(
             loglevel,
             "--without-gossip",
             "--without-mingle",
+            *(["--hostname", name] if name is not None else []),
         ],
         sweeper=loglevel if beat else None,
     )

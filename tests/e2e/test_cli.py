@@ -447,3 +447,11 @@ def test_check_reads_caller_keys_as_the_server_will(cli: Cli, tmp_path: Path) ->
     )
     r = cli("check", FLEET_CONFIG_DIR=str(config))
     assert r.code == 2 and "FLEET_TEST_UNSET_KEY is not set" in r.out, r
+
+
+def test_worker_refuses_a_node_name_with_spaces(cli: Cli) -> None:
+    r = cli("worker", "--name", "fleet one@%h", FLEET_REDIS_URL="redis://127.0.0.1:9/0")
+    assert r.code == 2, r
+    assert r.one_error_line() == (
+        "fleet: --name 'fleet one@%h': a node name is one word without spaces, e.g. fleet1@%h"
+    )

@@ -439,12 +439,22 @@ def test_worker_beat_runs_the_sweeper_as_a_child_and_stops_it(
     rt: Runtime, fleet: Fleet, tmp_path: Path
 ) -> None:
     def worker_with_beat(name: str) -> tuple[Proc, int]:
-        argv = [sys.executable, "-m", "fleet.cli", "worker", "-c", "1", "--beat"]
+        argv = [
+            sys.executable,
+            "-m",
+            "fleet.cli",
+            "worker",
+            "-c",
+            "1",
+            "--beat",
+            "-n",
+            f"{name}@%h",
+        ]
         env = {k: v for k, v in fleet.env.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
         proc = Proc(name, argv, {**env, "FLEET_METRICS_PORT": str(port)}, tmp_path / f"{name}.log")
         fleet.procs.append(proc)
         started = proc.wait_log(r"fleet sweeper started: every \S+ as \S+:(\d+)")
-        proc.wait_log(r"ready\.")
+        proc.wait_log(rf"{name}@\S+ ready\.")  # the node name given with -n
         sweeper = int(started.group(1))
         assert sweeper != proc.pid and os.getpgid(sweeper) == proc.pid
         return proc, sweeper
