@@ -248,3 +248,19 @@ def test_a_delivery_url_is_stored_and_shown_without_its_secrets(
     (done,) = store.task_deliveries(task_id)
     assert done.url == "https://hooks.slack.com/services/[REDACTED]"
     assert "secret" not in json.dumps(views.task_with_deliveries(store.get_task(task_id), [done]))
+
+
+def test_a_task_cancelled_while_queued_gets_its_push_notification_from_the_sweeper(
+    store: Store, config: FleetConfig
+) -> None:
+    recv = Receiver(SENT)
+    clock = Clock()
+    deliverer = Deliverer(store, config, clock, sender=recv)
+    task = store.admit(sub(scope="deployment"), T0).task
+    store.set_push_config(PushConfig(task.id, "p", "http://127.0.0.1:9/p", owner="a"), T0)
+    assert store.cancel(task.id, T0).task.status == TaskStatus.CANCELLED  # no settle, no worker
+    clock.now = T0 + timedelta(seconds=10)
+    assert deliverer.sweep(grace_s=5) == 1
+    (rec,) = store.task_deliveries(task.id)
+    assert (rec.target, rec.status) == ("push:p", "sent")
+    assert json.loads(recv.got[0].body)["task"]["status"]["state"] == "TASK_STATE_CANCELED"
