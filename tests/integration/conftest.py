@@ -16,6 +16,7 @@ from tests.support.fleet import Fleet, running_fleet, runtime_for
 
 @pytest.fixture
 def rt(shared_settings: dict[str, Any]) -> Iterator[Runtime]:
+    """The test's own runtime, closed after."""
     with runtime_for(shared_settings) as runtime:
         yield runtime
 
