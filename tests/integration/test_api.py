@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -25,7 +26,7 @@ from sqlalchemy import make_url
 from fleet.api.app import create_app
 from fleet.config import Settings
 from fleet.runtime import Runtime, build
-from tests.support.fleet import Fleet, Proc, running_fleet, wait_for
+from tests.support.fleet import Fleet, Proc, fleet_settings, wait_for
 from tests.support.proxy import proxy
 
 pytestmark = [pytest.mark.fleet, pytest.mark.timeout(240)]
@@ -48,22 +49,14 @@ def config(config_dir: Path) -> Path:
     return write_callers(config_dir)
 
 
-def settings_for(tmp: Path, database_url: str, redis_url: str, config: Path) -> Settings:
-    return Settings(
-        home=tmp / "home",
-        database_url=database_url,
-        redis_url=redis_url,
-        config_dir=config,
-        lease_ttl=2.0,
-        sweep_interval=1.0,
-    )
+def settings_for(tmp: Path, database_url: str, redis_url: str, config: Path) -> dict[str, Any]:
+    return fleet_settings(tmp, database_url, redis_url, config, lease_ttl=2.0, sweep_interval=1.0)
 
 
 @pytest.fixture
-def rt(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> Iterator[Runtime]:
-    runtime = build(settings_for(tmp_path, pg_url, redis_url, config))
-    yield runtime
-    runtime.close()
+def shared_settings(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> dict[str, Any]:
+    """What ``rt`` and ``fleet`` (tests/integration/conftest.py) run with."""
+    return settings_for(tmp_path, pg_url, redis_url, config)
 
 
 @dataclass
@@ -83,19 +76,6 @@ class Api:
         task = r.json()
         assert task["status"] in ("succeeded", "failed", "cancelled"), task
         return task
-
-
-@pytest.fixture
-def fleet(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> Iterator[Fleet]:
-    with running_fleet(
-        tmp_path,
-        database_url=pg_url,
-        redis_url=redis_url,
-        config_dir=config,
-        lease_ttl=2.0,
-        sweep_interval=1.0,
-    ) as f:
-        yield f
 
 
 @pytest.fixture
@@ -349,11 +329,13 @@ def test_an_outage_is_503_with_retry_after_and_readyz_names_it(
         proxy(pg.host or "127.0.0.1", pg.port or 5432) as db_proxy,
         proxy(rd.host or "127.0.0.1", rd.port or 6379) as redis_proxy,
     ):
-        settings = settings_for(
-            tmp_path,
-            pg.set(host="127.0.0.1", port=db_proxy.port).render_as_string(hide_password=False),
-            f"redis://127.0.0.1:{redis_proxy.port}/{rd.database or 0}",
-            config,
+        settings = Settings(
+            **settings_for(
+                tmp_path,
+                pg.set(host="127.0.0.1", port=db_proxy.port).render_as_string(hide_password=False),
+                f"redis://127.0.0.1:{redis_proxy.port}/{rd.database or 0}",
+                config,
+            )
         )
         runtime = build(settings)
         auth = {"Authorization": f"Bearer {OPS_KEY}"}

@@ -20,17 +20,17 @@ import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 import sqlalchemy as sa
 
-from fleet.config import Settings
 from fleet.constants import DELIVERY_CLAIM_MARGIN_S, SWEEP_TICK_KEY
 from fleet.domain import delivery as rules
-from fleet.runtime import Runtime, build
+from fleet.runtime import Runtime
 from tests.conftest import write_config
-from tests.support.fleet import Fleet, Proc, running_fleet, wait_for
+from tests.support.fleet import Fleet, Proc, fleet_settings, wait_for
 from tests.support.receiver import Receiver
 
 pytestmark = [pytest.mark.fleet, pytest.mark.timeout(240)]
@@ -60,35 +60,17 @@ def config(tmp_path: Path, receiver: Receiver) -> Path:
 
 
 @pytest.fixture
-def rt(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> Iterator[Runtime]:
-    runtime = build(
-        Settings(
-            home=tmp_path / "home",
-            database_url=pg_url,
-            redis_url=redis_url,
-            config_dir=config,
-            lease_ttl=TTL,
-            sweep_interval=SWEEP,
-        )
-    )
-    yield runtime
-    runtime.close()
+def shared_settings(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> dict[str, Any]:
+    """What ``rt`` and ``fleet`` (tests/integration/conftest.py) run with."""
+    return fleet_settings(tmp_path, pg_url, redis_url, config, lease_ttl=TTL, sweep_interval=SWEEP)
 
 
 @pytest.fixture
-def fleet(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> Iterator[Fleet]:
+def fleet(fleet: Fleet) -> Fleet:
     """One worker (``a``, the one that will die) and the sweeper."""
-    with running_fleet(
-        tmp_path,
-        database_url=pg_url,
-        redis_url=redis_url,
-        config_dir=config,
-        lease_ttl=TTL,
-        sweep_interval=SWEEP,
-    ) as f:
-        f.worker("a")
-        f.beat()
-        yield f
+    fleet.worker("a")
+    fleet.beat()
+    return fleet
 
 
 def worker(fleet: Fleet, name: str) -> Proc:

@@ -15,11 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
-from fleet.config import Settings
 from fleet.domain import delivery as rules
-from fleet.runtime import Runtime, build
+from fleet.runtime import Runtime
 from tests.conftest import write_config
-from tests.support.fleet import Fleet, running_fleet, wait_for
+from tests.support.fleet import Fleet, fleet_settings, wait_for
 from tests.support.receiver import Receiver
 
 pytestmark = [pytest.mark.fleet, pytest.mark.timeout(240)]
@@ -59,34 +58,17 @@ def config(tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.fixture
-def rt(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> Iterator[Runtime]:
-    runtime = build(
-        Settings(
-            home=tmp_path / "home",
-            database_url=pg_url,
-            redis_url=redis_url,
-            config_dir=config,
-            lease_ttl=TTL,
-            sweep_interval=SWEEP,
-        )
-    )
-    yield runtime
-    runtime.close()
+def shared_settings(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> dict[str, Any]:
+    """What ``rt`` and ``fleet`` (tests/integration/conftest.py) run with."""
+    return fleet_settings(tmp_path, pg_url, redis_url, config, lease_ttl=TTL, sweep_interval=SWEEP)
 
 
 @pytest.fixture
-def fleet(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> Iterator[Fleet]:
-    with running_fleet(
-        tmp_path,
-        database_url=pg_url,
-        redis_url=redis_url,
-        config_dir=config,
-        lease_ttl=TTL,
-        sweep_interval=SWEEP,
-    ) as f:
-        f.worker("a")
-        f.beat()
-        yield f
+def fleet(fleet: Fleet) -> Fleet:
+    """Worker ``a`` and the sweeper, started."""
+    fleet.worker("a")
+    fleet.beat()
+    return fleet
 
 
 def settled(rt: Runtime, task_id: uuid.UUID, timeout: float = 60) -> list[rules.Record]:

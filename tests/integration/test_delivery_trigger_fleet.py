@@ -9,15 +9,15 @@ import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from fleet.config import Settings
 from fleet.domain import delivery as rules
 from fleet.domain.webhooks import sign_github
-from fleet.runtime import Runtime, build
-from tests.support.fleet import Fleet, running_fleet, wait_for
+from fleet.runtime import Runtime
+from tests.support.fleet import Fleet, fleet_settings, wait_for
 from tests.support.intake import write_intake_config
 from tests.support.receiver import Receiver
 
@@ -75,33 +75,16 @@ def config(tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.fixture
-def rt(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> Iterator[Runtime]:
-    runtime = build(
-        Settings(
-            home=tmp_path / "home",
-            database_url=pg_url,
-            redis_url=redis_url,
-            config_dir=config,
-            lease_ttl=2.0,
-            sweep_interval=1.0,
-        )
-    )
-    yield runtime
-    runtime.close()
+def shared_settings(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> dict[str, Any]:
+    """What ``rt`` and ``fleet`` (tests/integration/conftest.py) run with."""
+    return fleet_settings(tmp_path, pg_url, redis_url, config, lease_ttl=2.0, sweep_interval=1.0)
 
 
 @pytest.fixture
-def fleet(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> Iterator[Fleet]:
-    with running_fleet(
-        tmp_path,
-        database_url=pg_url,
-        redis_url=redis_url,
-        config_dir=config,
-        lease_ttl=2.0,
-        sweep_interval=1.0,
-    ) as f:
-        f.worker("a")
-        yield f
+def fleet(fleet: Fleet) -> Fleet:
+    """Worker ``a``, started."""
+    fleet.worker("a")
+    return fleet
 
 
 def settled(rt: Runtime, task_id: uuid.UUID) -> list[rules.Record]:

@@ -12,21 +12,20 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from sqlalchemy import select
 
-from fleet.config import Settings
 from fleet.constants import SWEEP_TICK_KEY
 from fleet.domain.values import Task, TaskStatus
-from fleet.runtime import Runtime, build
+from fleet.runtime import Runtime
 from fleet.store import TaskFilter
 from fleet.store import schema as s
-from tests.support.fleet import Fleet, Proc, running_fleet, wait_for
+from tests.support.fleet import Fleet, Proc, fleet_settings, running_fleet, wait_for
 
 pytestmark = [pytest.mark.fleet, pytest.mark.timeout(240)]
 
@@ -34,31 +33,13 @@ TTL, SWEEP = 2.0, 1.0
 
 
 @pytest.fixture
-def rt(tmp_path: Path, pg_url: str, redis_url: str, config_dir: Path) -> Iterator[Runtime]:
-    settings = Settings(
-        home=tmp_path / "home",
-        database_url=pg_url,
-        redis_url=redis_url,
-        config_dir=config_dir,
-        lease_ttl=TTL,
-        sweep_interval=SWEEP,
+def shared_settings(
+    tmp_path: Path, pg_url: str, redis_url: str, config_dir: Path
+) -> dict[str, Any]:
+    """What ``rt`` and ``fleet`` (tests/integration/conftest.py) run with."""
+    return fleet_settings(
+        tmp_path, pg_url, redis_url, config_dir, lease_ttl=TTL, sweep_interval=SWEEP
     )
-    runtime = build(settings)
-    yield runtime
-    runtime.close()
-
-
-@pytest.fixture
-def fleet(tmp_path: Path, pg_url: str, redis_url: str, config_dir: Path) -> Iterator[Fleet]:
-    with running_fleet(
-        tmp_path,
-        database_url=pg_url,
-        redis_url=redis_url,
-        config_dir=config_dir,
-        lease_ttl=TTL,
-        sweep_interval=SWEEP,
-    ) as f:
-        yield f
 
 
 def all_done(rt: Runtime, n: int) -> list[Task] | None:

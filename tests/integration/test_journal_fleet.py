@@ -10,19 +10,18 @@ from __future__ import annotations
 import os
 import signal
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import select
 
-from fleet.config import Settings
 from fleet.domain.journal import UNKNOWN_RESULT
 from fleet.domain.values import TaskStatus
-from fleet.runtime import Runtime, build
+from fleet.runtime import Runtime
 from fleet.store import schema as s
 from tests.conftest import write_config
-from tests.support.fleet import Fleet, running_fleet, wait_for
+from tests.support.fleet import Fleet, fleet_settings, wait_for
 
 pytestmark = [pytest.mark.fleet, pytest.mark.timeout(180)]
 
@@ -62,35 +61,19 @@ def config(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def rt(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> Iterator[Runtime]:
-    runtime = build(
-        Settings(
-            home=tmp_path / "home",
-            database_url=pg_url,
-            redis_url=redis_url,
-            config_dir=config,
-            lease_ttl=TTL,
-            sweep_interval=SWEEP,
-        )
-    )
-    yield runtime
-    runtime.close()
-
-
-@pytest.fixture
-def fleet(
+def shared_settings(
     tmp_path: Path, pg_url: str, redis_url: str, config: Path, counter: Path
-) -> Iterator[Fleet]:
-    with running_fleet(
+) -> dict[str, Any]:
+    """What ``rt`` and ``fleet`` (tests/integration/conftest.py) run with."""
+    return fleet_settings(
         tmp_path,
-        database_url=pg_url,
-        redis_url=redis_url,
-        config_dir=config,
+        pg_url,
+        redis_url,
+        config,
         lease_ttl=TTL,
         sweep_interval=SWEEP,
         test_counter=counter,
-    ) as f:
-        yield f
+    )
 
 
 def side_effects(counter: Path) -> list[str]:

@@ -12,19 +12,18 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from fleet.config import Settings
 from fleet.domain import lifecycle as rules
 from fleet.domain.values import Task, TaskStatus
-from fleet.runtime import Runtime, build
+from fleet.runtime import Runtime
 from tests.conftest import write_config
-from tests.support.fleet import Fleet, running_fleet, wait_for
+from tests.support.fleet import Fleet, fleet_settings, wait_for
 
 pytestmark = [pytest.mark.fleet, pytest.mark.timeout(240)]
 
@@ -50,33 +49,11 @@ def config(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def rt(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> Iterator[Runtime]:
-    runtime = build(
-        Settings(
-            home=tmp_path / "home",
-            database_url=pg_url,
-            redis_url=redis_url,
-            config_dir=config,
-            lease_ttl=2.0,
-            sweep_interval=1.0,
-        )
+def shared_settings(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> dict[str, Any]:
+    """What ``rt`` and ``fleet`` (tests/integration/conftest.py) run with."""
+    return fleet_settings(
+        tmp_path, pg_url, redis_url, config, lease_ttl=2.0, sweep_interval=1.0, prune_interval=1.0
     )
-    yield runtime
-    runtime.close()
-
-
-@pytest.fixture
-def fleet(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> Iterator[Fleet]:
-    with running_fleet(
-        tmp_path,
-        database_url=pg_url,
-        redis_url=redis_url,
-        config_dir=config,
-        lease_ttl=2.0,
-        sweep_interval=1.0,
-        prune_interval=1.0,
-    ) as f:
-        yield f
 
 
 def finished(rt: Runtime, task_id: uuid.UUID, timeout: float = 30) -> Task:

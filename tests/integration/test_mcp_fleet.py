@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from fleet.config import Settings
 from fleet.domain.values import TaskStatus
-from fleet.runtime import Runtime, build
+from fleet.runtime import Runtime
 from tests.conftest import write_config
-from tests.support.fleet import Fleet, running_fleet, wait_for
+from tests.support.fleet import Fleet, fleet_settings, wait_for
 
 pytestmark = [pytest.mark.fleet, pytest.mark.timeout(180)]
 
@@ -41,22 +40,11 @@ def config_dir(tmp_path: Path, record: Path) -> Path:
 
 
 @pytest.fixture
-def rt(tmp_path: Path, pg_url: str, redis_url: str, config_dir: Path) -> Iterator[Runtime]:
-    runtime = build(
-        Settings(
-            home=tmp_path / "home", database_url=pg_url, redis_url=redis_url, config_dir=config_dir
-        )
-    )
-    yield runtime
-    runtime.close()
-
-
-@pytest.fixture
-def fleet(tmp_path: Path, pg_url: str, redis_url: str, config_dir: Path) -> Iterator[Fleet]:
-    with running_fleet(
-        tmp_path, database_url=pg_url, redis_url=redis_url, config_dir=config_dir
-    ) as f:
-        yield f
+def shared_settings(
+    tmp_path: Path, pg_url: str, redis_url: str, config_dir: Path
+) -> dict[str, Any]:
+    """What ``rt`` and ``fleet`` (tests/integration/conftest.py) run with."""
+    return fleet_settings(tmp_path, pg_url, redis_url, config_dir)
 
 
 def test_a_cancel_reaches_the_mcp_servers_call_in_a_worker(

@@ -11,20 +11,19 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select
 
-from fleet.config import Settings
 from fleet.domain.values import TaskStatus
-from fleet.runtime import Runtime, build
+from fleet.runtime import Runtime
 from fleet.store import TaskFilter
 from fleet.store import schema as s
 from tests.conftest import write_config
 from tests.integration.test_fleet import all_done, runs_by_conversation
-from tests.support.fleet import Fleet, Proc, running_fleet, wait_for
+from tests.support.fleet import Fleet, Proc, fleet_settings, wait_for
 
 pytestmark = [pytest.mark.fleet, pytest.mark.timeout(300)]
 
@@ -44,31 +43,9 @@ def config(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def rt(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> Iterator[Runtime]:
-    settings = Settings(
-        home=tmp_path / "home",
-        database_url=pg_url,
-        redis_url=redis_url,
-        config_dir=config,
-        lease_ttl=TTL,
-        sweep_interval=SWEEP,
-    )
-    runtime = build(settings)
-    yield runtime
-    runtime.close()
-
-
-@pytest.fixture
-def fleet(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> Iterator[Fleet]:
-    with running_fleet(
-        tmp_path,
-        database_url=pg_url,
-        redis_url=redis_url,
-        config_dir=config,
-        lease_ttl=TTL,
-        sweep_interval=SWEEP,
-    ) as f:
-        yield f
+def shared_settings(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> dict[str, Any]:
+    """What ``rt`` and ``fleet`` (tests/integration/conftest.py) run with."""
+    return fleet_settings(tmp_path, pg_url, redis_url, config, lease_ttl=TTL, sweep_interval=SWEEP)
 
 
 def counts(rt: Runtime) -> dict[str, int]:

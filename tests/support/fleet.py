@@ -13,6 +13,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from fleet.config import Settings
+from fleet.runtime import Runtime, build
+
 T = TypeVar("T")
 
 
@@ -174,8 +177,36 @@ class Fleet:
             proc.stop()
 
 
+def fleet_settings(
+    tmp: Path, database_url: str, redis_url: str, config_dir: Path, **overrides: Any
+) -> dict[str, Any]:
+    """The settings a test's own runtime (``runtime_for``) and its worker processes
+    (``running_fleet``) share, as keyword arguments for both: home under ``tmp``, the
+    database, Redis and config folder, and ``overrides`` (``lease_ttl=2.0``, ...; a name that is
+    no ``Settings`` field, such as ``test_counter``, reaches the workers only, as ``FLEET_*``)."""
+    return {
+        "home": tmp / "home",
+        "database_url": database_url,
+        "redis_url": redis_url,
+        "config_dir": config_dir,
+        **overrides,
+    }
+
+
+@contextmanager
+def runtime_for(settings: dict[str, Any]) -> Iterator[Runtime]:
+    """An in-process runtime built on ``settings`` (from ``fleet_settings``), closed after."""
+    runtime = build(Settings(**{k: v for k, v in settings.items() if k in Settings.model_fields}))
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+
+
 @contextmanager
 def running_fleet(tmp: Path, **kwargs: Any) -> Iterator[Fleet]:
+    """Workers and beats started under ``tmp`` with ``kwargs`` (``fleet_settings(...)``, plus
+    any ``FLEET_*`` extras such as ``test_counter``), all stopped after."""
     fleet = Fleet(tmp, **kwargs)
     try:
         yield fleet
