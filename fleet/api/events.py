@@ -40,7 +40,7 @@ router = APIRouter(tags=["tasks"])
 RETRY_MS = 1000
 #: Seconds between keep-alive comments on a quiet stream.
 PING_S = 15
-#: Streams one API process serves at once (about 65 KiB each); more are refused with 503.
+#: Streams one API process serves at once (about 40 KiB each); more are refused with 503.
 MAX_STREAMS = 10_000
 
 _EVENTS_DOC = (
