@@ -56,6 +56,7 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
             loop.start()
         if owned:  # a process of its own (``fleet serve``): its start-up objects stay
             gcpause.freeze_startup()
+            gcpause.fewer_promotions()
         try:
             yield
         finally:

@@ -3,14 +3,20 @@
 Many connections cost one statement per poll: the hub asks the store for the change marks of
 every watched task that is due (``Store.event_marks``), backing off per task while it stays
 idle, and wakes the followers of the tasks whose mark changed; only those read their events.
+
+An idle follower is one ``Follower`` waiting on its event: no task, timer or store read of its
+own between changes (a keep-alive is a timer handle on the loop). When the server starts to
+shut down (uvicorn's ``should_exit``), the hub ends every stream: clients reconnect elsewhere
+with their last event id instead of holding the graceful shutdown open.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 
@@ -29,22 +35,67 @@ POLL_MIN_S, POLL_MAX_S = 0.1, 1.0
 _UNSEEN = ("", -1, -1, -1)
 
 
+class Follower:
+    """One stream's wake-ups: its task may have changed (``changed``, from the hub), or it is
+    to end (``closed``: the client went away, or the server is shutting down)."""
+
+    __slots__ = ("_event", "changed", "closed")
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self.changed = True  # the first read
+        self.closed = False
+
+    def notify(self) -> None:
+        self.changed = True
+        self._event.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self._event.set()
+
+    async def wait(self, timeout: float | None = None) -> None:
+        """Until notified or closed, or ``timeout`` seconds pass (a timer handle, no task)."""
+        if not (self.changed or self.closed):
+            if timeout is None:
+                await self._event.wait()
+            else:
+                timer = asyncio.get_running_loop().call_later(timeout, self._event.set)
+                try:
+                    await self._event.wait()
+                finally:
+                    timer.cancel()
+        self._event.clear()
+
+
 @dataclass
 class _Watch:
-    subscribers: set[asyncio.Event] = field(default_factory=set)
+    subscribers: set[Follower] = field(default_factory=set)
     mark: Mark | None = _UNSEEN
     interval: float = POLL_MIN_S
     due: float = 0.0
+
+
+def uvicorn_exiting() -> bool:
+    """Whether the uvicorn server of this process was told to shut down (its signal handler)."""
+    server = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
+    return bool(getattr(server, "should_exit", False))
 
 
 class EventHub:
     """Watches tasks for many followers with one store read per poll."""
 
     def __init__(
-        self, store: Store, *, min_s: float = POLL_MIN_S, max_s: float = POLL_MAX_S
+        self,
+        store: Store,
+        *,
+        min_s: float = POLL_MIN_S,
+        max_s: float = POLL_MAX_S,
+        exiting: Callable[[], bool] = uvicorn_exiting,
     ) -> None:
         self.store = store
         self.min_s, self.max_s = min_s, max_s
+        self._exiting = exiting
         self._watches: dict[uuid.UUID, _Watch] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -52,27 +103,33 @@ class EventHub:
         self.polls = 0
         #: Followers now (streams open).
         self.followers = 0
+        #: Set once the server shuts down: every stream ends, new ones end at once.
+        self.closing = False
 
     @property
     def watched(self) -> int:
         return len(self._watches)
 
     @asynccontextmanager
-    async def watch(self, task_id: uuid.UUID) -> AsyncIterator[asyncio.Event]:
-        """An event set whenever ``task_id`` may have something new (and once at the start)."""
+    async def watch(
+        self, task_id: uuid.UUID, follower: Follower | None = None
+    ) -> AsyncIterator[Follower]:
+        """``follower`` (or a new one) notified whenever ``task_id`` may have something new."""
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="fleet-event-hub")
+        f = follower if follower is not None else Follower()
         w = self._watches.setdefault(task_id, _Watch())
-        changed = asyncio.Event()
-        w.subscribers.add(changed)
+        w.subscribers.add(f)
         w.interval, w.due = self.min_s, 0.0
         self.followers += 1
+        if self.closing:
+            f.close()
         self._wake.set()
         try:
-            yield changed
+            yield f
         finally:
             self.followers -= 1
-            w.subscribers.discard(changed)
+            w.subscribers.discard(f)
             if not w.subscribers and self._watches.get(task_id) is w:
                 del self._watches[task_id]
 
@@ -83,6 +140,20 @@ class EventHub:
                 await self._task
             self._task = None
 
+    def _close_all(self) -> None:
+        self.closing = True
+        for w in self._watches.values():
+            for f in w.subscribers:
+                f.close()
+
+    async def _sleep(self, seconds: float) -> None:
+        """Until ``seconds`` pass or a new watch wakes the loop (no task per wait)."""
+        timer = asyncio.get_running_loop().call_later(max(0.0, seconds), self._wake.set)
+        try:
+            await self._wake.wait()
+        finally:
+            timer.cancel()
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
@@ -90,11 +161,12 @@ class EventHub:
             if not self._watches:
                 await self._wake.wait()
                 continue
+            if not self.closing and self._exiting():
+                self._close_all()
             now = loop.time()
-            if not any(w.due <= now for w in self._watches.values()):
-                nearest = min(w.due for w in self._watches.values())
-                with suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), nearest - now)
+            nearest = min(w.due for w in self._watches.values())
+            if nearest > now:
+                await self._sleep(nearest - now)
                 continue
             # Those due soon come along: many streams opened at different times share polls.
             due = [tid for tid, w in self._watches.items() if w.due <= now + self.max_s / 2]
@@ -115,11 +187,62 @@ class EventHub:
                 mark = marks.get(tid)  # None: the task is gone (its followers find out)
                 if mark != w.mark:
                     w.mark, w.interval = mark, self.min_s
-                    for ev in w.subscribers:
-                        ev.set()
+                    for f in w.subscribers:
+                        f.notify()
                 else:
                     w.interval = min(w.interval * 2, self.max_s)
                 w.due = now + w.interval
+
+
+async def updates(
+    hub: EventHub,
+    task_id: uuid.UUID,
+    after: Position | None,
+    *,
+    max_s: float | None = None,
+    beat_s: float | None = None,
+    follower: Follower | None = None,
+) -> AsyncIterator[TaskEvent | None]:
+    """The task's events after ``after`` as they are stored, until its end (or ``max_s``, or
+    ``follower`` closed); ``None`` whenever ``beat_s`` seconds passed without one (a keep-alive).
+
+    Raises NotFound at once for a missing task; a task deleted later ends the stream.
+    """
+    from fleet.errors import NotFound
+
+    loop = asyncio.get_running_loop()
+    deadline = None if max_s is None else loop.time() + max_s
+    first = True
+    async with hub.watch(task_id, follower) as f:
+        beat = None if beat_s is None else loop.time() + beat_s
+        while True:
+            if f.changed:
+                f.changed = False  # before the read: a change during it reads again
+                try:
+                    task, events = await run_in_threadpool(hub.store.task_events, task_id, after)
+                except NotFound:
+                    if first:
+                        raise
+                    return
+                first = False
+                for ev in events:
+                    yield ev
+                    after = ev.position
+                if task.status.terminal:  # its ``end`` was sent (now or before this stream)
+                    return
+                if events and beat_s is not None:
+                    beat = loop.time() + beat_s
+            if f.closed:
+                return
+            now = loop.time()
+            if deadline is not None and now >= deadline:
+                return
+            if beat is not None and now >= beat:
+                yield None
+                beat = loop.time() + (beat_s or 0.0)
+                continue
+            until = min((t for t in (deadline, beat) if t is not None), default=None)
+            await f.wait(None if until is None else until - now)
 
 
 async def follow(
@@ -129,36 +252,9 @@ async def follow(
 
     Raises NotFound at once for a missing task; a task deleted later ends the stream.
     """
-    from fleet.errors import NotFound
-
-    loop = asyncio.get_running_loop()
-    deadline = None if max_s is None else loop.time() + max_s
-    first = True
-    async with hub.watch(task_id) as changed:
-        while True:
-            changed.clear()  # before the read: a change during it wakes the next wait
-            try:
-                task, events = await run_in_threadpool(hub.store.task_events, task_id, after)
-            except NotFound:
-                if first:
-                    raise
-                return
-            first = False
-            for ev in events:
-                yield ev
-                after = ev.position
-            if task.status.terminal:  # its ``end`` was sent (now or before this stream)
-                return
-            if deadline is None:
-                await changed.wait()
-                continue
-            left = deadline - loop.time()
-            if left <= 0:
-                return
-            try:
-                await asyncio.wait_for(changed.wait(), left)
-            except TimeoutError:
-                return
+    async for ev in updates(hub, task_id, after, max_s=max_s):
+        if ev is not None:
+            yield ev
 
 
 async def snapshot(hub: EventHub, task_id: uuid.UUID) -> tuple[Task, Position | None]:

@@ -11,7 +11,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, case, func, or_, select
+from sqlalchemy import Select, and_, any_, bindparam, case, func, or_, select
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from fleet.domain.events import Position, RunMark, TaskEvent, derive
 from fleet.domain.values import Step, Task
@@ -23,7 +24,7 @@ t, r, tr = s.tasks, s.runs, s.traces
 
 #: A task's change mark: status, attempts, journal rows, finished journal rows.
 Mark = tuple[str, int, int, int]
-#: Tasks one mark statement asks about at most (bound parameters stay few).
+#: Tasks one mark statement asks about at most on SQLite (bound parameters stay few).
 MARK_BATCH = 500
 
 _RUN_COLUMNS = (
@@ -87,21 +88,40 @@ class EventStore(StoreBase):
         return task, derive(task, list(runs.values()), steps, after)
 
     def event_marks(self, task_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Mark]:
-        """A mark per existing task that changes whenever the task may have a new event."""
+        """A mark per existing task that changes whenever the task may have a new event.
+
+        On PostgreSQL one statement with the ids as one array parameter (``= ANY``): a thousand
+        ids as an ``IN`` list of bound parameters cost the poller three times the CPU (the
+        statement rendered, its text converted and a thousand parameters sent each poll).
+        """
+        if self.dialect == "postgresql":
+            batches = [(_MARKS_ANY, list(task_ids))]
+        else:
+            step = MARK_BATCH
+            batches = [
+                (_MARKS_IN, list(task_ids[i : i + step])) for i in range(0, len(task_ids), step)
+            ]
         out: dict[uuid.UUID, Mark] = {}
-        for i in range(0, len(task_ids), MARK_BATCH):
-            batch = list(task_ids[i : i + MARK_BATCH])
-            finished = func.coalesce(func.sum(case((tr.c.status == "finished", 1), else_=0)), 0)
-            query = (
-                select(t.c.id, t.c.status, t.c.attempts, func.count(tr.c.id), finished)
-                .select_from(t.outerjoin(tr, tr.c.task_id == t.c.id))
-                .where(t.c.id.in_(batch))
-                .group_by(t.c.id, t.c.status, t.c.attempts)
-            )
-            with self.read() as conn:
-                for task_id, status, attempts, count, done in conn.execute(query):
+        with self.read() as conn:
+            for query, ids in batches:
+                found = conn.execute(query, {"ids": ids}).all()
+                for task_id, status, attempts, count, done in found:
                     out[task_id] = (status, int(attempts), int(count), int(done))
         return out
+
+
+def _marks(where: Any) -> Select[Any]:
+    finished = func.coalesce(func.sum(case((tr.c.status == "finished", 1), else_=0)), 0)
+    return (
+        select(t.c.id, t.c.status, t.c.attempts, func.count(tr.c.id), finished)
+        .select_from(t.outerjoin(tr, tr.c.task_id == t.c.id))
+        .where(where)
+        .group_by(t.c.id, t.c.status, t.c.attempts)
+    )
+
+
+_MARKS_ANY = _marks(t.c.id == any_(bindparam("ids", type_=ARRAY(t.c.id.type))))
+_MARKS_IN = _marks(t.c.id.in_(bindparam("ids", expanding=True)))
 
 
 def _unprefixed(m: Any) -> dict[str, Any]:

@@ -32,20 +32,23 @@ def test_one_read_serves_every_watch_and_only_changes_wake() -> None:
         async with asyncio.timeout(10):
             watches = [hub.watch(t) for t in IDS]
             events = [await w.__aenter__() for w in watches]
+            for e in events:
+                e.changed = False  # as if each had made its first read
             # the first poll reports every task once (a follower then reads its events)
             await asyncio.gather(*(e.wait() for e in events))
+            assert all(e.changed for e in events)
             assert store.reads[0] == IDS, "one read for all fifty"
             for e in events:
-                e.clear()
+                e.changed = False
             while hub._watches[IDS[0]].interval < 0.04:  # idle: backs off to the maximum
                 await asyncio.sleep(0.01)
             assert all(w.interval == 0.04 for w in hub._watches.values())
-            assert not any(e.is_set() for e in events)
+            assert not any(e.changed for e in events)
             assert store.reads[-1] == IDS, "idle ones are still read together"
 
             store.marks[IDS[3]] = ("running", 1, 0, 0)
             await events[3].wait()
-            assert [i for i, e in enumerate(events) if e.is_set()] == [3]
+            assert [i for i, e in enumerate(events) if e.changed] == [3]
             assert hub._watches[IDS[3]].interval < 0.04, "a change polls it sooner again"
 
             del store.marks[IDS[5]]  # the task is gone: its followers look and find out
@@ -65,6 +68,7 @@ def test_two_followers_of_one_task_share_its_watch() -> None:
     async def go() -> None:
         async with hub.watch(IDS[0]) as a, hub.watch(IDS[0]) as b:
             assert hub.watched == 1
+            a.changed = b.changed = False
             await asyncio.wait_for(asyncio.gather(a.wait(), b.wait()), 5)
         assert hub.watched == 0
         await hub.close()

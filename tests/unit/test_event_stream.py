@@ -1,0 +1,141 @@
+"""The SSE response of task event streams, driven as an ASGI app: keep-alive comments on a quiet
+stream, and a stream that ends (freeing its follower) when the client goes away, when the server
+shuts down or at its limit."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from fleet.api import events
+from fleet.api.event_hub import EventHub
+from fleet.api.events import EventStream
+
+TASK = uuid.UUID(int=7)
+
+
+class QuietStore:
+    """A queued task that never changes."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def event_marks(self, ids: list[uuid.UUID]) -> dict[uuid.UUID, Any]:
+        return {t: ("queued", 0, 0, 0) for t in ids}
+
+    def task_events(self, task_id: uuid.UUID, after: Any) -> tuple[Any, list[Any]]:
+        self.reads += 1
+        return SimpleNamespace(status=SimpleNamespace(terminal=False)), []
+
+
+async def _serve(
+    hub: EventHub, *, max_s: float = 30.0, gone: asyncio.Event | None = None
+) -> list[dict[str, Any]]:
+    """Run one stream to its end; the client disconnects once ``gone`` is set."""
+    sent: list[dict[str, Any]] = []
+    requested = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await (gone or asyncio.Event()).wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET"}
+    await EventStream(hub, TASK, None, max_s)(scope, receive, send)
+    return sent
+
+
+def _body(sent: list[dict[str, Any]]) -> str:
+    return b"".join(m.get("body", b"") for m in sent[1:]).decode()
+
+
+def test_a_quiet_stream_sends_keep_alives_and_ends_at_its_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(events, "PING_S", 0.05)
+    store = QuietStore()
+    hub = EventHub(store, min_s=0.01, max_s=0.02)  # type: ignore[arg-type]
+
+    async def go() -> list[dict[str, Any]]:
+        async with asyncio.timeout(10):
+            sent = await _serve(hub, max_s=0.4)
+            assert hub.followers == 0 and hub.watched == 0
+            await hub.close()
+            return sent
+
+    sent = asyncio.run(go())
+    assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 200
+    assert dict(sent[0]["headers"])[b"content-type"].startswith(b"text/event-stream")
+    assert sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
+    body = _body(sent)
+    assert body.startswith(f": task {TASK}\nretry: 1000\n\n")
+    assert 2 <= body.count(": ping - ") <= 8
+    # its first read, and one after the hub's first poll (which reports every task once)
+    assert store.reads == 2, "the hub's later polls found nothing new: no reads"
+
+
+def test_a_client_that_goes_away_ends_its_stream() -> None:
+    hub = EventHub(QuietStore(), min_s=0.01, max_s=0.02)  # type: ignore[arg-type]
+
+    async def go() -> None:
+        async with asyncio.timeout(10):
+            gone = asyncio.Event()
+            stream = asyncio.create_task(_serve(hub, gone=gone))
+            while hub.followers == 0:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.1)
+            assert not stream.done()
+            gone.set()
+            sent = await stream
+            assert sent[-1]["more_body"] is False
+            assert hub.followers == 0 and hub.watched == 0
+            await hub.close()
+
+    asyncio.run(go())
+
+
+def test_streams_end_when_the_server_shuts_down() -> None:
+    exiting = False
+    hub = EventHub(QuietStore(), min_s=0.01, max_s=0.02, exiting=lambda: exiting)  # type: ignore[arg-type]
+
+    async def go() -> None:
+        nonlocal exiting
+        async with asyncio.timeout(10):
+            streams = [asyncio.create_task(_serve(hub)) for _ in range(3)]
+            while hub.followers < 3:
+                await asyncio.sleep(0.01)
+            exiting = True
+            for sent in await asyncio.gather(*streams):
+                assert sent[-1]["more_body"] is False
+            assert hub.followers == 0
+            late = await _serve(hub)  # one opened now ends at once
+            assert late[-1]["more_body"] is False
+            await hub.close()
+
+    asyncio.run(go())
+
+
+def test_head_answers_the_headers_only() -> None:
+    hub = EventHub(QuietStore())  # type: ignore[arg-type]
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def receive() -> dict[str, Any]:
+        raise AssertionError("not read")
+
+    scope = {"type": "http", "method": "HEAD"}
+    asyncio.run(EventStream(hub, TASK, None, 30.0)(scope, receive, send))
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    assert sent[1]["body"] == b"" and hub.followers == 0
