@@ -46,8 +46,9 @@ class AsyncStatements:
         if not self._slots.locked():
             await self._slots.acquire()  # free: no wait, no timer
         else:
-            try:
-                await asyncio.wait_for(self._slots.acquire(), self._slot_timeout)
+            try:  # (a timer handle on this task; ``wait_for`` would start a task per wait)
+                async with asyncio.timeout(self._slot_timeout):
+                    await self._slots.acquire()
             except TimeoutError:
                 raise Unavailable(
                     f"database busy: no connection free for {self._slot_timeout:g}s; retry"
