@@ -71,7 +71,7 @@ class Settled(NamedTuple):
 
     status: TaskStatus
     next: Head | Started | None
-    push_pending: bool = False
+    push_pending: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,10 +72,7 @@ class DeliveryStore(StoreBase):
                         .order_by(p.c.created_at, p.c.id)
                     ).scalars()
                     targets = [*targets, *(rules.push_target(i) for i in ids)]
-            if not targets:
-                have: set[str] = set()
-            else:
-                have = set(conn.execute(select(d.c.target).where(d.c.task_id == task_id)).scalars())
+            have = set(conn.execute(select(d.c.target).where(d.c.task_id == task_id)).scalars())
             new = [x for x in targets if x.target not in have]
             if new:
                 conn.execute(

@@ -199,21 +199,27 @@ def test_the_depth_limit_refuses_a_delegation_too_deep(rt: Runtime, fleet: Fleet
     assert tool_outputs(rt, lead.id) == [first.reply]
 
 
-def test_a_caller_killed_while_it_waits_gets_the_same_delegated_task_on_retry(
-    rt: Runtime, fleet: Fleet
-) -> None:
+def waiting_caller(rt: Runtime, fleet: Fleet, seconds: float) -> tuple[Task, Task, int]:
+    """Two workers and a sweeper; a caller whose call_agent waits for a task that runs for
+    ``seconds``: (caller, delegated task, pid of the pool process holding the caller)."""
     fleet.beat()
     fleet.worker("a", concurrency=2)
     fleet.worker("b", concurrency=2)
-    lead = rt.dispatcher.submit(
-        "lead", tool("call_agent", "slow", '/tool wait {"seconds": 6}'), key="k"
-    ).task
+    wait = f'/tool wait {{"seconds": {seconds:g}}}'
+    lead = rt.dispatcher.submit("lead", tool("call_agent", "slow", wait), key="k").task
     child = wait_for(lambda: tasks_of(rt, "slow"), 30, what="the delegated task")[0]
     wait_for(lambda: rt.store.get_task(child.id).status == TaskStatus.RUNNING, 30, what="it to run")
     with rt.store.read() as conn:
         holder = conn.execute(select(s.tasks.c.worker).where(s.tasks.c.id == lead.id)).scalar()
     assert holder
-    os.kill(int(holder.rpartition(":")[2]), signal.SIGKILL)  # the caller, mid-wait
+    return lead, child, int(holder.rpartition(":")[2])
+
+
+def test_a_caller_killed_while_it_waits_gets_the_same_delegated_task_on_retry(
+    rt: Runtime, fleet: Fleet
+) -> None:
+    lead, child, pid = waiting_caller(rt, fleet, 6)
+    os.kill(pid, signal.SIGKILL)  # the caller, mid-wait
     done = finished(rt, lead.id, TTL + SWEEP + 60)
     assert done.status == TaskStatus.SUCCEEDED, done.error
     assert done.attempts == 2
@@ -226,18 +232,8 @@ def test_a_caller_handed_back_at_shutdown_waits_for_the_same_delegated_task(
 ) -> None:
     """SIGTERM (a deploy) on the worker whose run waits in call_agent: the run is handed back,
     not failed, and the delegated task is neither cancelled nor delegated again."""
-    fleet.beat()
-    fleet.worker("a", concurrency=2)
-    fleet.worker("b", concurrency=2)
-    lead = rt.dispatcher.submit(
-        "lead", tool("call_agent", "slow", '/tool wait {"seconds": 4}'), key="k"
-    ).task
-    child = wait_for(lambda: tasks_of(rt, "slow"), 30, what="the delegated task")[0]
-    wait_for(lambda: rt.store.get_task(child.id).status == TaskStatus.RUNNING, 30, what="it to run")
-    with rt.store.read() as conn:
-        holder = conn.execute(select(s.tasks.c.worker).where(s.tasks.c.id == lead.id)).scalar()
-    assert holder
-    group = os.getpgid(int(holder.rpartition(":")[2]))
+    lead, child, pid = waiting_caller(rt, fleet, 4)
+    group = os.getpgid(pid)
     stopped = next(p for p in fleet.procs if p.pid == group)
     os.kill(stopped.pid, signal.SIGTERM)  # the caller's worker main process, mid-wait
     done = finished(rt, lead.id, TTL + SWEEP + 60)
