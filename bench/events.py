@@ -5,10 +5,13 @@ SubmitTask's rate with them open, in one run.
 worker: the tasks stay queued, so every stream is idle (its shared poller reads the store, finds
 nothing new, backs off). Steps: admit ``--connections`` tasks; SubmitTask load (wrk, or httpx)
 without streams; open one stream per task and read the server's resident memory (VmRSS) before and
-after; count the server's CPU seconds over ``--idle`` seconds; SubmitTask load again with the
-streams open; close them; the load once more without.
+after; count the server's CPU seconds over ``--idle`` seconds; then SubmitTask rounds in turn:
+with the streams open, none, with as many idle plain connections (half a request's headers sent,
+no stream: what a connection costs the server by itself), none, and so on. Each round with
+connections is compared with the no-streams rounds either side of it (the machine's drift
+cancels), and each no-streams round with its like neighbours (the noise).
 
-Run: ``python -m bench.events [--connections 1000] [--seconds 10] [--idle 10]``.
+Run: ``python -m bench.events [--connections 1000] [--seconds 10] [--idle 10] [--rounds 4]``.
 """
 
 from __future__ import annotations
@@ -95,12 +98,20 @@ async def _open(port: int, task_id: str) -> tuple[asyncio.StreamReader, asyncio.
 
 
 class Streams:
-    """Idle SSE connections held open by a thread of their own (its own event loop)."""
+    """Idle connections held open by a thread of their own (its own event loop): SSE streams,
+    or (``plain``) as many connections that sent half a request's headers and wait — the
+    control: a connection's cost to the server without any stream machinery."""
 
-    def __init__(self, port: int, task_ids: list[str]) -> None:
-        self.port, self.task_ids = port, task_ids
+    def __init__(self, port: int, task_ids: list[str], *, plain: bool = False) -> None:
+        self.port, self.task_ids, self.plain = port, task_ids, plain
         self.loop = asyncio.new_event_loop()
         self.conns: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+    async def _plain(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # the rest never comes
+        await writer.drain()
+        return reader, writer
 
     def open(self) -> None:
         import threading
@@ -110,7 +121,8 @@ class Streams:
         async def all_of() -> None:
             for i in range(0, len(self.task_ids), 100):  # in waves: the server's accept backlog
                 batch = self.task_ids[i : i + 100]
-                self.conns += await asyncio.gather(*(_open(self.port, t) for t in batch))
+                conns = (self._plain() if self.plain else _open(self.port, t) for t in batch)
+                self.conns += await asyncio.gather(*conns)
 
         asyncio.run_coroutine_threadsafe(all_of(), self.loop).result(300)
 
@@ -124,13 +136,40 @@ class Streams:
         self.loop.call_soon_threadsafe(self.loop.stop)
 
 
+def flanked(rounds: list[tuple[str, float]], kind: str) -> list[float]:
+    """Each ``kind`` round's rate over the mean of the no-streams rounds just before and after
+    it (the machine's drift cancels); ``"none"``: each no-streams round over the mean of the
+    no-streams rounds two before and two after it — the same ratio between like rounds: noise."""
+    nones = [i for i, (k, _) in enumerate(rounds) if k == "none"]
+    out = []
+    for i, (k, rate) in enumerate(rounds):
+        if k != kind:
+            continue
+        if kind == "none":
+            j = nones.index(i)
+            if j == 0 or j == len(nones) - 1:
+                continue
+            near = [rounds[nones[j - 1]][1], rounds[nones[j + 1]][1]]
+        else:
+            if i == 0 or i + 1 == len(rounds):
+                continue
+            if rounds[i - 1][0] != "none" or rounds[i + 1][0] != "none":
+                continue
+            near = [rounds[i - 1][1], rounds[i + 1][1]]
+        if len(near) == 2:
+            out.append(rate / (sum(near) / 2))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--connections", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--idle", type=float, default=10.0)
     parser.add_argument("--clients", type=int, default=50)
-    parser.add_argument("--rounds", type=int, default=3, help="SubmitTask rounds of each kind")
+    parser.add_argument(
+        "--rounds", type=int, default=4, help="cycles of rounds: streams, none, plain, none"
+    )
     args = parser.parse_args()
     tool = "wrk" if shutil.which("wrk") else "httpx"
 
@@ -139,8 +178,7 @@ def main() -> None:
     broker = redis.Redis.from_url(REDIS)
     broker.flushdb()
     admin(f'CREATE DATABASE "{name}"')
-    without: list[dict[str, float]] = []
-    with_streams: list[dict[str, float]] = []
+    rounds: list[tuple[str, dict[str, float]]] = []
     try:
         engine = db.create(url)
         migrate.upgrade(engine)
@@ -170,7 +208,7 @@ def main() -> None:
                     )
                     return out
 
-                without.append(submit_load())
+                fresh = submit_load()
                 before = rss_mib(server)
                 half = len(ids) // 2
                 first, second = Streams(port, ids[:half]), Streams(port, ids[half:])
@@ -185,17 +223,18 @@ def main() -> None:
                 cpu0 = cpu_s(server)
                 time.sleep(args.idle)
                 idle_cpu = (cpu_s(server) - cpu0) / args.idle
-                # alternate: with the streams open, then closed, then open again, …
-                for i in range(args.rounds):
-                    with_streams.append(submit_load())
-                    first.close()
-                    second.close()
-                    without.append(submit_load())
-                    if i + 1 < args.rounds:
-                        first, second = Streams(port, ids[:half]), Streams(port, ids[half:])
-                        first.open()
-                        second.open()
-                        time.sleep(3)
+                # alternate: streams, none, plain connections, none, streams, …
+                held = [first, second]
+                for _ in range(args.rounds):
+                    for kind in ("streams", "none", "plain", "none"):
+                        if kind != "none" and not held:
+                            held = [Streams(port, ids, plain=kind == "plain")]
+                            held[0].open()
+                            time.sleep(3)
+                        rounds.append((kind, submit_load()))
+                        for conns in held:
+                            conns.close()
+                        held = []
             finally:
                 fleet.stop()
     finally:
@@ -219,25 +258,41 @@ def main() -> None:
     print(f"server CPU while they idle: {idle_cpu:.1%} of one core (shared poller, one read/poll)")
     print(
         f"\nSubmitTask at {args.clients} concurrent clients, {args.seconds:g}s rounds, load by "
-        f"{tool}, alternating"
+        f"{tool}, in turn: {n} idle streams, none, {n} idle plain connections (half a request's "
+        "headers sent: a connection without a stream), none, …"
     )
     print(
-        f"{'':<26} {'req/s (rounds)':<22} {'p50 ms':>7} {'p99 ms':>7} {'non-2xx':>7} "
-        "server CPU ms/request (rounds)"
+        f"{'':<30} {'req/s (rounds)':<34} {'p50 ms':>7} {'p99 ms':>7} {'non-2xx':>7} "
+        "CPU ms/req  vs the no-streams rounds either side: median (range)"
     )
-    for label, rounds in (
-        ("no streams", without),
-        (f"{n} idle streams open", with_streams),
-    ):
-        rates = [r["rps"] for r in rounds]
-        med = sorted(rounds, key=lambda r: r["rps"])[len(rounds) // 2]
-        shown = f"{med['rps']:.0f} (" + "/".join(f"{x:.0f}" for x in rates) + ")"
-        bad = sum(int(r["failed"]) for r in rounds)
-        cpu = sorted(r["cpu_ms"] for r in rounds)[len(rounds) // 2]
-        cpus = "/".join(f"{r['cpu_ms']:.2f}" for r in rounds)
+    rates = [(k, r["rps"]) for k, r in rounds]
+    shown = {
+        "none": "no streams",
+        "streams": f"{n} idle streams open",
+        "plain": f"{n} idle plain connections",
+    }
+    fr = fresh
+    print(
+        f"{'no streams, fresh server':<30} {fr['rps']:<34.0f} {fr['p50']:>7.1f} {fr['p99']:>7.1f}"
+        f" {int(fr['failed']):>7} {fr['cpu_ms']:>10.2f}"
+    )
+    for kind, label in shown.items():
+        of = [r for k, r in rounds if k == kind]
+        med = sorted(of, key=lambda r: r["rps"])[len(of) // 2]
+        each = f"{med['rps']:.0f} (" + "/".join(f"{r['rps']:.0f}" for r in of) + ")"
+        bad = sum(int(r["failed"]) for r in of)
+        cpu = sorted(r["cpu_ms"] for r in of)[len(of) // 2]
+        ratios = sorted(flanked(rates, kind))
+        vs = (
+            f"{ratios[len(ratios) // 2]:.2f} ({ratios[0]:.2f} to {ratios[-1]:.2f})"
+            if ratios
+            else "-"
+        )
+        if kind == "none":
+            vs += " (like rounds: the noise)"
         print(
-            f"{label:<26} {shown:<22} {med['p50']:>7.1f} {med['p99']:>7.1f} {bad:>7} "
-            f"{cpu:.2f} ({cpus})"
+            f"{label:<30} {each:<34} {med['p50']:>7.1f} {med['p99']:>7.1f} {bad:>7} {cpu:>10.2f}"
+            f"  {vs}"
         )
 
 
