@@ -1,6 +1,7 @@
 """``rt`` and ``fleet`` for a fleet test file that defines ``shared_settings`` (from
 ``tests.support.fleet.fleet_settings``): the test's runtime and its workers run with the same
-settings. A file with an ``rt`` or ``fleet`` of its own uses that instead."""
+settings. A file with an ``rt`` or ``fleet`` of its own uses that instead. ``receiver`` serves
+the delivery tests."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from fleet.runtime import Runtime
 from tests.support.fleet import Fleet, running_fleet, runtime_for
+from tests.support.receiver import Receiver
 
 
 @pytest.fixture
@@ -26,3 +28,11 @@ def fleet(tmp_path: Path, shared_settings: dict[str, Any]) -> Iterator[Fleet]:
     """No process yet: each test starts the workers and sweepers it needs."""
     with running_fleet(tmp_path, **shared_settings) as f:
         yield f
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A local HTTP receiver for deliveries (``tests.support.receiver``), stopped after."""
+    recv = Receiver().start()
+    yield recv
+    recv.stop()

@@ -35,13 +35,6 @@ CALLER_TOKEN = "caller-chosen-token-1"
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    recv = Receiver().start()
-    yield recv
-    recv.stop()
-
-
-@pytest.fixture
 def base(
     tmp_path: Path, pg_url: str, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[str]:

@@ -18,18 +18,17 @@ from __future__ import annotations
 
 import signal
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-import sqlalchemy as sa
 
 from fleet.constants import DELIVERY_CLAIM_MARGIN_S, SWEEP_TICK_KEY
 from fleet.domain import delivery as rules
 from fleet.runtime import Runtime
 from tests.conftest import write_config
+from tests.support.blocker import Blocker
 from tests.support.fleet import Fleet, Proc, fleet_settings, wait_for
 from tests.support.receiver import Receiver
 
@@ -41,13 +40,6 @@ TTL, SWEEP = 2.0, 1.0
 REPLY_TIMEOUT_S = 4
 #: How long the retry may take: the claim's expiry, a sweep, a worker's start, slack.
 RETRY_WITHIN_S = REPLY_TIMEOUT_S + DELIVERY_CLAIM_MARGIN_S + 45
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    recv = Receiver().start()
-    yield recv
-    recv.stop()
 
 
 @pytest.fixture
@@ -161,49 +153,18 @@ def test_killed_while_the_receiver_holds_its_answer(
 def test_killed_after_the_receiver_answered_200_before_sent_is_stored(
     rt: Runtime, fleet: Fleet, receiver: Receiver, redis_url: str, pg_url: str
 ) -> None:
-    engine = sa.create_engine(pg_url)
-    try:
-        with (
-            engine.connect() as holder,
-            engine.connect().execution_options(isolation_level="AUTOCOMMIT") as watch,
-        ):
-            ours = holder.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
-            holder.commit()
-            adm = rt.dispatcher.submit("held", "hello", key="k-2")
-            first_request(receiver)
-            (rec,) = rt.store.task_deliveries(adm.task.id)
-            # Hold the delivery's row: the worker's write of the outcome will wait for it.
-            lock = holder.begin()
-            holder.execute(
-                sa.text("SELECT id FROM deliveries WHERE id = :id FOR UPDATE"), {"id": rec.id}
-            )
-            receiver.answer.set()  # the receiver answers 200 now
-
-            def storing() -> int | None:
-                pid: int | None = watch.execute(
-                    sa.text(
-                        "SELECT pid FROM pg_stat_activity WHERE :ours = ANY(pg_blocking_pids(pid))"
-                        " AND query ILIKE 'UPDATE deliveries%'"
-                    ),
-                    {"ours": ours},
-                ).scalar()
-                return pid
-
-            blocked = wait_for(storing, 30, what="the worker to store the 200 it got")
-            held = (f"/held/{adm.task.id}", 200)
-            wait_for(lambda: receiver.answered == [held], 5, what="the receiver's 200")
-            kill(worker(fleet, "a"))
-            lock.rollback()
-
-            def gone() -> bool:
-                found = watch.execute(
-                    sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"),
-                    {"pid": blocked},
-                ).scalar_one()
-                return found == 0
-
-            wait_for(gone, 30, what="the dead worker's database session to end")
-    finally:
-        engine.dispose()
+    with Blocker(pg_url) as pg:
+        adm = rt.dispatcher.submit("held", "hello", key="k-2")
+        first_request(receiver)
+        (rec,) = rt.store.task_deliveries(adm.task.id)
+        # Hold the delivery's row: the worker's write of the outcome will wait for it.
+        pg.hold("SELECT id FROM deliveries WHERE id = :id FOR UPDATE", {"id": rec.id})
+        receiver.answer.set()  # the receiver answers 200 now
+        blocked = pg.waiting("UPDATE deliveries", 30, "the worker to store the 200 it got")
+        held = (f"/held/{adm.task.id}", 200)
+        wait_for(lambda: receiver.answered == [held], 5, what="the receiver's 200")
+        kill(worker(fleet, "a"))
+        pg.release()
+        pg.ended(blocked)
     lost_attempt(rt, adm.task.id)  # the 200 was never stored: ``sent`` died with the worker
     sent_once_more_then_never(rt, fleet, receiver, redis_url, adm.task.id)

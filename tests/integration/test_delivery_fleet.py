@@ -8,7 +8,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +41,6 @@ def deployments(base: str) -> dict[str, str]:
             f'url = "{base}/hang/{{task_id}}"\ntimeout = "1s"\nattempts = 2\n'
         ),
     }
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    recv = Receiver().start()
-    yield recv
-    recv.stop()
 
 
 @pytest.fixture

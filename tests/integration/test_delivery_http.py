@@ -4,7 +4,6 @@ attempt cannot outlive its claim (and be sent again) however slowly an answer ar
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -13,13 +12,6 @@ from fleet.delivery.targets import Request
 from tests.support.receiver import Receiver
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    recv = Receiver().start()
-    yield recv
-    recv.stop()
 
 
 def post(receiver: Receiver, path: str) -> Request:

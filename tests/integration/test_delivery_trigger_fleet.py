@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +54,6 @@ def triggers(base: str) -> dict[str, str]:
             body = {{ body = "{{reply}}" }}
         """,
     }
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    recv = Receiver().start()
-    yield recv
-    recv.stop()
 
 
 @pytest.fixture

@@ -12,30 +12,22 @@ from __future__ import annotations
 
 import signal
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from fleet.domain import delivery as rules
 from fleet.domain.values import TaskStatus
 from fleet.runtime import Runtime
 from tests.conftest import write_config
 from tests.integration.test_delivery_crash_fleet import sweeps_pass
+from tests.support.blocker import Blocker
 from tests.support.fleet import Fleet, fleet_settings, wait_for
 from tests.support.receiver import Receiver
 
 pytestmark = [pytest.mark.fleet, pytest.mark.timeout(240)]
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    recv = Receiver().start()
-    yield recv
-    recv.stop()
 
 
 @pytest.fixture
@@ -58,52 +50,23 @@ def test_a_push_whose_worker_died_after_the_settle_is_sent_once_by_the_sweep(
     assert rt.store.set_push_config(cfg, datetime.now(UTC))  # queued: the settle journals it
     target = rules.push_target("p").target
 
-    engine = sa.create_engine(pg_url)
-    try:
-        with (
-            engine.connect() as holder,
-            engine.connect().execution_options(isolation_level="AUTOCOMMIT") as watch,
-        ):
-            ours = holder.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
-            holder.commit()
-            # The journal row the worker will insert, uncommitted: its insert waits on the key.
-            lock = holder.begin()
-            holder.execute(
-                sa.text(
-                    "INSERT INTO deliveries (id, task_id, target, kind, status, attempts,"
-                    " max_attempts, next_at, journal, created_at, updated_at) VALUES (:id, :task,"
-                    " :target, 'push', 'pending', 0, 1, now(), '[]', now(), now())"
-                ),
-                {"id": uuid.uuid4(), "task": task_id, "target": target},
-            )
-            dying = fleet.worker("a")
-
-            def journaling() -> int | None:
-                pid: int | None = watch.execute(
-                    sa.text(
-                        "SELECT pid FROM pg_stat_activity WHERE :ours = ANY(pg_blocking_pids(pid))"
-                        " AND query ILIKE 'INSERT INTO deliveries%'"
-                    ),
-                    {"ours": ours},
-                ).scalar()
-                return pid
-
-            blocked = wait_for(journaling, 60, what="worker a to journal the push after its settle")
-            assert rt.store.get_task(task_id).status == TaskStatus.SUCCEEDED  # settled
-            dying.signal(signal.SIGKILL)
-            dying.popen.wait(10)
-            lock.rollback()
-
-            def gone() -> bool:
-                found = watch.execute(
-                    sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"),
-                    {"pid": blocked},
-                ).scalar_one()
-                return found == 0
-
-            wait_for(gone, 30, what="the dead worker's database session to end")
-    finally:
-        engine.dispose()
+    with Blocker(pg_url) as pg:
+        # The journal row the worker will insert, uncommitted: its insert waits on the key.
+        pg.hold(
+            "INSERT INTO deliveries (id, task_id, target, kind, status, attempts, max_attempts,"
+            " next_at, journal, created_at, updated_at) VALUES (:id, :task, :target, 'push',"
+            " 'pending', 0, 1, now(), '[]', now(), now())",
+            {"id": uuid.uuid4(), "task": task_id, "target": target},
+        )
+        dying = fleet.worker("a")
+        blocked = pg.waiting(
+            "INSERT INTO deliveries", 60, "worker a to journal the push after its settle"
+        )
+        assert rt.store.get_task(task_id).status == TaskStatus.SUCCEEDED  # settled
+        dying.signal(signal.SIGKILL)
+        dying.popen.wait(10)
+        pg.release()
+        pg.ended(blocked)
     # Its journal died with it: nothing journaled, the flag still up (the clearing rolled back).
     assert rt.store.task_deliveries(task_id) == []
     assert rt.store.push_pending_ended(datetime.now(UTC)) == [task_id]
