@@ -7,9 +7,11 @@ nothing new, backs off). Steps: admit ``--connections`` tasks; SubmitTask load (
 without streams; open one stream per task and read the server's resident memory (VmRSS) before and
 after; count the server's CPU seconds over ``--idle`` seconds; then SubmitTask rounds in turn:
 with the streams open, none, with as many idle plain connections (half a request's headers sent,
-no stream: what a connection costs the server by itself), none, and so on. Each round with
-connections is compared with the no-streams rounds either side of it (the machine's drift
-cancels), and each no-streams round with its like neighbours (the noise).
+no stream: what a connection costs the server by itself), none, with the streams open on a
+second ``fleet serve`` process of the same fleet (the topology that routes streams to processes
+of their own), none, and so on. Each round with connections is compared with the no-streams
+rounds either side of it (the machine's drift cancels), and each no-streams round with its like
+neighbours (the noise).
 
 Run: ``python -m bench.events [--connections 1000] [--seconds 10] [--idle 10] [--rounds 4]``.
 """
@@ -168,7 +170,10 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=10.0)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument(
-        "--rounds", type=int, default=4, help="cycles of rounds: streams, none, plain, none"
+        "--rounds",
+        type=int,
+        default=4,
+        help="cycles of rounds: streams, none, plain, none, streams elsewhere, none",
     )
     args = parser.parse_args()
     tool = "wrk" if shutil.which("wrk") else "httpx"
@@ -190,6 +195,8 @@ def main() -> None:
                 base = fleet.serve()
                 server = fleet.procs[-1].pid
                 port = int(base.rsplit(":", 1)[1])
+                # a second API process of the same fleet: where ``elsewhere`` rounds' streams go
+                other = int(fleet.serve().rsplit(":", 1)[1])
                 with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"}) as h:
                     ids = [
                         h.post("/v1/tasks", json={"deployment": "bench", "input": f"t{i}"}).json()[
@@ -223,12 +230,13 @@ def main() -> None:
                 cpu0 = cpu_s(server)
                 time.sleep(args.idle)
                 idle_cpu = (cpu_s(server) - cpu0) / args.idle
-                # alternate: streams, none, plain connections, none, streams, …
+                # alternate: streams, none, plain connections, none, streams elsewhere, none, …
                 held = [first, second]
                 for _ in range(args.rounds):
-                    for kind in ("streams", "none", "plain", "none"):
+                    for kind in ("streams", "none", "plain", "none", "elsewhere", "none"):
                         if kind != "none" and not held:
-                            held = [Streams(port, ids, plain=kind == "plain")]
+                            to = other if kind == "elsewhere" else port
+                            held = [Streams(to, ids, plain=kind == "plain")]
                             held[0].open()
                             time.sleep(3)
                         rounds.append((kind, submit_load()))
@@ -259,7 +267,8 @@ def main() -> None:
     print(
         f"\nSubmitTask at {args.clients} concurrent clients, {args.seconds:g}s rounds, load by "
         f"{tool}, in turn: {n} idle streams, none, {n} idle plain connections (half a request's "
-        "headers sent: a connection without a stream), none, …"
+        f"headers sent: a connection without a stream), none, {n} idle streams on a second "
+        "`fleet serve` process, none, …"
     )
     print(
         f"{'':<30} {'req/s (rounds)':<34} {'p50 ms':>7} {'p99 ms':>7} {'non-2xx':>7} "
@@ -270,6 +279,7 @@ def main() -> None:
         "none": "no streams",
         "streams": f"{n} idle streams open",
         "plain": f"{n} idle plain connections",
+        "elsewhere": f"{n} streams, other process",
     }
     fr = fresh
     print(

@@ -25,7 +25,8 @@ KUBE_VERSION = "1.35.0"
 KEDA = "worker.keda.enabled=true,worker.keda.redis.address=redis:6379"
 INLINE = "database.url=postgresql+psycopg://u:p@db/fleet,redis.url=redis://r"
 HA = "beat.replicas=2,api.replicas=3,worker.autoscaling.minReplicas=3"
-VALUES = {"default": "", "keda": KEDA, "ha": HA, "inline-secrets": INLINE}
+EVENTS = "events.replicas=2"
+VALUES = {"default": "", "keda": KEDA, "ha": HA, "inline-secrets": INLINE, "events": EVENTS}
 WORKLOADS = {"Deployment", "Job"}
 #: Custom resources of KEDA: no schema of theirs ships with kubernetes-validate, so these are
 #: the only kinds not validated against one (their fields are asserted below instead).
@@ -113,6 +114,22 @@ def test_beat_runs_one_or_more_sweepers(render: Any, sets: str, replicas: int) -
     assert container["command"][:2] == ["fleet", "beat"]
 
 
+def test_event_streams_get_processes_of_their_own_when_asked(render: Any) -> None:
+    assert not [d for d in render("") if "events" in d["metadata"]["name"]]
+    docs = render(EVENTS)
+    events = _component(docs, "Deployment", "events")
+    api = _component(docs, "Deployment", "api")
+    assert events["spec"]["replicas"] == 2
+    (container,) = events["spec"]["template"]["spec"]["containers"]
+    (api_container,) = api["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == api_container["command"]  # the same `fleet serve`
+    assert container["env"] == api_container["env"]
+    assert container["readinessProbe"] == api_container["readinessProbe"]
+    service = _component(docs, "Service", "events")
+    assert service["spec"]["selector"] == events["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["selector"] != api["spec"]["selector"]["matchLabels"]
+
+
 def test_migrate_job_is_a_pre_install_and_pre_upgrade_hook(render: Any) -> None:
     job = _component(render(), "Job", "migrate")
     hooks = job["metadata"]["annotations"]["helm.sh/hook"].split(",")
@@ -135,7 +152,8 @@ def test_worker_grace_period_comes_from_values(render: Any) -> None:
 def test_every_container_gets_the_store_and_broker(render: Any, sets: str) -> None:
     workloads = [d for d in render(sets) if d["kind"] in WORKLOADS]
     components = {d["metadata"]["labels"]["app.kubernetes.io/component"] for d in workloads}
-    assert components == {"api", "worker", "beat", "migrate"}
+    expected = {"api", "worker", "beat", "migrate"} | ({"events"} if sets == EVENTS else set())
+    assert components == expected
     for doc in workloads:
         for container in _containers(doc):
             names = {e["name"] for e in container["env"]}
@@ -206,6 +224,7 @@ def test_inline_secrets_exist_before_the_migration_hook(render: Any) -> None:
         ("settings.celeryEvents=maybe", "/settings/celeryEvents"),
         ("settings.leaseTtl=soon", "/settings/leaseTtl"),
         ("api.service.type=Public", "/api/service/type"),
+        ("events.replicas=-1", "/events/replicas"),
         ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
         ("worker.autoscaling.targetCPUUtilizationPercentage=150", "/worker/autoscaling"),
         ("workers.replicas=2", "additional properties 'workers' not allowed"),
