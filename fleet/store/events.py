@@ -115,8 +115,12 @@ class EventStore(StoreBase):
         return out
 
 
+#: A journal row's status once its call finished: the mark's fourth part counts these.
+_FINISHED = "finished"
+
+
 def _marks(where: Any) -> Select[Any]:
-    finished = func.coalesce(func.sum(case((tr.c.status == "finished", 1), else_=0)), 0)
+    finished = func.coalesce(func.sum(case((tr.c.status == _FINISHED, 1), else_=0)), 0)
     return (
         select(t.c.id, t.c.status, t.c.attempts, func.count(tr.c.id), finished)
         .select_from(t.outerjoin(tr, tr.c.task_id == t.c.id))
@@ -135,11 +139,11 @@ _MARKS_PROBE = text(
         SELECT id, status, attempts FROM {t.name} WHERE {t.name}.id = w.id LIMIT 1
     ) AS t
     CROSS JOIN LATERAL (
-        SELECT count(*) AS count, count(*) FILTER (WHERE {tr.name}.status = 'finished') AS done
+        SELECT count(*) AS count, count(*) FILTER (WHERE {tr.name}.status = :finished) AS done
         FROM {tr.name} WHERE {tr.name}.task_id = t.id
     ) AS j
     """
-).bindparams(bindparam("ids", type_=ARRAY(t.c.id.type)))
+).bindparams(bindparam("ids", type_=ARRAY(t.c.id.type)), bindparam("finished", _FINISHED))
 _MARKS_IN = _marks(t.c.id.in_(bindparam("ids", expanding=True)))
 
 
