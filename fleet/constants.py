@@ -107,6 +107,9 @@ WAKE_QUEUE = "fleet"
 #: Redis key a sweeper takes (SET NX) for most of a sweep interval: of several `fleet beat`
 #: processes, only the one that took it sweeps in that interval.
 SWEEP_TICK_KEY = "fleet:sweep:tick"
+#: Redis pub/sub channel of a task's change hints ("it may have a new event"): published after
+#: the commit by whoever changed it, subscribed to by the ``fleet serve`` streaming its events.
+CHANGED_CHANNEL = "fleet:changed:{task}"
 
 #: Reply delivery: a rendered request body larger than this is not sent (the delivery fails).
 MAX_DELIVERY_BODY_BYTES = 262_144

@@ -155,7 +155,14 @@ def build(
             waker = CeleryWaker(
                 app_for(settings.redis_url), lease if isinstance(lease, RedisLease) else None
             )
-    dispatcher = Dispatcher(settings=settings, config=config, store=store, lease=lease, waker=waker)
+    hints = None
+    if not settings.embedded:
+        from fleet.dispatch.hints import RedisHints
+
+        hints = RedisHints(redis_client(settings))
+    dispatcher = Dispatcher(
+        settings=settings, config=config, store=store, lease=lease, waker=waker, hints=hints
+    )
     runtime = Runtime(settings, config, store, dispatcher, local_waker)
     dispatcher.deliveries.enqueue = runtime.deliver
     if any(a.recall is not None or a.observations for a in config.agents.values()):

@@ -32,7 +32,7 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
         rt = runtime or build()
         app.state.runtime = rt
         app.state.keyring = KeyRing.from_config(rt.config)
-        app.state.event_hub = EventHub(rt.store)
+        app.state.event_hub = EventHub(rt.store, hints_url=rt.settings.redis_url)
         app.state.intake = Intake(rt)
         loop = None
         background: Any = None

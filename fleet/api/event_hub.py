@@ -4,6 +4,12 @@ Many connections cost one statement per poll: the hub asks the store for the cha
 every watched task that is due (``Store.event_marks``), backing off per task while it stays
 idle, and wakes the followers of the tasks whose mark changed; only those read their events.
 
+With Redis (``hints_url``), whoever commits a change to a task publishes a hint
+(``fleet.dispatch.hints``) and the hub subscribes to the hints of the tasks it watches
+(``fleet.api.event_hints``): a hinted task is read at once, and an idle one backs off to a read
+every ``idle_s`` seconds (a hint that never came costs that much latency, no event). Without the
+subscription (embedded mode, Redis away) idle tasks are read every ``max_s`` seconds.
+
 An idle follower is one ``Follower`` waiting on its event: no task, timer or store read of its
 own between changes (a keep-alive is a timer handle on the loop). When the server starts to
 shut down (uvicorn's ``should_exit``), the hub ends every stream: clients reconnect elsewhere
@@ -14,11 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import signal
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from starlette.concurrency import run_in_threadpool
 
@@ -27,10 +35,15 @@ from fleet.domain.values import Task
 from fleet.store import Store
 from fleet.store.events import Mark
 
+if TYPE_CHECKING:
+    from fleet.api.event_hints import HintListener
+
 log = logging.getLogger(__name__)
 
 #: A watched task's poll interval starts here after a change and doubles up to ``POLL_MAX_S``.
 POLL_MIN_S, POLL_MAX_S = 0.1, 1.0
+#: ... and on to this while change hints come (a safety net for a hint that never came).
+POLL_IDLE_S = 10.0
 
 _UNSEEN = ("", -1, -1, -1)
 
@@ -91,14 +104,23 @@ class EventHub:
         *,
         min_s: float = POLL_MIN_S,
         max_s: float = POLL_MAX_S,
+        idle_s: float = POLL_IDLE_S,
+        hints_url: str | None = None,
         exiting: Callable[[], bool] = uvicorn_exiting,
     ) -> None:
         self.store = store
-        self.min_s, self.max_s = min_s, max_s
+        self.min_s, self.max_s, self.idle_s = min_s, max_s, max(idle_s, max_s)
         self._exiting = exiting
         self._watches: dict[uuid.UUID, _Watch] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._last_poll = float("-inf")
+        self.hints: HintListener | None = None
+        self._hints_task: asyncio.Task[None] | None = None
+        if hints_url:
+            from fleet.api.event_hints import HintListener
+
+            self.hints = HintListener(hints_url, self._hinted, self._hints_live)
         #: Store reads made (for tests and the benchmark).
         self.polls = 0
         #: Followers now (streams open).
@@ -117,8 +139,14 @@ class EventHub:
         """``follower`` (or a new one) notified whenever ``task_id`` may have something new."""
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="fleet-event-hub")
+        if self.hints is not None and (self._hints_task is None or self._hints_task.done()):
+            self._hints_task = asyncio.create_task(self.hints.run(), name="fleet-event-hints")
         f = follower if follower is not None else Follower()
-        w = self._watches.setdefault(task_id, _Watch())
+        w = self._watches.get(task_id)
+        if w is None:
+            w = self._watches[task_id] = _Watch()
+            if self.hints is not None:
+                self.hints.want(task_id)
         w.subscribers.add(f)
         w.interval, w.due = self.min_s, 0.0
         self.followers += 1
@@ -132,13 +160,36 @@ class EventHub:
             w.subscribers.discard(f)
             if not w.subscribers and self._watches.get(task_id) is w:
                 del self._watches[task_id]
+                if self.hints is not None:
+                    self.hints.drop(task_id)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        for task in (self._task, self._hints_task):
+            if task is not None:
+                task.cancel()
+                with suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._hints_task = None
+
+    @property
+    def _cap(self) -> float:
+        """How far an idle task's poll interval backs off now."""
+        return self.idle_s if self.hints is not None and self.hints.live else self.max_s
+
+    def _hinted(self, task_id: uuid.UUID) -> None:
+        """A change hint for ``task_id``: read it at once."""
+        w = self._watches.get(task_id)
+        if w is not None:
+            # (during a read that may predate the commit: read again after 2 * min_s at most)
+            w.interval, w.due = self.min_s, 0.0
+            self._wake.set()
+
+    def _hints_live(self, up: bool) -> None:
+        """The hint subscription came up (hints sent before it are lost: read every watched
+        task once) or went down (back to the short clock, from now)."""
+        for w in self._watches.values():
+            w.interval, w.due = min(w.interval, self.max_s), 0.0
+        self._wake.set()
 
     def _close_all(self) -> None:
         self.closing = True
@@ -164,12 +215,16 @@ class EventHub:
             if not self.closing and self._exiting():
                 self._close_all()
             now = loop.time()
-            nearest = min(w.due for w in self._watches.values())
+            # Hints coming fast (many running tasks) share reads: one every min_s / 2 at most.
+            nearest = max(
+                min(w.due for w in self._watches.values()), self._last_poll + self.min_s / 2
+            )
             if nearest > now:
                 await self._sleep(nearest - now)
                 continue
             # Those due soon come along: many streams opened at different times share polls.
             due = [tid for tid, w in self._watches.items() if w.due <= now + self.max_s / 2]
+            self._last_poll = now
             try:
                 self.polls += 1
                 marks = await run_in_threadpool(self.store.event_marks, due)
@@ -179,7 +234,7 @@ class EventHub:
                     if (w := self._watches.get(tid)) is not None:
                         w.due = loop.time() + self.max_s
                 continue
-            now = loop.time()
+            now, cap = loop.time(), self._cap
             for tid in due:
                 w = self._watches.get(tid)
                 if w is None:
@@ -190,7 +245,7 @@ class EventHub:
                     for f in w.subscribers:
                         f.notify()
                 else:
-                    w.interval = min(w.interval * 2, self.max_s)
+                    w.interval = min(w.interval * 2, cap)
                 w.due = now + w.interval
 
 
@@ -204,7 +259,8 @@ async def updates(
     follower: Follower | None = None,
 ) -> AsyncIterator[TaskEvent | None]:
     """The task's events after ``after`` as they are stored, until its end (or ``max_s``, or
-    ``follower`` closed); ``None`` whenever ``beat_s`` seconds passed without one (a keep-alive).
+    ``follower`` closed); ``None`` after ``beat_s / 2`` to ``beat_s`` quiet seconds (a keep-alive:
+    random, so the keep-alives of many streams opened together do not all fall due at once).
 
     Raises NotFound at once for a missing task; a task deleted later ends the stream.
     """
@@ -214,7 +270,7 @@ async def updates(
     deadline = None if max_s is None else loop.time() + max_s
     first = True
     async with hub.watch(task_id, follower) as f:
-        beat = None if beat_s is None else loop.time() + beat_s
+        beat = None if beat_s is None else loop.time() + _spread(beat_s)
         while True:
             if f.changed:
                 f.changed = False  # before the read: a change during it reads again
@@ -231,7 +287,7 @@ async def updates(
                 if task.status.terminal:  # its ``end`` was sent (now or before this stream)
                     return
                 if events and beat_s is not None:
-                    beat = loop.time() + beat_s
+                    beat = loop.time() + _spread(beat_s)
             if f.closed:
                 return
             now = loop.time()
@@ -239,10 +295,14 @@ async def updates(
                 return
             if beat is not None and now >= beat:
                 yield None
-                beat = loop.time() + (beat_s or 0.0)
+                beat = loop.time() + _spread(beat_s or 0.0)
                 continue
             until = min((t for t in (deadline, beat) if t is not None), default=None)
             await f.wait(None if until is None else until - now)
+
+
+def _spread(beat_s: float) -> float:
+    return beat_s * random.uniform(0.5, 1.0)
 
 
 async def follow(

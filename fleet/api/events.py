@@ -38,7 +38,7 @@ router = APIRouter(tags=["tasks"])
 
 #: Milliseconds a browser's EventSource waits before it reconnects (the SSE ``retry`` field).
 RETRY_MS = 1000
-#: Seconds between keep-alive comments on a quiet stream.
+#: Seconds a quiet stream goes without a keep-alive comment at most (half as long at least).
 PING_S = 15
 #: Streams one API process serves at once (about 40 KiB each); more are refused with 503.
 MAX_STREAMS = 10_000
@@ -67,8 +67,8 @@ def start_position(last_event_id: str | None, after: str | None) -> Position | N
 
 class EventStream(Response):
     """A task's events as Server-Sent Events: a ``retry`` field first, then each event, a
-    comment after ``PING_S`` quiet seconds, and the end of the body when the task ends, after
-    ``max_s``, when the client goes away or when the server shuts down."""
+    comment after at most ``PING_S`` quiet seconds, and the end of the body when the task ends,
+    after ``max_s``, when the client goes away or when the server shuts down."""
 
     media_type = "text/event-stream"
 

@@ -107,6 +107,7 @@ class Execution:
             d.clock,
             previous=d.store.journal(task.id) if task.attempts > 1 else (),
             stopping=d.stopping.is_set,
+            changed=d.hints.changed,
         )
         conversations = d.config.deployment(task.deployment).conversations
         ports = RunPorts(

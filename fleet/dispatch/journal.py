@@ -32,6 +32,7 @@ class StoreJournal:
         *,
         previous: Sequence[TraceRow] = (),
         stopping: Callable[[], bool] = lambda: False,
+        changed: Callable[[uuid.UUID], None] = lambda task_id: None,
     ) -> None:
         self._store = store
         self._task = task
@@ -40,6 +41,7 @@ class StoreJournal:
         self._clock = clock
         self._previous = previous
         self._stopping = stopping
+        self._changed = changed
         self._next_poll = 0.0
 
     def replay(self) -> Sequence[TraceRow]:
@@ -53,6 +55,7 @@ class StoreJournal:
         signals = self._store.checkpoint(
             self._task, self._run_id, rows, self._clock(), take_inbox_as=take_inbox_as
         )
+        self._changed(self._task.id)  # committed: a stream of this task reads it now
         # What finished is stored now: a worker that is stopping gives the task back here.
         action = shutdown.decide(stopping=self._stopping(), where="boundary", cancel=signals.cancel)
         if action == "hand_back":

@@ -25,6 +25,7 @@ from fleet.config import AgentConfig, FleetConfig, Settings
 from fleet.delivery import Deliverer
 from fleet.dispatch.delegation import Delegations
 from fleet.dispatch.execute import Execution, agent_of
+from fleet.dispatch.hints import Hints, NoHints
 from fleet.dispatch.intake import Admissions, queue_policy
 from fleet.dispatch.lease import Lease, LeaseHandle
 from fleet.dispatch.lifecycle import Lifecycle
@@ -68,6 +69,7 @@ class Dispatcher:
         waker: Waker,
         clock: Callable[[], datetime] = utcnow,
         worker: str | None = None,
+        hints: Hints | None = None,
     ) -> None:
         self.settings = settings
         self.config = config
@@ -76,6 +78,8 @@ class Dispatcher:
         self.waker = waker
         self.clock = clock
         self.worker = worker or worker_name()
+        #: "This task may have a new event", after each commit that gives it one (streams).
+        self.hints: Hints = hints or NoHints()
         #: Memory, recall and the jobs that keep them current.
         self.sources = RunSources(store, config, settings, clock)
         toolbox.importable(config.root)
@@ -173,6 +177,7 @@ class Dispatcher:
         """Cancel a queued task now, or ask a running one to stop at its next step boundary."""
         result = self.store.cancel(task_id, self.clock(), scope=scope)
         if result.effect == "cancelled":
+            self.hints.changed(result.task.id)
             # The conversation's next task may start now.
             self.waker.wake(result.task.conversation_id, force=True)
         return result
@@ -278,6 +283,7 @@ class Dispatcher:
                 return True, None
         if not isinstance(result, Started):
             return False, result
+        self.hints.changed(result.task.id)
         try:
             return True, self._run(result, handle, deadline)
         except LeaseLost as exc:
@@ -318,6 +324,7 @@ class Dispatcher:
         status = self.store.hand_back(task.id, task.fence, reason, self.clock())
         if status is None:
             raise LeaseLost(f"task {task.id} was taken over before it could be handed back")
+        self.hints.changed(task.id)
         log.info("task %s handed back (%s): %s", task.id, status.value, reason)
         if status.terminal:  # a cancel won: the task ended here, as a settle would end it
             self._ended(task, status)
@@ -348,6 +355,9 @@ class Dispatcher:
             reserved=started.reserved,
             chain=chain,
         )
+        self.hints.changed(started.task.id)
+        if isinstance(done.next, Started):
+            self.hints.changed(done.next.task.id)
         self.sources.settled(self._agent(started.task.deployment), started.task)
         self._ended(started.task, done.status, push_pending=done.push_pending)
         return done.next
@@ -389,12 +399,14 @@ class Dispatcher:
                 continue
             status = self.store.recover(task_id, fence, "worker lost mid-run (lease expired)", now)
             if status is not None:
+                self.hints.changed(task_id)
                 recovered += 1
                 metrics.recovered(status)
                 self.waker.wake(conv, force=True)
         for task_id, conv in self.store.inbox_orphans():
             # a worker died between its settle and the requeue of its run's inbox
             if self.store.requeue_inbox(task_id, now):
+                self.hints.changed(task_id)
                 self.waker.wake(conv, force=True)
         grace = timedelta(seconds=self.settings.sweep_interval)
         due = self.store.due_conversations(now - grace, limit=1000)

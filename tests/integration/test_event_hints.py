@@ -1,0 +1,199 @@
+"""Change hints on real Redis: a hinted idle task is read at once (not at its next scheduled
+read), hints lost with the subscription fall back to the short clock, and a real worker publishes
+a hint for each commit that gives its task an event."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from fleet.api.event_hub import EventHub
+from fleet.dispatch.hints import RedisHints, channel
+from tests.conftest import write_config
+from tests.support.fleet import Fleet, running_fleet
+
+pytestmark = pytest.mark.timeout(120)
+
+TASK = uuid.uuid4()
+
+
+class FakeStore:
+    """Marks the test sets; every read recorded."""
+
+    def __init__(self) -> None:
+        self.marks: dict[uuid.UUID, tuple[str, int, int, int]] = {TASK: ("queued", 0, 0, 0)}
+        self.reads = 0
+
+    def event_marks(self, ids: list[uuid.UUID]) -> dict[uuid.UUID, Any]:
+        self.reads += 1
+        return {t: self.marks[t] for t in ids if t in self.marks}
+
+
+async def _until(condition: Any, what: str) -> None:
+    while not condition():
+        await asyncio.sleep(0.01)
+
+
+def _backed_off(hub: EventHub, beyond: float) -> bool:
+    """The task's reads are ``beyond`` seconds apart or more (past the no-hints cap)."""
+    w = hub._watches.get(TASK)
+    return bool(hub.hints and hub.hints.live and w is not None and w.interval >= beyond)
+
+
+def test_a_hinted_idle_task_is_read_before_its_next_scheduled_read(redis_url: str) -> None:
+    store = FakeStore()
+    hub = EventHub(store, min_s=0.01, max_s=0.04, idle_s=3600, hints_url=redis_url)  # type: ignore[arg-type]
+    hints = RedisHints(redis.Redis.from_url(redis_url))
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(60), hub.watch(TASK) as follower:
+            follower.changed = False
+            await follower.wait()  # the first read
+            follower.changed = False
+            # with hints live an idle task backs off far past max_s (0.04 s)
+            await _until(lambda: _backed_off(hub, 1.28), "backed off")
+            w = hub._watches[TASK]
+            scheduled, reads = w.due, store.reads
+            store.marks[TASK] = ("running", 1, 0, 0)
+            hints.changed(TASK)
+            await follower.wait()
+            assert follower.changed, "the follower was told"
+            assert loop.time() < scheduled, "by the hint, not by the scheduled read"
+            assert store.reads == reads + 1
+            assert hub.hints is not None and hub.hints.hints >= 1
+        assert hub.watched == 0
+        await hub.close()
+
+    asyncio.run(go())
+
+
+def _kill_subscriptions(client: redis.Redis, pid_name: str) -> int:
+    killed = 0
+    for c in client.client_list(_type="pubsub"):
+        if c.get("name") == pid_name:
+            killed += client.client_kill_filter(_id=c["id"])
+    return killed
+
+
+def test_hints_lost_with_the_subscription_fall_back_to_the_short_clock(redis_url: str) -> None:
+    store = FakeStore()
+    hub = EventHub(store, min_s=0.01, max_s=0.04, idle_s=3600, hints_url=redis_url)  # type: ignore[arg-type]
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    hints = RedisHints(redis.Redis.from_url(redis_url))
+    ups: list[bool] = []
+
+    async def go() -> None:
+        assert hub.hints is not None
+        listener = hub.hints
+        on_live = listener._on_live
+        listener._on_live = lambda up: (ups.append(up), on_live(up))  # type: ignore[method-assign]
+        async with asyncio.timeout(60), hub.watch(TASK) as follower:
+            follower.changed = False
+            await follower.wait()
+            follower.changed = False
+            await _until(lambda: _backed_off(hub, 0.64), "backed off")
+            assert _kill_subscriptions(client, listener.name) == 1
+            await _until(lambda: ups[-1:] == [False] or len(ups) > 2, "went down")
+            assert ups[:2] == [True, False]
+            # a change with no hint at all (sent in the gap): read on the short clock or by the
+            # read of everything once the subscription is back
+            store.marks[TASK] = ("running", 1, 0, 0)
+            await follower.wait()
+            assert follower.changed
+            follower.changed = False
+            await _until(lambda: _backed_off(hub, 0.64), "back and backed off again")
+            assert ups[-1] is True, "subscribed again"
+            w = hub._watches[TASK]
+            scheduled = w.due
+            store.marks[TASK] = ("running", 1, 1, 0)
+            hints.changed(TASK)
+            await follower.wait()
+            assert asyncio.get_running_loop().time() < scheduled, "hints work again"
+        await hub.close()
+
+    asyncio.run(go())
+
+
+def test_a_read_that_misses_a_hinted_commit_reads_again(redis_url: str) -> None:
+    """A hint that comes while a read is under way (the read may predate the commit) puts the
+    task back on the short clock rather than its backed-off one."""
+    gate, entered = threading.Event(), threading.Event()
+
+    class SlowStore(FakeStore):
+        hold = False
+
+        def event_marks(self, ids: list[uuid.UUID]) -> dict[uuid.UUID, Any]:
+            marks = super().event_marks(ids)  # read before the commit below
+            if self.hold:
+                entered.set()
+                gate.wait(30)
+            return marks
+
+    store = SlowStore()
+    hub = EventHub(store, min_s=0.01, max_s=0.04, idle_s=3600, hints_url=redis_url)  # type: ignore[arg-type]
+
+    async def go() -> None:
+        async with asyncio.timeout(60), hub.watch(TASK) as follower:
+            follower.changed = False
+            await follower.wait()
+            follower.changed = False
+            await _until(lambda: _backed_off(hub, 0.32), "backed off")
+            store.hold = True
+            hub._hinted(TASK)  # a first hint: the read starts and is held after reading
+            await asyncio.to_thread(entered.wait, 30)
+            store.hold = False
+            store.marks[TASK] = ("running", 1, 0, 0)  # committed after that read
+            hub._hinted(TASK)  # ... and its hint comes during the read
+            gate.set()
+            await follower.wait()
+            assert follower.changed, "read again and found the change"
+            assert hub._watches[TASK].interval < 0.32, "on the short clock"
+        await hub.close()
+
+    asyncio.run(go())
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, pg_url: str, redis_url: str) -> Iterator[Fleet]:
+    config = write_config(tmp_path / "config")
+    with running_fleet(
+        tmp_path, database_url=pg_url, redis_url=redis_url, config_dir=config, sweep_interval=1.0
+    ) as fleet:
+        fleet.worker("w1", concurrency=1)
+        yield fleet
+
+
+@pytest.mark.fleet
+def test_a_worker_hints_each_commit_that_gives_its_task_an_event(
+    fleet: Fleet, redis_url: str
+) -> None:
+    """Claim (running), each journaled step and the settle: a hint after each, from a real
+    worker process, on the task's own channel."""
+    from fleet.client import FleetClient
+
+    base = fleet.serve()
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    pubsub = client.pubsub()
+    pubsub.psubscribe(channel("*"))
+    assert pubsub.get_message(timeout=5) is not None  # the subscription's confirmation
+    with FleetClient(base) as api:
+        task = api.submit("tooly", "/tool current_time {}\n/tool current_time {}")
+        done = api.wait(task["id"], 60)
+        assert done["status"] == "succeeded", done
+    got: list[str] = []
+    while (m := pubsub.get_message(timeout=2)) is not None:
+        if m["type"] == "pmessage":
+            got.append(m["channel"])
+    mine = [c for c in got if c == channel(task["id"])]
+    # running, one per journal commit (at least one), the settle
+    assert len(mine) >= 3, got
+    pubsub.close()
+    client.close()
