@@ -7,7 +7,9 @@ away, a process killed between its commit and the publish, a writer that sends n
 latency, not events — the streaming side still reads every watched task now and then.
 
 Publishing is off the caller's thread (like ``BackgroundWaker``): a step's commit returns at
-once, and what piles up while one batch is sent goes out in the next pipeline.
+once. The thread sends what gathered in ``WINDOW_S`` in one pipeline, each task once: a worker
+running short tasks fast wakes it about 20 times a second rather than twice a task (woken per
+hint, the thread cost fleet 20 % of its dispatch throughput in ``bench.dispatch``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import uuid
 from collections import deque
 from typing import Any, Protocol
@@ -22,6 +25,9 @@ from typing import Any, Protocol
 from fleet.constants import CHANGED_CHANNEL
 
 log = logging.getLogger(__name__)
+
+#: Seconds hints gather before they are sent together (what a hint may add to a stream's delay).
+WINDOW_S = 0.05
 
 
 def channel(task_id: uuid.UUID | str) -> str:
@@ -49,8 +55,9 @@ class RedisHints:
     #: Hints waiting at most; beyond, new ones are dropped (the streams' slow reads cover them).
     max_pending = 10_000
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, *, window_s: float = WINDOW_S) -> None:
         self._client = client
+        self.window_s = window_s
         self._pid = -1
         self._pending: deque[uuid.UUID] = deque()
         self._ready = threading.Event()
@@ -77,6 +84,7 @@ class RedisHints:
         pending, ready = self._pending, self._ready
         while True:
             ready.wait()
+            time.sleep(self.window_s)  # let hints gather: one wake-up and pipeline for them all
             ready.clear()
             while pending:
                 batch: set[uuid.UUID] = set()

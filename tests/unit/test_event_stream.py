@@ -79,7 +79,7 @@ def test_a_quiet_stream_sends_keep_alives_and_ends_at_its_limit(
     assert sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
     body = _body(sent)
     assert body.startswith(f": task {TASK}\nretry: 1000\n\n")
-    assert 2 <= body.count(": ping - ") <= 8
+    assert 2 <= body.count(": ping - ") <= 16  # every 0.025-0.05 s for 0.4 s
     # its first read, and one after the hub's first poll (which reports every task once)
     assert store.reads == 2, "the hub's later polls found nothing new: no reads"
 
