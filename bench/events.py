@@ -263,7 +263,10 @@ def main() -> None:
         f"{(after - middle) * 1024 / (n - half):.1f} KiB per stream for the second {n - half} "
         "(the first also warmed thread and connection pools)"
     )
-    print(f"server CPU while they idle: {idle_cpu:.1%} of one core (shared poller, one read/poll)")
+    print(
+        f"server CPU while they idle: {idle_cpu:.1%} of one core (keep-alives; the shared "
+        "poller, each idle task read every 10 s while change hints come)"
+    )
     print(
         f"\nSubmitTask at {args.clients} concurrent clients, {args.seconds:g}s rounds, load by "
         f"{tool}, in turn: {n} idle streams, none, {n} idle plain connections (half a request's "
