@@ -79,6 +79,7 @@ class Runtime:
 
     def close(self) -> None:
         self._closed = True
+        self.dispatcher.hints.close()  # a cancel's hint, say, before the process exits
         for timer in list(self._timers):
             timer.cancel()
         if self._deliveries is not None:
@@ -159,7 +160,7 @@ def build(
     if not settings.embedded:
         from fleet.dispatch.hints import RedisHints
 
-        hints = RedisHints(redis_client(settings))
+        hints = RedisHints(hints_client(settings))
     dispatcher = Dispatcher(
         settings=settings, config=config, store=store, lease=lease, waker=waker, hints=hints
     )
@@ -168,6 +169,18 @@ def build(
     if any(a.recall is not None or a.observations for a in config.agents.values()):
         dispatcher.sources.jobs = runtime.job
     return runtime
+
+
+def hints_client(settings: Settings) -> Any:
+    """Change hints' client: one retry, short timeouts (a hint late is worth little)."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    assert settings.redis_url
+    return redis.Redis.from_url(
+        settings.redis_url, socket_connect_timeout=2, socket_timeout=2, retry=Retry(NoBackoff(), 1)
+    )
 
 
 def redis_client(settings: Settings) -> Any:

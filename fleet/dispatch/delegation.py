@@ -24,6 +24,7 @@ from typing import Any
 
 from fleet import metrics, policy
 from fleet.config import AgentConfig, FleetConfig, Settings
+from fleet.dispatch.hints import Hints, NoHints
 from fleet.dispatch.waker import Waker
 from fleet.domain import delegation as rules
 from fleet.domain import inputs
@@ -54,8 +55,11 @@ class Delegations:
         cancel: Callable[[uuid.UUID], Any],
         drive: Callable[[uuid.UUID], Any] | None = None,
         authorize: policy.Policy = policy.allow_all,
+        hints: Hints | None = None,
     ) -> None:
         self.store = store
+        #: Change hints for task event streams (a dropped task's).
+        self.hints: Hints = hints or NoHints()
         self.config = config
         self.settings = settings
         self.waker = waker
@@ -78,6 +82,8 @@ class Delegations:
 
     def admit(self, sub: Submission) -> Admission:
         admission = self.store.admit(sub, self.clock())
+        if admission.dropped is not None:
+            self.hints.changed(admission.dropped)
         if not admission.duplicate and admission.delivered_to == "queued":
             self.waker.wake(admission.task.conversation_id, admission.task.not_before)
         metrics.admitted(admission)

@@ -38,11 +38,17 @@ class Hints(Protocol):
     def changed(self, task_id: uuid.UUID) -> None:
         """``task_id``'s status, attempts or journal changed (call after the commit)."""
 
+    def close(self) -> None:
+        """Send what is pending (a process about to exit)."""
+
 
 class NoHints:
     """Embedded mode: nobody subscribes (streams poll the store)."""
 
     def changed(self, task_id: uuid.UUID) -> None:
+        return None
+
+    def close(self) -> None:
         return None
 
 
@@ -54,43 +60,67 @@ class RedisHints:
     max_batch = 512
     #: Hints waiting at most; beyond, new ones are dropped (the streams' slow reads cover them).
     max_pending = 10_000
+    #: Seconds between warnings about lost hints.
+    warn_every_s = 60.0
 
     def __init__(self, client: Any, *, window_s: float = WINDOW_S) -> None:
         self._client = client
         self.window_s = window_s
         self._pid = -1
+        self._lock = threading.Lock()
         self._pending: deque[uuid.UUID] = deque()
         self._ready = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._warned = float("-inf")
         #: Hints dropped (backlog) or not sent (Redis errors), for tests and logs.
         self.lost = 0
 
     def changed(self, task_id: uuid.UUID) -> None:
-        if self._pid != os.getpid():
+        if self._pid != os.getpid() or self._thread is None or not self._thread.is_alive():
             self._start()
         if len(self._pending) >= self.max_pending:
-            self.lost += 1
+            self._lose(1, "backlog")
             return
         self._pending.append(task_id)
         if not self._ready.is_set():
             self._ready.set()
 
+    def close(self, timeout_s: float = 1.0) -> None:
+        """Send what is pending now (no window), then let the thread end."""
+        thread = self._thread
+        if thread is None or self._pid != os.getpid() or not thread.is_alive():
+            return
+        self._closing = True
+        self._ready.set()
+        thread.join(timeout_s)
+
     def _start(self) -> None:
-        self._pid = os.getpid()
-        self._pending = deque()
-        self._ready = threading.Event()
-        threading.Thread(target=self._run, name="fleet-hints", daemon=True).start()
+        with self._lock:
+            pid = os.getpid()
+            if self._pid == pid and self._thread is not None and self._thread.is_alive():
+                return  # another thread started it meanwhile
+            if self._pid != pid:  # a forked child: the parent's queue and thread are not ours
+                self._pending = deque()
+                self._ready = threading.Event()
+            self._pid, self._closing = pid, False
+            self._thread = threading.Thread(target=self._run, name="fleet-hints", daemon=True)
+            self._thread.start()
 
     def _run(self) -> None:
         pending, ready = self._pending, self._ready
         while True:
             ready.wait()
-            time.sleep(self.window_s)  # let hints gather: one wake-up and pipeline for them all
+            if not self._closing:
+                time.sleep(self.window_s)  # let hints gather: one wake-up and pipeline for all
             ready.clear()
             while pending:
                 batch: set[uuid.UUID] = set()
                 while pending and len(batch) < self.max_batch:
                     batch.add(pending.popleft())
                 self._send(batch)
+            if self._closing:
+                return
 
     def _send(self, batch: set[uuid.UUID]) -> None:
         try:
@@ -99,5 +129,16 @@ class RedisHints:
                 pipe.publish(channel(task_id), b"")
             pipe.execute()
         except Exception as exc:  # hints: the streams' slow reads cover what is lost
-            self.lost += len(batch)
-            log.debug("%d change hint(s) not sent: %s", len(batch), exc)
+            self._lose(len(batch), f"{type(exc).__name__}: {exc}")
+
+    def _lose(self, n: int, why: str) -> None:
+        self.lost += n
+        now = time.monotonic()
+        if now - self._warned >= self.warn_every_s:
+            self._warned = now
+            log.warning(
+                "%d change hint(s) for task event streams not sent (%s); streams of those tasks "
+                "see their events at their next read (within 10 s)",
+                n,
+                why,
+            )

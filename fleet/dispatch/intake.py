@@ -120,6 +120,7 @@ class Admissions:
     def admitted(self, admission: Admission) -> Admission:
         """What follows a committed admission: its wake-up hint, log line and metrics."""
         if admission.dropped is not None:
+            self.d.hints.changed(admission.dropped)  # cancelled: its streams end
             log.info(
                 "conversation %s: queue full, dropped task %s",
                 admission.task.conversation_id,

@@ -100,6 +100,8 @@ class Lifecycle:
                 if not cancel_running or attempt == ATTEMPTS - 1:
                     raise
                 continue
+            for task_id in done.cancelled:
+                self.d.hints.changed(task_id)
             metrics.lifecycle(info.deployment, "reset")
             log.info(
                 "conversation %s of %s reset to generation %d (%d queued cancelled)",

@@ -104,6 +104,7 @@ class Dispatcher:
             cancel=self.cancel,
             drive=self.drain if settings.embedded else None,
             authorize=self.policy,
+            hints=self.hints,
         )
         #: The runs this process works on now (what a shutdown waits for).
         self.inflight = InFlight()

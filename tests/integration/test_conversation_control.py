@@ -214,9 +214,12 @@ def test_the_queue_cap_rejects_and_stores_nothing(rt: Runtime) -> None:
 
 def test_the_queue_cap_can_drop_the_oldest_visibly(rt: Runtime) -> None:
     a = rt.dispatcher.submit("dropper", "a", key="k").task
+    hinted: list[uuid.UUID] = []
+    rt.dispatcher.hints.changed = hinted.append  # type: ignore[method-assign]
     rt.dispatcher.submit("dropper", "b", key="k")
     c = rt.dispatcher.submit("dropper", "c", key="k")
     assert c.dropped == a.id and c.task.seq == 3
+    assert hinted == [a.id], "the dropped task's streams are told at once"
     gone = rt.store.get_task(a.id)
     assert gone.status == TaskStatus.CANCELLED
     assert gone.error == "dropped: queue full (max_queued; on_full = 'drop_oldest')"

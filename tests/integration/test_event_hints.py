@@ -5,6 +5,7 @@ a hint for each commit that gives its task an event."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import uuid
 from collections.abc import Iterator
@@ -37,6 +38,7 @@ class FakeStore:
 
 
 async def _until(condition: Any, what: str) -> None:
+    """Until ``condition()`` (``what``: what is awaited; the test's timeout bounds it)."""
     while not condition():
         await asyncio.sleep(0.01)
 
@@ -118,6 +120,76 @@ def test_hints_lost_with_the_subscription_fall_back_to_the_short_clock(redis_url
             await follower.wait()
             assert asyncio.get_running_loop().time() < scheduled, "hints work again"
         await hub.close()
+
+    asyncio.run(go())
+
+
+class FreezableProxy:
+    """A TCP proxy to Redis that can stop forwarding without closing anything: a half-open
+    connection as a vanished host or a dead network path leaves it."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.frozen = False
+        self.server: asyncio.Server | None = None
+        self.writers: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
+        self.writers += [writer, up_writer]
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            while data := await src.read(65536):
+                while self.frozen:  # hold it: nothing goes through, nothing is closed
+                    await asyncio.sleep(0.01)
+                dst.write(data)
+                await dst.drain()
+
+        await asyncio.gather(
+            pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True
+        )
+
+    async def close(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        for w in self.writers:
+            w.close()
+            with contextlib.suppress(Exception):
+                await w.wait_closed()
+        await self.server.wait_closed()
+
+
+def test_a_subscription_that_stops_answering_counts_as_dropped(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fleet.api import event_hints
+
+    monkeypatch.setattr(event_hints, "PING_S", 0.1)
+    monkeypatch.setattr(event_hints, "DEAD_S", 0.5)
+    parsed = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs
+    proxy = FreezableProxy(parsed.get("host", "127.0.0.1"), parsed.get("port", 6379))
+    store = FakeStore()
+    ups: list[bool] = []
+
+    async def go() -> None:
+        port = await proxy.start()
+        url = f"redis://127.0.0.1:{port}/{parsed.get('db', 0)}"
+        hub = EventHub(store, min_s=0.01, max_s=0.04, idle_s=3600, hints_url=url)  # type: ignore[arg-type]
+        assert hub.hints is not None
+        on_live = hub.hints._on_live
+        hub.hints._on_live = lambda up: (ups.append(up), on_live(up))  # type: ignore[method-assign]
+        async with asyncio.timeout(60), hub.watch(TASK):
+            await _until(lambda: ups == [True], "subscribed")
+            proxy.frozen = True  # no FIN, no RST: only silence
+            await _until(lambda: ups == [True, False], "taken for dead")
+            proxy.frozen = False
+            await _until(lambda: ups == [True, False, True], "subscribed again")
+        await hub.close()
+        await proxy.close()
 
     asyncio.run(go())
 

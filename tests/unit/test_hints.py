@@ -70,6 +70,36 @@ def test_what_piles_up_during_a_send_goes_out_in_one_pipeline_once_per_task() ->
     assert client.sent[1] == [channel(busy)], "five hints for one task: one publish"
 
 
+def test_close_sends_what_is_pending_without_waiting_for_the_window() -> None:
+    client = Recorder()
+    hints = RedisHints(client, window_s=30)  # a window no test would wait out
+    task = uuid.uuid4()
+    hints.changed(task)
+    hints.close()
+    assert client.sent == [[channel(task)]]
+
+
+def test_threads_making_the_first_hint_together_start_one_publisher() -> None:
+    client = Recorder()
+    hints = RedisHints(client)
+    before = sum(t.name == "fleet-hints" for t in threading.enumerate())
+    go = threading.Barrier(8)
+    tasks = [uuid.uuid4() for _ in range(8)]
+
+    def first(task: uuid.UUID) -> None:
+        go.wait()
+        hints.changed(task)
+
+    threads = [threading.Thread(target=first, args=(t,)) for t in tasks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(t.name == "fleet-hints" for t in threading.enumerate()) == before + 1
+    _until(lambda: sum(len(b) for b in client.sent) == 8)
+    assert sorted(c for b in client.sent for c in b) == sorted(channel(t) for t in tasks)
+
+
 def test_redis_away_loses_hints_without_raising() -> None:
     hints = RedisHints(redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5))
     hints.changed(uuid.uuid4())  # returns at once; the thread's send fails
