@@ -117,6 +117,7 @@ class HintListener:
                     self._subscribed -= gone
             if not pubsub.subscribed:  # nothing to listen to: no liveness to keep either
                 await self._changed.wait()
+                pinged = self._last_heard = loop.time()  # that quiet was ours, not Redis's
                 continue
             now = loop.time()
             if now - self._last_heard > DEAD_S:

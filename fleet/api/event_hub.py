@@ -185,8 +185,10 @@ class EventHub:
             self._wake.set()
 
     def _hints_live(self, up: bool) -> None:
-        """The hint subscription came up (hints sent before it are lost) or went down (back to
-        the short clock): either way, read every watched task once now."""
+        """The hint subscription went down: back to the short clock, every watched task read
+        once now. (Coming up, each channel's subscribe confirmation is a hint of its own.)"""
+        if up:
+            return
         for w in self._watches.values():
             w.interval, w.due = min(w.interval, self.max_s), 0.0
         self._wake.set()

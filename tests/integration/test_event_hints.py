@@ -8,8 +8,6 @@ import asyncio
 import contextlib
 import threading
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +15,8 @@ import redis
 
 from fleet.api.event_hub import EventHub
 from fleet.dispatch.hints import RedisHints, channel
-from tests.conftest import write_config
-from tests.support.fleet import Fleet, running_fleet
+from tests.integration.test_events_fleet import fleet  # noqa: F401  (the fixture: one worker)
+from tests.support.fleet import Fleet
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -194,6 +192,36 @@ def test_a_subscription_that_stops_answering_counts_as_dropped(
     asyncio.run(go())
 
 
+def test_a_quiet_spell_with_nothing_watched_is_not_taken_for_dead(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fleet.api import event_hints
+
+    monkeypatch.setattr(event_hints, "PING_S", 0.05)
+    monkeypatch.setattr(event_hints, "DEAD_S", 0.3)
+    hub = EventHub(FakeStore(), min_s=0.01, max_s=0.04, hints_url=redis_url)  # type: ignore[arg-type]
+    ups: list[bool] = []
+
+    async def go() -> None:
+        listener = hub.hints
+        assert listener is not None
+        on_live = listener._on_live
+        listener._on_live = lambda up: (ups.append(up), on_live(up))  # type: ignore[method-assign]
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(30):
+            async with hub.watch(TASK):
+                await _until(lambda: ups == [True], "subscribed")
+            await _until(lambda: not listener._subscribed, "nothing watched")
+            await asyncio.sleep(1.0)  # the quiet itself: over three times DEAD_S, no channel
+            again = loop.time()
+            async with hub.watch(uuid.uuid4()):
+                await _until(lambda: listener._last_heard > again, "subscribed again")
+            assert ups == [True], "the same subscription carried on"
+        await hub.close()
+
+    asyncio.run(go())
+
+
 def test_a_read_that_misses_a_hinted_commit_reads_again(redis_url: str) -> None:
     """A hint that comes while a read is under way (the read may predate the commit) puts the
     task back on the short clock rather than its backed-off one."""
@@ -233,18 +261,11 @@ def test_a_read_that_misses_a_hinted_commit_reads_again(redis_url: str) -> None:
     asyncio.run(go())
 
 
-@pytest.fixture
-def fleet(tmp_path: Path, pg_url: str, redis_url: str) -> Iterator[Fleet]:
-    config = write_config(tmp_path / "config")
-    with running_fleet(
-        tmp_path, database_url=pg_url, redis_url=redis_url, config_dir=config, sweep_interval=1.0
-    ) as fleet:
-        fleet.worker("w1", concurrency=1)
-        yield fleet
-
-
 @pytest.mark.fleet
-def test_a_worker_hints_the_commits_that_give_its_task_events(fleet: Fleet, redis_url: str) -> None:
+def test_a_worker_hints_the_commits_that_give_its_task_events(
+    fleet: Fleet,  # noqa: F811 (the imported fixture)
+    redis_url: str,
+) -> None:
     """From a real worker process, on the task's own channel: the claim (running) at once, then
     the journal commits of tool calls a second apart and the settle (hints within one 50 ms
     window go out once)."""
