@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import signal
 import uuid
@@ -44,6 +45,8 @@ log = logging.getLogger(__name__)
 POLL_MIN_S, POLL_MAX_S = 0.1, 1.0
 #: ... and on to this while change hints come (a safety net for a hint that never came).
 POLL_IDLE_S = 10.0
+#: Keep-alives fall due on a grid of this many steps per keep-alive interval.
+BEAT_STEPS = 32
 
 _UNSEEN = ("", -1, -1, -1)
 
@@ -67,13 +70,14 @@ class Follower:
         self.closed = True
         self._event.set()
 
-    async def wait(self, timeout: float | None = None) -> None:
-        """Until notified or closed, or ``timeout`` seconds pass (a timer handle, no task)."""
+    async def wait(self, until: float | None = None) -> None:
+        """Until notified or closed, or the loop's clock reaches ``until`` (a timer handle, no
+        task)."""
         if not (self.changed or self.closed):
-            if timeout is None:
+            if until is None:
                 await self._event.wait()
             else:
-                timer = asyncio.get_running_loop().call_later(timeout, self._event.set)
+                timer = asyncio.get_running_loop().call_at(until, self._event.set)
                 try:
                     await self._event.wait()
                 finally:
@@ -87,6 +91,11 @@ class _Watch:
     mark: Mark | None = _UNSEEN
     interval: float = POLL_MIN_S
     due: float = 0.0
+    #: Its channel's subscription is confirmed (a hint or the confirmation came while live):
+    #: every later change will be hinted, so an unchanged read backs off straight to the cap.
+    covered: bool = False
+    #: A hint came since the read under way was taken (that read may predate its commit).
+    hinted: bool = False
 
 
 def uvicorn_exiting() -> bool:
@@ -180,8 +189,9 @@ class EventHub:
         """A change hint for ``task_id``: read it at once."""
         w = self._watches.get(task_id)
         if w is not None:
-            # (during a read that may predate the commit: read again after 2 * min_s at most)
             w.interval, w.due = self.min_s, 0.0
+            w.covered = self.hints is not None and self.hints.live
+            w.hinted = True
             self._wake.set()
 
     def _hints_live(self, up: bool) -> None:
@@ -191,6 +201,7 @@ class EventHub:
             return
         for w in self._watches.values():
             w.interval, w.due = min(w.interval, self.max_s), 0.0
+            w.covered = False
         self._wake.set()
 
     def _close_all(self) -> None:
@@ -224,8 +235,15 @@ class EventHub:
             if nearest > now:
                 await self._sleep(nearest - now)
                 continue
-            # Those due soon come along: many streams opened at different times share polls.
-            due = [tid for tid, w in self._watches.items() if w.due <= now + self.max_s / 2]
+            # Those due soon come along (an idle one up to half its interval early): streams
+            # opened at different times share polls, the idle ones about one every idle_s / 2.
+            due = [
+                tid
+                for tid, w in self._watches.items()
+                if w.due <= now + max(self.max_s, w.interval) / 2
+            ]
+            for tid in due:
+                self._watches[tid].hinted = False
             self._last_poll = now
             try:
                 self.polls += 1
@@ -246,6 +264,10 @@ class EventHub:
                     w.mark, w.interval = mark, self.min_s
                     for f in w.subscribers:
                         f.notify()
+                elif w.hinted:  # a hint came during the read, which may predate its commit
+                    w.interval = self.min_s
+                elif w.covered:  # unchanged, and every change to come will be hinted
+                    w.interval = cap
                 else:
                     w.interval = min(w.interval * 2, cap)
                 w.due = now + w.interval
@@ -261,8 +283,8 @@ async def updates(
     follower: Follower | None = None,
 ) -> AsyncIterator[TaskEvent | None]:
     """The task's events after ``after`` as they are stored, until its end (or ``max_s``, or
-    ``follower`` closed); ``None`` after ``beat_s / 2`` to ``beat_s`` quiet seconds (a keep-alive:
-    random, so the keep-alives of many streams opened together do not all fall due at once).
+    ``follower`` closed); ``None`` after about ``beat_s / 2`` to ``beat_s`` quiet seconds (a
+    keep-alive; see ``_next_beat``).
 
     Raises NotFound at once for a missing task; a task deleted later ends the stream.
     """
@@ -272,7 +294,7 @@ async def updates(
     deadline = None if max_s is None else loop.time() + max_s
     first = True
     async with hub.watch(task_id, follower) as f:
-        beat = None if beat_s is None else loop.time() + _spread(beat_s)
+        beat = None if beat_s is None else _next_beat(loop.time(), beat_s)
         while True:
             if f.changed:
                 f.changed = False  # before the read: a change during it reads again
@@ -289,7 +311,7 @@ async def updates(
                 if task.status.terminal:  # its ``end`` was sent (now or before this stream)
                     return
                 if events and beat_s is not None:
-                    beat = loop.time() + _spread(beat_s)
+                    beat = _next_beat(loop.time(), beat_s)
             if f.closed:
                 return
             now = loop.time()
@@ -297,14 +319,19 @@ async def updates(
                 return
             if beat is not None and now >= beat:
                 yield None
-                beat = loop.time() + _spread(beat_s or 0.0)
+                beat = _next_beat(loop.time(), beat_s or 0.0)
                 continue
             until = min((t for t in (deadline, beat) if t is not None), default=None)
-            await f.wait(None if until is None else until - now)
+            await f.wait(until)
 
 
-def _spread(beat_s: float) -> float:
-    return beat_s * random.uniform(0.5, 1.0)
+def _next_beat(now: float, beat_s: float) -> float:
+    """When a stream quiet since ``now`` sends its next keep-alive: at random between half of
+    ``beat_s`` and all of it (streams opened together do not all write at once), rounded down
+    to a 32nd of ``beat_s`` on the loop's clock, so the keep-alives of many streams share the
+    loop's wake-ups (about one wake-up per 0.5 s of streams' keep-alives at 15 s)."""
+    step = beat_s / BEAT_STEPS
+    return math.floor((now + beat_s * random.uniform(0.5, 1.0)) / step) * step
 
 
 async def follow(

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Request
@@ -31,6 +30,7 @@ from fleet.api.deps import CallerDep, RuntimeDep
 from fleet.api.event_hub import EventHub, Follower, updates
 from fleet.api.schemas import problem_responses
 from fleet.api.tasks import _api_caller, _visible
+from fleet.config import Settings
 from fleet.domain.events import Position
 from fleet.errors import Unavailable
 
@@ -38,8 +38,11 @@ router = APIRouter(tags=["tasks"])
 
 #: Milliseconds a browser's EventSource waits before it reconnects (the SSE ``retry`` field).
 RETRY_MS = 1000
-#: Seconds a quiet stream goes without a keep-alive comment at most (half as long at least).
-PING_S = 15
+#: Seconds a quiet stream goes without a keep-alive comment at most (half as long at least),
+#: unless ``FLEET_EVENT_KEEPALIVE`` says otherwise.
+PING_S = 15.0
+#: The keep-alive comment (the same bytes every time: nothing to format).
+KEEPALIVE = b": ping\n\n"
 #: Streams one API process serves at once (about 40 KiB each); more are refused with 503.
 MAX_STREAMS = 10_000
 
@@ -67,15 +70,21 @@ def start_position(last_event_id: str | None, after: str | None) -> Position | N
 
 class EventStream(Response):
     """A task's events as Server-Sent Events: a ``retry`` field first, then each event, a
-    comment after at most ``PING_S`` quiet seconds, and the end of the body when the task ends,
+    comment after at most ``beat_s`` quiet seconds, and the end of the body when the task ends,
     after ``max_s``, when the client goes away or when the server shuts down."""
 
     media_type = "text/event-stream"
 
     def __init__(
-        self, hub: EventHub, task_id: uuid.UUID, after: Position | None, max_s: float
+        self,
+        hub: EventHub,
+        task_id: uuid.UUID,
+        after: Position | None,
+        max_s: float,
+        beat_s: float = PING_S,
     ) -> None:
         self.hub, self.task_id, self.after, self.max_s = hub, task_id, after, max_s
+        self.beat_s = beat_s
         self.status_code = 200
         self.background = None
         self.init_headers(
@@ -96,12 +105,12 @@ class EventStream(Response):
                 self.task_id,
                 self.after,
                 max_s=self.max_s,
-                beat_s=PING_S,
+                beat_s=self.beat_s,
                 follower=follower,
             )
             async for ev in stream:
                 if ev is None:
-                    await _body(send, _frame(comment=f"ping - {datetime.now(UTC)}"))
+                    await _body(send, KEEPALIVE)
                     continue
                 data = json.dumps(views.event_json(ev), ensure_ascii=False, separators=(",", ":"))
                 await _body(send, _frame(data, event=ev.kind, id=ev.id))
@@ -126,7 +135,7 @@ async def _until_disconnect(receive: Receive, follower: Follower) -> None:
 
 
 def sse_response(
-    hub: EventHub, task_id: uuid.UUID, after: Position | None, max_s: float
+    hub: EventHub, task_id: uuid.UUID, after: Position | None, settings: Settings
 ) -> EventStream:
     """The stream of one task's events (the caller was checked already); 503 when the process
     serves ``MAX_STREAMS`` already."""
@@ -135,7 +144,7 @@ def sse_response(
             f"this server follows {hub.followers} task event streams already; retry later, "
             "or poll GetTask"
         )
-    return EventStream(hub, task_id, after, max_s)
+    return EventStream(hub, task_id, after, settings.event_stream_max, settings.event_keepalive)
 
 
 _STREAM: dict[int | str, dict[str, Any]] = {
@@ -175,4 +184,4 @@ async def stream_task_events(
     caller = _api_caller(caller)
     position = start_position(last_event_id, after)
     task = await run_in_threadpool(_visible, rt, caller, task_id)
-    return sse_response(hub_of(request), task.id, position, rt.settings.event_stream_max)
+    return sse_response(hub_of(request), task.id, position, rt.settings)

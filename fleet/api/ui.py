@@ -322,7 +322,7 @@ async def task_events(
     viewer = _viewer(request)
     task = await _task(request, viewer, task_id)
     position = start_position(request.headers.get("last-event-id"), after)
-    return sse_response(hub_of(request), task.id, position, _rt(request).settings.event_stream_max)
+    return sse_response(hub_of(request), task.id, position, _rt(request).settings)
 
 
 @router.get("/static/{name}")

@@ -71,6 +71,9 @@ class Settings(BaseSettings):
     api_key: SecretStr | None = None
     #: Longest a task event stream stays open; the client then reconnects with its last id.
     event_stream_max: Duration = 300.0
+    #: Longest a quiet task event stream goes without a keep-alive comment (each waits a random
+    #: half to whole of it): below the idle timeout of any proxy in front of the API.
+    event_keepalive: Duration = 15.0
     #: Signs the operator UI's session cookies; unset: a random one per process (sessions end
     #: when it restarts; set it when several API processes serve the UI).
     ui_secret: SecretStr | None = None
@@ -89,7 +92,9 @@ class Settings(BaseSettings):
             raise ValueError("must be zero or more seconds")
         return v
 
-    @field_validator("sweep_interval", "prune_interval", "drain_budget", "event_stream_max")
+    @field_validator(
+        "sweep_interval", "prune_interval", "drain_budget", "event_stream_max", "event_keepalive"
+    )
     @classmethod
     def _positive(cls, v: float) -> float:
         if v <= 0:

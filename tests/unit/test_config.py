@@ -104,6 +104,7 @@ def test_settings_defaults():
     assert s.drain_budget == 5.0
     assert s.max_attempts == 3
     assert s.log_level == "WARNING"
+    assert s.event_keepalive == 15.0
     assert s.secrets() == ()
 
 
@@ -113,6 +114,7 @@ def test_settings_from_environment(monkeypatch):
     monkeypatch.setenv("FLEET_LEASE_TTL", "30s")
     monkeypatch.setenv("FLEET_SWEEP_INTERVAL", "1500ms")
     monkeypatch.setenv("FLEET_DRAIN_BUDGET", "1m")
+    monkeypatch.setenv("FLEET_EVENT_KEEPALIVE", "45s")
     monkeypatch.setenv("FLEET_MAX_ATTEMPTS", "5")
     monkeypatch.setenv("FLEET_LOG_LEVEL", "DEBUG")
     monkeypatch.setenv("FLEET_OPENAI_API_KEY", "sk-secret")
@@ -123,6 +125,7 @@ def test_settings_from_environment(monkeypatch):
     assert s.lease_ttl == 30.0
     assert s.sweep_interval == 1.5
     assert s.drain_budget == 60.0
+    assert s.event_keepalive == 45.0
     assert s.max_attempts == 5
     assert s.log_level == "DEBUG"
     assert set(s.secrets()) == {"sk-secret", "fleet-secret"}
@@ -154,6 +157,7 @@ def test_settings_are_frozen():
         ("FLEET_LEASE_TTL", "-3", "expected a duration"),
         ("FLEET_SWEEP_INTERVAL", "0", "greater than zero"),
         ("FLEET_DRAIN_BUDGET", "0s", "greater than zero"),
+        ("FLEET_EVENT_KEEPALIVE", "0", "greater than zero"),
         ("FLEET_MAX_ATTEMPTS", "0", "greater than or equal to 1"),
         ("FLEET_MAX_ATTEMPTS", "101", "less than or equal to 100"),
         ("FLEET_MAX_ATTEMPTS", "three", "valid integer"),

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from fleet.api import events
-from fleet.api.event_hub import EventHub
+from fleet.api.event_hub import BEAT_STEPS, EventHub, _next_beat
 from fleet.api.events import EventStream
 
 TASK = uuid.UUID(int=7)
@@ -33,7 +32,7 @@ class QuietStore:
 
 
 async def _serve(
-    hub: EventHub, *, max_s: float = 30.0, gone: asyncio.Event | None = None
+    hub: EventHub, *, max_s: float = 30.0, beat_s: float = 15.0, gone: asyncio.Event | None = None
 ) -> list[dict[str, Any]]:
     """Run one stream to its end; the client disconnects once ``gone`` is set."""
     sent: list[dict[str, Any]] = []
@@ -51,7 +50,7 @@ async def _serve(
         sent.append(message)
 
     scope = {"type": "http", "method": "GET"}
-    await EventStream(hub, TASK, None, max_s)(scope, receive, send)
+    await EventStream(hub, TASK, None, max_s, beat_s)(scope, receive, send)
     return sent
 
 
@@ -59,16 +58,13 @@ def _body(sent: list[dict[str, Any]]) -> str:
     return b"".join(m.get("body", b"") for m in sent[1:]).decode()
 
 
-def test_a_quiet_stream_sends_keep_alives_and_ends_at_its_limit(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(events, "PING_S", 0.05)
+def test_a_quiet_stream_sends_keep_alives_and_ends_at_its_limit() -> None:
     store = QuietStore()
     hub = EventHub(store, min_s=0.01, max_s=0.02)  # type: ignore[arg-type]
 
     async def go() -> list[dict[str, Any]]:
         async with asyncio.timeout(10):
-            sent = await _serve(hub, max_s=0.4)
+            sent = await _serve(hub, max_s=0.4, beat_s=0.05)
             assert hub.followers == 0 and hub.watched == 0
             await hub.close()
             return sent
@@ -79,7 +75,7 @@ def test_a_quiet_stream_sends_keep_alives_and_ends_at_its_limit(
     assert sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
     body = _body(sent)
     assert body.startswith(f": task {TASK}\nretry: 1000\n\n")
-    assert 2 <= body.count(": ping - ") <= 16  # every 0.025-0.05 s for 0.4 s
+    assert 2 <= body.count(": ping\n\n") <= 18  # every 0.023-0.05 s for 0.4 s
     # its first read, and one after the hub's first poll (which reports every task once)
     assert store.reads == 2, "the hub's later polls found nothing new: no reads"
 
@@ -139,3 +135,18 @@ def test_head_answers_the_headers_only() -> None:
     asyncio.run(EventStream(hub, TASK, None, 30.0)(scope, receive, send))
     assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
     assert sent[1]["body"] == b"" and hub.followers == 0
+
+
+@pytest.mark.parametrize("beat_s", [15.0, 60.0, 0.05])
+@pytest.mark.parametrize("now", [0.0, 1234.567, 98765.4321])
+def test_keep_alives_fall_due_on_a_shared_grid_within_the_interval(
+    beat_s: float, now: float
+) -> None:
+    step = beat_s / BEAT_STEPS
+    dues = [_next_beat(now, beat_s) for _ in range(500)]
+    for due in dues:
+        assert now + beat_s / 2 - step < due <= now + beat_s, (now, due)
+        assert abs(due / step - round(due / step)) < 1e-6, "on the grid"
+    # spread over the interval's second half (streams opened together do not write together),
+    # yet on few distinct instants: many streams share each of the loop's wake-ups
+    assert BEAT_STEPS // 2 - 2 <= len(set(dues)) <= BEAT_STEPS // 2 + 1
