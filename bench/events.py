@@ -35,6 +35,10 @@ from bench.api import load as _load
 from fleet.store import db, migrate
 from tests.support.fleet import Fleet
 
+#: Seconds opened streams are left before anything is measured: their first reads, the hint
+#: subscription's confirmations, the poller settling into its idle clock.
+SETTLE_S = 5.0
+
 
 def load(url: str, clients: int, seconds: float, tmp: Path, tool: str) -> dict[str, float]:
     """One SubmitTask round by wrk (after a 2 s warm-up), or bench.api's httpx load."""
@@ -163,6 +167,20 @@ def flanked(rounds: list[tuple[str, float]], kind: str) -> list[float]:
     return out
 
 
+def mean_ci(ratios: list[float]) -> str:
+    """The ratios' mean and its 95% confidence interval (Student's t): a cost is beyond the
+    noise when the interval leaves out 1.00."""
+    import statistics
+
+    n = len(ratios)
+    mean = statistics.fmean(ratios)
+    if n < 2:
+        return f"{mean:.3f}"
+    t95 = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78, 6: 2.57, 7: 2.45, 8: 2.36, 9: 2.31, 10: 2.26}
+    half = t95.get(n, 2.2 if n <= 20 else 2.0) * statistics.stdev(ratios) / n**0.5
+    return f"{mean:.3f} ± {half:.3f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--connections", type=int, default=1000)
@@ -221,11 +239,11 @@ def main() -> None:
                 first, second = Streams(port, ids[:half]), Streams(port, ids[half:])
                 started = time.monotonic()
                 first.open()
-                time.sleep(3)  # let the poller settle into its idle back-off
+                time.sleep(SETTLE_S)  # idle: the poller settles into its idle back-off
                 middle = rss_mib(server)
                 second.open()
-                opened_s = time.monotonic() - started - 3
-                time.sleep(3)
+                opened_s = time.monotonic() - started - SETTLE_S
+                time.sleep(SETTLE_S)
                 after = rss_mib(server)
                 cpu0 = cpu_s(server)
                 time.sleep(args.idle)
@@ -238,7 +256,7 @@ def main() -> None:
                             to = other if kind == "elsewhere" else port
                             held = [Streams(to, ids, plain=kind == "plain")]
                             held[0].open()
-                            time.sleep(3)
+                            time.sleep(SETTLE_S)
                         rounds.append((kind, submit_load()))
                         for conns in held:
                             conns.close()
@@ -265,7 +283,7 @@ def main() -> None:
     )
     print(
         f"server CPU while they idle: {idle_cpu:.1%} of one core (keep-alives; the shared "
-        "poller, each idle task read every 10 s while change hints come)"
+        "poller, the idle tasks read together every 5-10 s while change hints come)"
     )
     print(
         f"\nSubmitTask at {args.clients} concurrent clients, {args.seconds:g}s rounds, load by "
@@ -275,7 +293,7 @@ def main() -> None:
     )
     print(
         f"{'':<30} {'req/s (rounds)':<34} {'p50 ms':>7} {'p99 ms':>7} {'non-2xx':>7} "
-        "CPU ms/req  vs the no-streams rounds either side: median (range)"
+        "CPU ms/req  vs the no-streams rounds either side: median (range); mean ± 95% CI"
     )
     rates = [(k, r["rps"]) for k, r in rounds]
     shown = {
@@ -297,7 +315,8 @@ def main() -> None:
         cpu = sorted(r["cpu_ms"] for r in of)[len(of) // 2]
         ratios = sorted(flanked(rates, kind))
         vs = (
-            f"{ratios[len(ratios) // 2]:.2f} ({ratios[0]:.2f} to {ratios[-1]:.2f})"
+            f"{ratios[len(ratios) // 2]:.2f} ({ratios[0]:.2f} to {ratios[-1]:.2f}); "
+            f"{mean_ci(ratios)}"
             if ratios
             else "-"
         )
