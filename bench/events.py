@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import statistics
 import tempfile
 import time
 import uuid
@@ -167,17 +168,22 @@ def flanked(rounds: list[tuple[str, float]], kind: str) -> list[float]:
     return out
 
 
+def _t95(df: int) -> float:
+    """Student's t for a two-sided 95 % interval with ``df`` degrees of freedom."""
+    table = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
+    if df in table:
+        return table[df]
+    return 2.23 if df <= 10 else 2.09 if df <= 20 else 2.04 if df <= 30 else 1.96
+
+
 def mean_ci(ratios: list[float]) -> str:
     """The ratios' mean and its 95% confidence interval (Student's t): a cost is beyond the
     noise when the interval leaves out 1.00."""
-    import statistics
-
     n = len(ratios)
     mean = statistics.fmean(ratios)
     if n < 2:
         return f"{mean:.3f}"
-    t95 = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78, 6: 2.57, 7: 2.45, 8: 2.36, 9: 2.31, 10: 2.26}
-    half = t95.get(n, 2.2 if n <= 20 else 2.0) * statistics.stdev(ratios) / n**0.5
+    half = _t95(n - 1) * statistics.stdev(ratios) / n**0.5
     return f"{mean:.3f} ± {half:.3f}"
 
 
@@ -193,7 +199,16 @@ def main() -> None:
         default=4,
         help="cycles of rounds: streams, none, plain, none, streams elsewhere, none",
     )
+    parser.add_argument(
+        "--kinds",
+        default="streams,plain,elsewhere",
+        help="which rounds with connections a cycle has (each followed by a no-streams round); "
+        "`--kinds streams` sets only streams against none",
+    )
     args = parser.parse_args()
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    if not kinds or set(kinds) - {"streams", "plain", "elsewhere"}:
+        parser.error(f"--kinds {args.kinds!r}: name some of streams, plain, elsewhere")
     tool = "wrk" if shutil.which("wrk") else "httpx"
 
     name = f"fleet_bench_events_{uuid.uuid4().hex[:8]}"
@@ -250,8 +265,12 @@ def main() -> None:
                 idle_cpu = (cpu_s(server) - cpu0) / args.idle
                 # alternate: streams, none, plain connections, none, streams elsewhere, none, …
                 held = [first, second]
+                if kinds[0] != "streams":  # the first round with connections is of another kind
+                    for conns in held:
+                        conns.close()
+                    held = []
                 for _ in range(args.rounds):
-                    for kind in ("streams", "none", "plain", "none", "elsewhere", "none"):
+                    for kind in [k for c in kinds for k in (c, "none")]:
                         if kind != "none" and not held:
                             to = other if kind == "elsewhere" else port
                             held = [Streams(to, ids, plain=kind == "plain")]
@@ -283,13 +302,17 @@ def main() -> None:
     )
     print(
         f"server CPU while they idle: {idle_cpu:.1%} of one core (keep-alives; the shared "
-        "poller, the idle tasks read together every 5-10 s while change hints come)"
+        "poller, the idle tasks read together on a 5 s grid while change hints come)"
     )
+    described = {
+        "streams": f"{n} idle streams",
+        "plain": f"{n} idle plain connections (half a request's headers sent: a connection "
+        "without a stream)",
+        "elsewhere": f"{n} idle streams on a second `fleet serve` process",
+    }
     print(
         f"\nSubmitTask at {args.clients} concurrent clients, {args.seconds:g}s rounds, load by "
-        f"{tool}, in turn: {n} idle streams, none, {n} idle plain connections (half a request's "
-        f"headers sent: a connection without a stream), none, {n} idle streams on a second "
-        "`fleet serve` process, none, …"
+        f"{tool}, in turn: " + ", ".join(f"{described[k]}, none" for k in kinds) + ", …"
     )
     print(
         f"{'':<30} {'req/s (rounds)':<34} {'p50 ms':>7} {'p99 ms':>7} {'non-2xx':>7} "
@@ -309,6 +332,8 @@ def main() -> None:
     )
     for kind, label in shown.items():
         of = [r for k, r in rounds if k == kind]
+        if not of:
+            continue
         med = sorted(of, key=lambda r: r["rps"])[len(of) // 2]
         each = f"{med['rps']:.0f} (" + "/".join(f"{r['rps']:.0f}" for r in of) + ")"
         bad = sum(int(r["failed"]) for r in of)

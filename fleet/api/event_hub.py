@@ -70,7 +70,7 @@ class Follower:
         self.closed = True
         self._event.set()
 
-    async def wait(self, until: float | None = None) -> None:
+    async def wait(self, *, until: float | None = None) -> None:
         """Until notified or closed, or the loop's clock reaches ``until`` (a timer handle, no
         task)."""
         if not (self.changed or self.closed):
@@ -235,13 +235,8 @@ class EventHub:
             if nearest > now:
                 await self._sleep(nearest - now)
                 continue
-            # Those due soon come along (an idle one up to half its interval early): streams
-            # opened at different times share polls, the idle ones about one every idle_s / 2.
-            due = [
-                tid
-                for tid, w in self._watches.items()
-                if w.due <= now + max(self.max_s, w.interval) / 2
-            ]
+            # Those due soon come along: many streams opened at different times share polls.
+            due = [tid for tid, w in self._watches.items() if w.due <= now + self.max_s / 2]
             for tid in due:
                 self._watches[tid].hinted = False
             self._last_poll = now
@@ -267,10 +262,19 @@ class EventHub:
                 elif w.hinted:  # a hint came during the read, which may predate its commit
                     w.interval = self.min_s
                 elif w.covered:  # unchanged, and every change to come will be hinted
-                    w.interval = cap
+                    w.interval, w.due = cap, idle_due(now, cap)
+                    continue
                 else:
                     w.interval = min(w.interval * 2, cap)
                 w.due = now + w.interval
+
+
+def idle_due(now: float, idle_s: float) -> float:
+    """When an idle task whose changes are hinted is read next: after half of ``idle_s`` to all
+    of it, on a grid of ``idle_s / 2`` on the loop's clock, so the idle tasks of a process are
+    read together, at most two statements every ``idle_s`` however their streams came."""
+    step = idle_s / 2
+    return math.floor((now + idle_s) / step) * step
 
 
 async def updates(
@@ -293,8 +297,12 @@ async def updates(
     loop = asyncio.get_running_loop()
     deadline = None if max_s is None else loop.time() + max_s
     first = True
+
+    def next_beat() -> float | None:
+        return None if beat_s is None else _next_beat(loop.time(), beat_s)
+
     async with hub.watch(task_id, follower) as f:
-        beat = None if beat_s is None else _next_beat(loop.time(), beat_s)
+        beat = next_beat()
         while True:
             if f.changed:
                 f.changed = False  # before the read: a change during it reads again
@@ -310,8 +318,8 @@ async def updates(
                     after = ev.position
                 if task.status.terminal:  # its ``end`` was sent (now or before this stream)
                     return
-                if events and beat_s is not None:
-                    beat = _next_beat(loop.time(), beat_s)
+                if events:
+                    beat = next_beat()
             if f.closed:
                 return
             now = loop.time()
@@ -319,17 +327,17 @@ async def updates(
                 return
             if beat is not None and now >= beat:
                 yield None
-                beat = _next_beat(loop.time(), beat_s or 0.0)
+                beat = next_beat()
                 continue
             until = min((t for t in (deadline, beat) if t is not None), default=None)
-            await f.wait(until)
+            await f.wait(until=until)
 
 
 def _next_beat(now: float, beat_s: float) -> float:
     """When a stream quiet since ``now`` sends its next keep-alive: at random between half of
     ``beat_s`` and all of it (streams opened together do not all write at once), rounded down
-    to a 32nd of ``beat_s`` on the loop's clock, so the keep-alives of many streams share the
-    loop's wake-ups (about one wake-up per 0.5 s of streams' keep-alives at 15 s)."""
+    to a step of ``beat_s / BEAT_STEPS`` on the loop's clock, so the keep-alives of many
+    streams share the loop's wake-ups (one per 0.47 s at most with ``beat_s`` 15 s)."""
     step = beat_s / BEAT_STEPS
     return math.floor((now + beat_s * random.uniform(0.5, 1.0)) / step) * step
 

@@ -38,9 +38,6 @@ router = APIRouter(tags=["tasks"])
 
 #: Milliseconds a browser's EventSource waits before it reconnects (the SSE ``retry`` field).
 RETRY_MS = 1000
-#: Seconds a quiet stream goes without a keep-alive comment at most (half as long at least),
-#: unless ``FLEET_EVENT_KEEPALIVE`` says otherwise.
-PING_S = 15.0
 #: The keep-alive comment (the same bytes every time: nothing to format).
 KEEPALIVE = b": ping\n\n"
 #: Streams one API process serves at once (about 40 KiB each); more are refused with 503.
@@ -81,7 +78,7 @@ class EventStream(Response):
         task_id: uuid.UUID,
         after: Position | None,
         max_s: float,
-        beat_s: float = PING_S,
+        beat_s: float,
     ) -> None:
         self.hub, self.task_id, self.after, self.max_s = hub, task_id, after, max_s
         self.beat_s = beat_s

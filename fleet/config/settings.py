@@ -92,9 +92,14 @@ class Settings(BaseSettings):
             raise ValueError("must be zero or more seconds")
         return v
 
-    @field_validator(
-        "sweep_interval", "prune_interval", "drain_budget", "event_stream_max", "event_keepalive"
-    )
+    @field_validator("event_keepalive")
+    @classmethod
+    def _keepalive_floor(cls, v: float) -> float:
+        if v < 1.0:
+            raise ValueError("must be at least 1s (each quiet stream writes once per interval)")
+        return v
+
+    @field_validator("sweep_interval", "prune_interval", "drain_budget", "event_stream_max")
     @classmethod
     def _positive(cls, v: float) -> float:
         if v <= 0:

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
+from contextlib import AsyncExitStack
 from typing import Any
 
-from fleet.api.event_hub import EventHub
+import pytest
+
+from fleet.api.event_hub import EventHub, Follower, idle_due
 
 IDS = [uuid.UUID(int=i) for i in range(1, 51)]
 
@@ -98,24 +102,37 @@ def _hinted_hub(store: FakeStore, idle_s: float) -> EventHub:
     return hub
 
 
+async def _until(condition: Callable[[], bool], within: float = 5.0) -> bool:
+    """Whether ``condition()`` came true within ``within`` seconds (polled every 5 ms)."""
+    deadline = asyncio.get_running_loop().time() + within
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.005)
+    return True
+
+
+async def _confirmed(hub: EventHub, f: Follower, task: uuid.UUID) -> None:
+    """The watch's first read done, then its channel's subscription confirmed (a hint)."""
+    f.changed = False
+    await f.wait()
+    f.changed = False
+    hub._hinted(task)
+    assert hub._watches[task].interval == hub.min_s
+
+
 def test_a_task_whose_changes_are_hinted_backs_off_to_the_idle_cap_at_once() -> None:
-    """Once its channel's subscription is confirmed (the confirmation is a hint), an unchanged
-    read puts the task on the idle clock at once: no doubling from 0.01 s, one read per step."""
+    """Once its channel's subscription is confirmed (the confirmation is a hint), a read that
+    finds nothing new puts the task on the idle clock at once, not on 0.02 s doubling up."""
     store = FakeStore()
     hub = _hinted_hub(store, idle_s=30.0)
 
     async def go() -> None:
         async with asyncio.timeout(10), hub.watch(IDS[0]) as f:
-            f.changed = False
-            await f.wait()  # the first read (the mark was unseen)
-            f.changed = False
-            hub._hinted(IDS[0])  # the subscription's confirmation
+            await _confirmed(hub, f, IDS[0])
             w = hub._watches[IDS[0]]
-            while w.interval < 30.0:
-                await asyncio.sleep(0.005)
-            # the hinted read, then one more after a change (there was none here: the first
-            # read's change put it on the short clock, the hinted read found nothing new)
-            assert len(store.reads) <= 3, store.reads
+            assert await _until(lambda: w.interval != hub.min_s), "the hinted read came"
+            assert w.interval == 30.0, "straight to the idle cap"
             assert not f.changed
         await hub.close()
 
@@ -131,8 +148,7 @@ def test_without_a_confirmed_subscription_a_task_still_backs_off_step_by_step() 
             f.changed = False
             await f.wait()
             w = hub._watches[IDS[0]]
-            while w.interval < 0.16:
-                await asyncio.sleep(0.005)
+            assert await _until(lambda: w.interval >= 0.16)
             assert w.interval == 0.16, "doubling: 0.01, 0.02, 0.04, 0.08, 0.16"
             assert len(store.reads) >= 4
         await hub.close()
@@ -140,9 +156,31 @@ def test_without_a_confirmed_subscription_a_task_still_backs_off_step_by_step() 
     asyncio.run(go())
 
 
+def test_losing_the_subscription_uncovers_every_task() -> None:
+    """Hints down: every task back on the short clock and no longer covered, so it backs off
+    step by step (up to max_s) until its channel's confirmation comes again."""
+    store = FakeStore()
+    hub = _hinted_hub(store, idle_s=30.0)
+
+    async def go() -> None:
+        async with asyncio.timeout(10), hub.watch(IDS[0]) as f:
+            await _confirmed(hub, f, IDS[0])
+            w = hub._watches[IDS[0]]
+            assert await _until(lambda: w.interval == 30.0)
+            hub.hints.live = False  # type: ignore[union-attr]
+            hub._hints_live(False)
+            assert not w.covered and w.interval <= hub.max_s and w.due == 0.0
+            assert await _until(lambda: w.interval == hub.max_s), "backs off to max_s"
+        async with hub.watch(IDS[0]):
+            assert not hub._watches[IDS[0]].covered, "a new watch waits for its confirmation"
+        await hub.close()
+
+    asyncio.run(go())
+
+
 def test_a_hint_during_a_read_keeps_the_task_on_the_short_clock() -> None:
     """The read under way may predate the hinted commit: unchanged, it is read again soon
-    rather than after the idle cap (30 s here)."""
+    rather than after the idle cap (15-30 s here)."""
     store = FakeStore()
     hub = _hinted_hub(store, idle_s=30.0)
 
@@ -157,47 +195,45 @@ def test_a_hint_during_a_read_keeps_the_task_on_the_short_clock() -> None:
             return marks
 
         async with asyncio.timeout(10), hub.watch(IDS[0]) as f:
-            f.changed = False
-            await f.wait()
-            f.changed = False
-            hub._hinted(IDS[0])
+            await _confirmed(hub, f, IDS[0])
             w = hub._watches[IDS[0]]
-            while w.interval < 30.0:
-                await asyncio.sleep(0.005)
+            assert await _until(lambda: w.interval == 30.0)
             store.event_marks = hinted_meanwhile  # type: ignore[method-assign]
-            hub._hinted(IDS[0])
             reads = len(store.reads)
-            while len(store.reads) < reads + 2:  # the hinted read, then one more soon
-                await asyncio.sleep(0.005)
+            hub._hinted(IDS[0])
+            # the hinted read, then one more soon (not 15-30 s later)
+            assert await _until(lambda: len(store.reads) >= reads + 2, within=3.0), store.reads
             assert not f.changed
         await hub.close()
 
     asyncio.run(go())
 
 
-def test_idle_tasks_read_at_different_times_come_together() -> None:
-    """An idle task is read up to half its interval early along with another due: streams
-    opened at different times end up sharing one read per idle period."""
+@pytest.mark.parametrize("idle_s", [10.0, 1.0])
+@pytest.mark.parametrize("now", [0.0, 3.3, 4.99, 5.0, 12345.678])
+def test_an_idle_read_falls_on_a_grid_of_half_the_idle_interval(idle_s: float, now: float) -> None:
+    due = idle_due(now, idle_s)
+    assert now + idle_s / 2 < due <= now + idle_s
+    assert abs(due / (idle_s / 2) - round(due / (idle_s / 2))) < 1e-9
+
+
+def test_idle_tasks_watched_since_different_times_are_read_together() -> None:
+    """Tasks whose streams opened at different times end up due at the same instants: at most
+    two reads every idle period for all of them, whenever each came."""
     store = FakeStore()
     hub = _hinted_hub(store, idle_s=1.0)
-    ids = IDS[:3]
+    ids = IDS[:5]
 
     async def go() -> None:
-        async with asyncio.timeout(20):
-            watches = [hub.watch(t) for t in ids]
-            for t, w in zip(ids, watches, strict=True):
-                f = await w.__aenter__()
-                f.changed = False
-                hub._hinted(t)
-                await asyncio.sleep(0.15)  # opened 0.15 s apart: due 0.15 s apart
-            while any(hub._watches[t].interval < 1.0 for t in ids):
-                await asyncio.sleep(0.01)
-            seen = len(store.reads)
-            while len(store.reads) < seen + 2:
-                await asyncio.sleep(0.01)
-            assert sorted(store.reads[-1]) == sorted(ids), store.reads[seen:]
-            for w in watches:
-                await w.__aexit__(None, None, None)
+        async with asyncio.timeout(20), AsyncExitStack() as stack:
+            for t in ids:
+                f = await stack.enter_async_context(hub.watch(t))
+                await _confirmed(hub, f, t)
+                await asyncio.sleep(0.13)  # the next one opens later (any spacing will do)
+            assert await _until(lambda: all(hub._watches[t].interval == 1.0 for t in ids))
+            dues = {hub._watches[t].due for t in ids}
+            assert len(dues) <= 2, dues
+            assert all(abs(d / 0.5 - round(d / 0.5)) < 1e-9 for d in dues), dues
         await hub.close()
 
     asyncio.run(go())

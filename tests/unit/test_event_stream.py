@@ -132,7 +132,7 @@ def test_head_answers_the_headers_only() -> None:
         raise AssertionError("not read")
 
     scope = {"type": "http", "method": "HEAD"}
-    asyncio.run(EventStream(hub, TASK, None, 30.0)(scope, receive, send))
+    asyncio.run(EventStream(hub, TASK, None, 30.0, 15.0)(scope, receive, send))
     assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
     assert sent[1]["body"] == b"" and hub.followers == 0
 
