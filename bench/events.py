@@ -205,7 +205,13 @@ def main() -> None:
         help="which rounds with connections a cycle has (each followed by a no-streams round); "
         "`--kinds streams` sets only streams against none",
     )
+    parser.add_argument(
+        "--keepalive",
+        default=None,
+        help="FLEET_EVENT_KEEPALIVE for the servers (e.g. 1h: keep-alives out of the picture)",
+    )
     args = parser.parse_args()
+    serve_env = {"FLEET_EVENT_KEEPALIVE": args.keepalive} if args.keepalive else {}
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     if not kinds or set(kinds) - {"streams", "plain", "elsewhere"}:
         parser.error(f"--kinds {args.kinds!r}: name some of streams, plain, elsewhere")
@@ -225,11 +231,11 @@ def main() -> None:
             tmp = Path(tmp_name)
             fleet = Fleet(tmp, database_url=url, redis_url=REDIS, config_dir=write_config(tmp))
             try:
-                base = fleet.serve()
+                base = fleet.serve(**serve_env)
                 server = fleet.procs[-1].pid
                 port = int(base.rsplit(":", 1)[1])
                 # a second API process of the same fleet: where ``elsewhere`` rounds' streams go
-                other = int(fleet.serve().rsplit(":", 1)[1])
+                other = int(fleet.serve(**serve_env).rsplit(":", 1)[1])
                 with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"}) as h:
                     ids = [
                         h.post("/v1/tasks", json={"deployment": "bench", "input": f"t{i}"}).json()[
