@@ -273,8 +273,13 @@ def idle_due(now: float, idle_s: float) -> float:
     """When an idle task whose changes are hinted is read next: after half of ``idle_s`` to all
     of it, on a grid of ``idle_s / 2`` on the loop's clock, so the idle tasks of a process are
     read together, at most two statements every ``idle_s`` however their streams came."""
-    step = idle_s / 2
-    return math.floor((now + idle_s) / step) * step
+    return _on_grid(now + idle_s, idle_s / 2)
+
+
+def _on_grid(t: float, step: float) -> float:
+    """``t`` rounded down to a multiple of ``step`` (wake-ups that fall on one grid point are
+    served by one wake-up of the loop)."""
+    return math.floor(t / step) * step
 
 
 async def updates(
@@ -338,8 +343,7 @@ def _next_beat(now: float, beat_s: float) -> float:
     ``beat_s`` and all of it (streams opened together do not all write at once), rounded down
     to a step of ``beat_s / BEAT_STEPS`` on the loop's clock, so the keep-alives of many
     streams share the loop's wake-ups (one per 0.47 s at most with ``beat_s`` 15 s)."""
-    step = beat_s / BEAT_STEPS
-    return math.floor((now + beat_s * random.uniform(0.5, 1.0)) / step) * step
+    return _on_grid(now + beat_s * random.uniform(0.5, 1.0), beat_s / BEAT_STEPS)
 
 
 async def follow(

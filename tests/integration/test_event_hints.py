@@ -1,6 +1,7 @@
 """Change hints on real Redis: a hinted idle task is read at once (not at its next scheduled
-read), hints lost with the subscription fall back to the short clock, and a real worker publishes
-a hint for each commit that gives its task an event."""
+read), hints lost with the subscription fall back to the short clock, a change nobody hints
+(on the real PostgreSQL store) still reaches its follower by the next idle read, and a real
+worker publishes a hint for each commit that gives its task an event."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ from typing import Any
 import pytest
 import redis
 
-from fleet.api.event_hub import EventHub
+from fleet.api.event_hub import POLL_IDLE_S, EventHub
 from fleet.dispatch.hints import RedisHints, channel
+from fleet.domain.redaction import Redactor
+from fleet.store import Store
 from tests.integration.test_events_fleet import fleet  # noqa: F401  (the fixture: one worker)
+from tests.integration.test_store import T0, sub
 from tests.support.fleet import Fleet
 
 pytestmark = pytest.mark.timeout(120)
@@ -259,6 +263,52 @@ def test_a_read_that_misses_a_hinted_commit_reads_again(redis_url: str) -> None:
         await hub.close()
 
     asyncio.run(go())
+
+
+def test_a_change_nobody_hints_reaches_its_follower_within_the_idle_interval(
+    pg_url: str, redis_url: str
+) -> None:
+    """A lost hint's worst case, on the real store and Redis with the default clocks: the task
+    is idle, its changes covered by hints (so read every 5-10 s only), and a change is committed
+    with no hint (a writer that sends none; a process killed between its commit and its
+    publish). The follower hears of it at the next idle read: within ``POLL_IDLE_S`` of the
+    last read, never lost."""
+    store = Store.open(pg_url, Redactor(()))
+    task = store.admit(sub("x"), T0).task
+    hub = EventHub(store, hints_url=redis_url)
+    assert hub.idle_s == POLL_IDLE_S
+    spy = redis.Redis.from_url(redis_url).pubsub()
+    spy.subscribe(channel(task.id))  # to show that no hint went out
+
+    def idle(w: Any) -> bool:
+        return bool(w is not None and w.covered and w.interval == hub.idle_s)
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(45), hub.watch(task.id) as follower:
+            follower.changed = False
+            await follower.wait()  # the first read
+            follower.changed = False
+            await _until(lambda: idle(hub._watches.get(task.id)), "idle, covered by hints")
+            last_read, reads = hub._last_poll, hub.polls
+            done = await asyncio.to_thread(store.cancel, task.id, T0)  # commits; no hint
+            assert done.effect == "cancelled"
+            await follower.wait()
+            assert follower.changed, "the follower was told"
+            heard = loop.time()
+            assert hub.polls == reads + 1, "by the next scheduled read"
+            assert heard - last_read <= hub.idle_s + 0.5, f"{heard - last_read:.1f}s after"
+        await hub.close()
+
+    try:
+        asyncio.run(go())
+        sent = []
+        while (m := spy.get_message(timeout=0.1)) is not None:
+            sent.append(m["type"])
+        assert "message" not in sent, f"a hint was published: {sent}"
+    finally:
+        spy.close()
+        store.dispose()
 
 
 @pytest.mark.fleet
