@@ -325,6 +325,8 @@ async def updates(
                     return
                 if events:
                     beat = next_beat()
+                # an idle stream holds its position only, not the rows it read (~7 KiB a stream)
+                task = events = ev = None  # type: ignore[assignment]
             if f.closed:
                 return
             now = loop.time()
