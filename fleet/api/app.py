@@ -13,6 +13,7 @@ from fleet import __version__, gcpause
 from fleet.api import problems
 from fleet.api.auth import KeyRing
 from fleet.api.event_hub import EventHub
+from fleet.api.events import StreamHandoff
 from fleet.api.intake import Intake
 from fleet.api.limits import BodyLimit
 from fleet.runtime import Runtime, build
@@ -79,6 +80,7 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
     )
     problems.install(app)
     app.add_middleware(BodyLimit)
+    app.add_middleware(StreamHandoff)  # outside the rest: streams hold none of their frames
     from fleet.api import routes
 
     routes.include(app)

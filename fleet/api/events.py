@@ -23,7 +23,7 @@ from fastapi import APIRouter, Header, Path, Query, Request
 from sse_starlette import ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fleet import views
 from fleet.api.deps import CallerDep, RuntimeDep
@@ -40,6 +40,8 @@ router = APIRouter(tags=["tasks"])
 RETRY_MS = 1000
 #: The keep-alive comment (the same bytes every time: nothing to format).
 KEEPALIVE = b": ping\n\n"
+#: The scope key of ``StreamHandoff``'s slot for the stream the route answers with.
+HANDOFF = "fleet.event_stream"
 #: Streams one API process serves at once (about 30 KiB each); more are refused with 503.
 MAX_STREAMS = 10_000
 
@@ -89,8 +91,16 @@ class EventStream(Response):
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        slot = scope.get(HANDOFF)
+        if slot is not None:  # ``StreamHandoff`` streams it, once the route has returned
+            slot.append(self)
+            return
+        await self.stream(scope.get("method", "GET"), receive, send)
+
+    async def stream(self, method: str, receive: Receive, send: Send) -> None:
+        """Send the stream (``method`` HEAD: the headers only)."""
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        if scope.get("method") == "HEAD":  # the headers only: a stream would never end
+        if method == "HEAD":  # the headers only: a stream would never end
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
         follower = Follower()
@@ -112,6 +122,37 @@ class EventStream(Response):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             listener.cancel()
+
+
+class StreamHandoff:
+    """ASGI middleware, outside the routing: a task event stream is sent from here, after the
+    route that checked the caller and built it has returned.
+
+    The route's ``EventStream`` finds this request's slot in the scope and leaves itself there
+    instead of streaming; once the app returns (FastAPI's dependencies and exit stacks closed,
+    Starlette's routing and middleware frames gone), this drops what they left in the scope and
+    streams. An idle stream then holds this frame, its own and the disconnect listener rather
+    than the request's whole path through the app: about 17 KiB a stream, not 30.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].endswith("/events"):
+            await self.app(scope, receive, send)
+            return
+        before = set(scope)
+        slot: list[EventStream] = []
+        scope[HANDOFF] = slot
+        await self.app(scope, receive, send)
+        if not slot:  # another answer (a problem, a HEAD of another route): sent already
+            return
+        stream = slot.pop()
+        method = scope["method"]
+        for key in set(scope) - before:  # the routing's and FastAPI's (its exit stacks)
+            del scope[key]
+        await stream.stream(method, receive, send)
 
 
 def _event_frame(ev: TaskEvent) -> bytes:

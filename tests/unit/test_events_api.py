@@ -144,3 +144,81 @@ def test_streams_past_the_process_limit_are_refused_with_503(
     r = client.get(f"/v1/tasks/{task_id}/events")
     body = assert_problem(r, 503)
     assert "retry later" in body["detail"] and r.headers["Retry-After"]
+
+
+def test_an_idle_stream_holds_none_of_the_routes_frames(rt: Runtime, client: TestClient) -> None:
+    """Streams are sent after the route returned (``StreamHandoff``): while they idle, the app
+    holds no FastAPI exit stack, request or route frame of theirs (each stream held six exit
+    stacks before), and they still end when their client goes away."""
+    import asyncio
+    import gc
+    from contextlib import AsyncExitStack
+    from typing import Any
+
+    from starlette.requests import Request
+
+    app = create_app(rt, run_embedded=False)
+    ids = [
+        client.post("/v1/tasks", json={"deployment": "chat", "input": f"t{i}"}).json()["id"]
+        for i in range(20)
+    ]
+
+    async def go() -> None:
+        async with asyncio.timeout(30), app.router.lifespan_context(app):
+            hub = app.state.event_hub
+            gone = asyncio.Event()
+            sent: list[list[dict[str, Any]]] = []
+
+            async def one(task_id: str) -> None:
+                out: list[dict[str, Any]] = []
+                sent.append(out)
+                requested = False
+
+                async def receive() -> dict[str, Any]:
+                    nonlocal requested
+                    if not requested:
+                        requested = True
+                        return {"type": "http.request", "body": b"", "more_body": False}
+                    await gone.wait()
+                    return {"type": "http.disconnect"}
+
+                async def send(message: dict[str, Any]) -> None:
+                    out.append(message)
+
+                path = f"/v1/tasks/{task_id}/events"
+                scope = {
+                    "type": "http",
+                    "asgi": {"version": "3.0"},
+                    "http_version": "1.1",
+                    "method": "GET",
+                    "scheme": "http",
+                    "path": path,
+                    "raw_path": path.encode(),
+                    "root_path": "",
+                    "query_string": b"",
+                    "headers": [(b"authorization", f"Bearer {KEYS['ops']}".encode())],
+                    "client": ("127.0.0.1", 1),
+                    "server": ("127.0.0.1", 80),
+                }
+                await app(scope, receive, send)
+
+            streams = [asyncio.create_task(one(t)) for t in ids]
+            while not (
+                hub.followers == len(ids)
+                and all(any(b"event: status" in m.get("body", b"") for m in s) for s in sent)
+            ):
+                await asyncio.sleep(0.01)
+            gc.collect()
+            alive = gc.get_objects()
+            assert sum(isinstance(o, AsyncExitStack) for o in alive) < len(ids)
+            assert sum(isinstance(o, Request) for o in alive) < len(ids)
+            assert all(s[0]["status"] == 200 for s in sent)
+            gone.set()
+            await asyncio.gather(*streams)
+            assert hub.followers == 0
+            assert all(
+                s[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
+                for s in sent
+            )
+
+    asyncio.run(go())
