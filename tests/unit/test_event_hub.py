@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fleet.api.event_hub import EventHub, Follower, idle_due
+from fleet.api.event_hub import Alarms, EventHub, Follower, idle_due
 
 IDS = [uuid.UUID(int=i) for i in range(1, 51)]
 
@@ -235,5 +235,31 @@ def test_idle_tasks_watched_since_different_times_are_read_together() -> None:
             assert len(dues) <= 2, dues
             assert all(abs(d / 0.5 - round(d / 0.5)) < 1e-9 for d in dues), dues
         await hub.close()
+
+    asyncio.run(go())
+
+
+def test_alarms_share_one_handle_an_instant_and_ring_every_waiter() -> None:
+    """Waiters for one instant share its timer handle; the last to leave cancels it; ringing
+    sets every waiter still there and forgets the instant."""
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        alarms = Alarms()
+        a, b, c = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        soon, later = loop.time() + 0.05, loop.time() + 60.0
+        alarms.add(soon, a)
+        alarms.add(soon, b)
+        alarms.add(later, c)
+        assert len(alarms) == 2
+        alarms.discard(later, c)  # its last waiter gone: the handle goes too
+        assert len(alarms) == 1
+        alarms.discard(later, c)  # twice is harmless
+        alarms.discard(soon, a)
+        async with asyncio.timeout(5):
+            await b.wait()
+        assert not a.is_set() and not c.is_set() and len(alarms) == 0
+        alarms.discard(soon, b)  # after the ring: nothing left to drop
+        assert len(alarms) == 0
 
     asyncio.run(go())

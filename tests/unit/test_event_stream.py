@@ -150,3 +150,32 @@ def test_keep_alives_fall_due_on_a_shared_grid_within_the_interval(
     # spread over the interval's second half (streams opened together do not write together),
     # yet on few distinct instants: many streams share each of the loop's wake-ups
     assert BEAT_STEPS // 2 - 2 <= len(set(dues)) <= BEAT_STEPS // 2 + 1
+
+
+def test_idle_streams_share_their_keep_alive_timers() -> None:
+    """200 idle streams wait for ~16 instants of the keep-alive grid: that many timer handles
+    on the loop, not one a stream; each stream still gets its keep-alive."""
+    hub = EventHub(QuietStore(), min_s=0.01, max_s=0.02)  # type: ignore[arg-type]
+
+    async def go() -> None:
+        async with asyncio.timeout(20):
+            gone = asyncio.Event()
+            streams = [
+                asyncio.create_task(_serve(hub, gone=gone, beat_s=1.0, max_s=60.0))
+                for _ in range(200)
+            ]
+            while hub.followers < 200 or len(hub.alarms) == 0:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.1)  # every stream read once and waits for its keep-alive
+            assert 1 <= len(hub.alarms) <= BEAT_STEPS // 2 + 4  # opened within ~0.1 s
+            # the loop's own heap (CPython's asyncio): the instants, the hub's, the test's
+            scheduled = asyncio.get_running_loop()._scheduled  # type: ignore[attr-defined]
+            assert len([h for h in scheduled if not h.cancelled()]) < 40
+            await asyncio.sleep(1.1)  # past every stream's first keep-alive
+            gone.set()
+            for sent in await asyncio.gather(*streams):
+                assert ": ping\n\n" in _body(sent)
+            assert len(hub.alarms) == 0 and hub.followers == 0
+            await hub.close()
+
+    asyncio.run(go())
