@@ -322,7 +322,8 @@ def main() -> None:
     )
     print(
         f"{'':<30} {'req/s (rounds)':<34} {'p50 ms':>7} {'p99 ms':>7} {'non-2xx':>7} "
-        "CPU ms/req  vs the no-streams rounds either side: median (range); mean ± 95% CI"
+        "CPU ms/req  vs the no-streams rounds either side: median (range); mean ± 95% CI; "
+        "CPU a request vs the same rounds: mean ± 95% CI"
     )
     rates = [(k, r["rps"]) for k, r in rounds]
     shown = {
@@ -353,6 +354,9 @@ def main() -> None:
         )
         if kind == "none":
             vs += " (like rounds: the noise)"
+        cpus = flanked([(k, r["cpu_ms"]) for k, r in rounds], kind)
+        if cpus:  # the server's CPU a request, against its neighbours alike: steadier
+            vs += f"; CPU/req {mean_ci(cpus)}"
         print(
             f"{label:<30} {each:<34} {med['p50']:>7.1f} {med['p99']:>7.1f} {bad:>7} {cpu:>10.2f}"
             f"  {vs}"
