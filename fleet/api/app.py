@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from fleet import __version__, gcpause
 from fleet.api import problems
 from fleet.api.auth import KeyRing
-from fleet.api.event_hub import EventHub
+from fleet.api.event_hub import EventHub, LoopMarks
 from fleet.api.events import StreamHandoff
 from fleet.api.intake import Intake
 from fleet.api.limits import BodyLimit
@@ -33,7 +33,9 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
         rt = runtime or build()
         app.state.runtime = rt
         app.state.keyring = KeyRing.from_config(rt.config)
-        app.state.event_hub = EventHub(rt.store, hints_url=rt.settings.redis_url)
+        app.state.event_hub = EventHub(
+            rt.store, hints_url=rt.settings.redis_url, marks=LoopMarks.for_store(rt.store)
+        )
         app.state.intake = Intake(rt)
         loop = None
         background: Any = None

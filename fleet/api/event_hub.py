@@ -34,7 +34,8 @@ from starlette.concurrency import run_in_threadpool
 from fleet.domain.events import Position, TaskEvent
 from fleet.domain.values import Task
 from fleet.store import Store
-from fleet.store.events import Mark
+from fleet.store.aio import AsyncStatements
+from fleet.store.events import Mark, marks_of
 
 if TYPE_CHECKING:
     from fleet.api.event_hints import HintListener
@@ -49,6 +50,29 @@ POLL_IDLE_S = 10.0
 BEAT_STEPS = 32
 
 _UNSEEN = ("", -1, -1, -1)
+
+
+class LoopMarks:
+    """``Store.event_marks`` on the loop, on a connection of its own (PostgreSQL): no pool thread
+    wakes for an idle poll (one on a thread contended with the loop for the GIL and churned the
+    thread's malloc arena: futex, munmap, madvise and page faults under SubmitTask's load)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._statements = AsyncStatements.for_engine(store.engine, size=1)
+
+    @classmethod
+    def for_store(cls, store: Store) -> LoopMarks | None:
+        """For a store whose marks statement can run so, else None (SQLite: the pool thread)."""
+        return cls(store) if store.event_marks_statement([]) is not None else None
+
+    async def __call__(self, task_ids: list[uuid.UUID]) -> dict[uuid.UUID, Mark]:
+        statement = self._store.event_marks_statement(task_ids)
+        assert statement is not None  # ``for_store`` checked
+        return marks_of(await self._statements.all(*statement))
+
+    async def close(self) -> None:
+        await self._statements.close()
 
 
 class Follower:
@@ -161,9 +185,13 @@ class EventHub:
         max_s: float = POLL_MAX_S,
         idle_s: float = POLL_IDLE_S,
         hints_url: str | None = None,
+        marks: LoopMarks | None = None,
         exiting: Callable[[], bool] = uvicorn_exiting,
     ) -> None:
         self.store = store
+        #: How a poll reads the marks: on the loop where the store allows (PostgreSQL), else
+        #: ``store.event_marks`` on a pool thread.
+        self._marks = marks
         self.min_s, self.max_s, self.idle_s = min_s, max_s, max(idle_s, max_s)
         self._exiting = exiting
         self._watches: dict[uuid.UUID, _Watch] = {}
@@ -227,6 +255,8 @@ class EventHub:
                 with suppress(asyncio.CancelledError):
                     await task
         self._task = self._hints_task = None
+        if self._marks is not None:
+            await self._marks.close()
 
     @property
     def _cap(self) -> float:
@@ -290,7 +320,10 @@ class EventHub:
             self._last_poll = now
             try:
                 self.polls += 1
-                marks = await run_in_threadpool(self.store.event_marks, due)
+                if self._marks is not None:
+                    marks = await self._marks(due)
+                else:
+                    marks = await run_in_threadpool(self.store.event_marks, due)
             except Exception as exc:  # an outage: followers wait; try again later
                 log.warning("task events: reading the store failed: %s", exc)
                 for tid in due:

@@ -5,7 +5,9 @@ between the pool's threads, and for checking a connection out of the engine's po
 it. The API's intake (``fleet.api.intake``) runs its one admission statement here instead, on a
 few autocommit connections of this process's event loop, prepared on the server like
 ``StoreBase.first``. The statement is its own transaction: when ``first`` returns, it is
-committed.
+committed. The task event hub (``fleet.api.event_hub``) reads its change marks the same way, on
+connections of its own: a poll on a pool thread contended with the loop for the GIL and churned
+the thread's malloc arena (futex, munmap, madvise and page faults, all absent otherwise).
 """
 
 from __future__ import annotations
@@ -43,6 +45,16 @@ class AsyncStatements:
     async def first(self, sql: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
         """Run one statement (its own transaction); its first row as a dict (``Unavailable``
         when no connection frees up within the slot timeout)."""
+        found = await self._run(sql, params, everything=False)
+        return found[0] if found else None
+
+    async def all(self, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Run one statement (its own transaction); all its rows as dicts."""
+        return await self._run(sql, params, everything=True)
+
+    async def _run(
+        self, sql: str, params: Mapping[str, Any], *, everything: bool
+    ) -> list[dict[str, Any]]:
         if not self._slots.locked():
             await self._slots.acquire()  # free: no wait, no timer
         else:
@@ -59,13 +71,17 @@ class AsyncStatements:
                 try:
                     async with conn.cursor(row_factory=dict_row) as cur:
                         await cur.execute(sql, params, prepare=True)
-                        row = await cur.fetchone()
+                        if everything:
+                            found = await cur.fetchall()
+                        else:
+                            row = await cur.fetchone()
+                            found = [row] if row is not None else []
                 except BaseException:
                     # Failed or cancelled half-way: the connection's state is unknown.
                     await conn.close()
                     raise
             self._idle.append(conn)
-            return row
+            return found
         finally:
             self._slots.release()
 

@@ -8,7 +8,7 @@ reads ``task_events`` only when a task's mark changed.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Select, and_, bindparam, case, func, or_, select, text
@@ -109,10 +109,26 @@ class EventStore(StoreBase):
         out: dict[uuid.UUID, Mark] = {}
         with self.read() as conn:
             for query, ids in batches:
-                found = conn.execute(query, {"ids": ids}).all()
-                for task_id, status, attempts, count, done in found:
-                    out[task_id] = (status, int(attempts), int(count), int(done))
+                out.update(marks_of(conn.execute(query, {"ids": ids}).all()))
         return out
+
+    def event_marks_statement(
+        self, task_ids: Sequence[uuid.UUID]
+    ) -> tuple[str, dict[str, Any]] | None:
+        """``event_marks``'s statement for a driver of its own (``fleet.store.aio``): its SQL
+        and parameters on PostgreSQL (turn its rows into marks with ``marks_of``), else None."""
+        if self.dialect != "postgresql":
+            return None
+        return MARKS_SQL, {"ids": list(task_ids), "finished": _FINISHED}
+
+
+def marks_of(found: Iterable[Any]) -> dict[uuid.UUID, Mark]:
+    """The marks in rows of the marks statement (tuples, or dicts by column name)."""
+    out: dict[uuid.UUID, Mark] = {}
+    for row in found:
+        task_id, status, attempts, count, done = row.values() if isinstance(row, dict) else row
+        out[task_id] = (status, int(attempts), int(count), int(done))
+    return out
 
 
 #: A journal row's status once its call finished: the mark's fourth part counts these.
@@ -131,19 +147,22 @@ def _marks(where: Any) -> Select[Any]:
 
 #: PostgreSQL: one index probe per id (the ``LIMIT 1`` keeps the planner from turning the
 #: lateral lookup back into a join it may answer with a scan of every task).
-_MARKS_PROBE = text(
-    f"""
+_PROBE_SQL = """
     SELECT t.id, t.status, t.attempts, j.count, j.done
-    FROM unnest(CAST(:ids AS uuid[])) AS w(id)
+    FROM unnest(CAST({ids} AS uuid[])) AS w(id)
     CROSS JOIN LATERAL (
-        SELECT id, status, attempts FROM {t.name} WHERE {t.name}.id = w.id LIMIT 1
+        SELECT id, status, attempts FROM {tasks} WHERE {tasks}.id = w.id LIMIT 1
     ) AS t
     CROSS JOIN LATERAL (
-        SELECT count(*) AS count, count(*) FILTER (WHERE {tr.name}.status = :finished) AS done
-        FROM {tr.name} WHERE {tr.name}.task_id = t.id
+        SELECT count(*) AS count, count(*) FILTER (WHERE {traces}.status = {finished}) AS done
+        FROM {traces} WHERE {traces}.task_id = t.id
     ) AS j
     """
+_MARKS_PROBE = text(
+    _PROBE_SQL.format(ids=":ids", finished=":finished", tasks=t.name, traces=tr.name)
 ).bindparams(bindparam("ids", type_=ARRAY(t.c.id.type)), bindparam("finished", _FINISHED))
+#: The same statement in psycopg's placeholders (``event_marks_statement``).
+MARKS_SQL = _PROBE_SQL.format(ids="%(ids)s", finished="%(finished)s", tasks=t.name, traces=tr.name)
 _MARKS_IN = _marks(t.c.id.in_(bindparam("ids", expanding=True)))
 
 

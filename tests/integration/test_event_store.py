@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
+from typing import Any
+
+import pytest
 
 from fleet.domain.events import Position
 from fleet.domain.runs import Outcome, TraceRow
@@ -86,3 +89,49 @@ def test_marks_of_several_tasks_in_one_read_and_a_missing_one(store: Store) -> N
     assert store.event_marks([b.id])[b.id][0] == "cancelled"
     _, events = store.task_events(b.id)
     assert [e.kind for e in events] == ["status", "status", "end"]
+
+
+def test_the_loops_marks_read_answers_as_the_stores_and_no_thread_runs_a_poll(
+    store: Store,
+) -> None:
+    """On PostgreSQL the hub reads marks on its loop (``LoopMarks``): the same marks as
+    ``event_marks`` (journal rows, finished ones, a missing task), and a hub given it polls
+    without ever calling the store's threaded read."""
+    import asyncio
+    import uuid
+
+    from fleet.api.event_hub import EventHub, Follower, LoopMarks
+
+    if store.dialect != "postgresql":
+        pytest.skip("the loop's read is PostgreSQL's")
+    a = store.admit(sub("a", key="la"), T0).task
+    b = store.admit(sub("b", key="lb"), T0).task
+    first = start(store, b.conversation_id, "host:1")
+    started = row(2, "tool", "lookup", input=TOOL_CALL.input, status="started", call_id="c1")
+    store.checkpoint(first.task, first.run_id, [MODEL_CALL, started], T0)
+    missing = uuid.UUID(int=54321)
+    ids = [a.id, b.id, missing]
+    expected = store.event_marks(ids)
+    assert expected == {a.id: ("queued", 0, 0, 0), b.id: ("running", 1, 2, 1)}
+
+    class NoThreadedReads:
+        """The store, but its threaded marks read fails the test."""
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "event_marks":
+                raise AssertionError("a poll ran on the thread pool")
+            return getattr(store, name)
+
+    async def scenario() -> None:
+        marks = LoopMarks.for_store(store)
+        assert marks is not None
+        assert await marks(ids) == expected
+        hub = EventHub(NoThreadedReads(), marks=marks)  # type: ignore[arg-type]
+        follower = Follower()
+        async with asyncio.timeout(10), hub.watch(b.id, follower):
+            while hub.polls < 2:  # the first read, then an idle one
+                follower.changed = False  # (as a stream does once it has read)
+                await follower.wait(until=asyncio.get_running_loop().time() + 0.05)
+        await hub.close()
+
+    asyncio.run(scenario())
