@@ -42,7 +42,7 @@ RETRY_MS = 1000
 KEEPALIVE = b": ping\n\n"
 #: The scope key of ``StreamHandoff``'s slot for the stream the route answers with.
 HANDOFF = "fleet.event_stream"
-#: Streams one API process serves at once (about 30 KiB each); more are refused with 503.
+#: Streams one API process serves at once (about 20 KiB each); more are refused with 503.
 MAX_STREAMS = 10_000
 
 _EVENTS_DOC = (
@@ -132,7 +132,7 @@ class StreamHandoff:
     instead of streaming; once the app returns (FastAPI's dependencies and exit stacks closed,
     Starlette's routing and middleware frames gone), this drops what they left in the scope and
     streams. An idle stream then holds this frame, its own and the disconnect listener rather
-    than the request's whole path through the app: about 17 KiB a stream, not 30.
+    than the request's whole path through the app: about 20 KiB a stream, not 31.
     """
 
     def __init__(self, app: ASGIApp) -> None:
