@@ -13,6 +13,7 @@ import pytest
 
 from fleet.api.event_hub import BEAT_STEPS, EventHub, _next_beat
 from fleet.api.events import EventStream
+from tests.support.asgi import StreamClient
 
 TASK = uuid.UUID(int=7)
 
@@ -35,23 +36,10 @@ async def _serve(
     hub: EventHub, *, max_s: float = 30.0, beat_s: float = 15.0, gone: asyncio.Event | None = None
 ) -> list[dict[str, Any]]:
     """Run one stream to its end; the client disconnects once ``gone`` is set."""
-    sent: list[dict[str, Any]] = []
-    requested = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal requested
-        if not requested:
-            requested = True
-            return {"type": "http.request", "body": b"", "more_body": False}
-        await (gone or asyncio.Event()).wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
+    client = StreamClient(gone)
     scope = {"type": "http", "method": "GET"}
-    await EventStream(hub, TASK, None, max_s, beat_s)(scope, receive, send)
-    return sent
+    await EventStream(hub, TASK, None, max_s, beat_s)(scope, client.receive, client.send)
+    return client.sent
 
 
 def _body(sent: list[dict[str, Any]]) -> str:
@@ -164,9 +152,8 @@ def test_idle_streams_share_their_keep_alive_timers() -> None:
                 asyncio.create_task(_serve(hub, gone=gone, beat_s=1.0, max_s=60.0))
                 for _ in range(200)
             ]
-            while hub.followers < 200 or len(hub.alarms) == 0:
+            while hub.alarms.waiting < 200:  # every stream read once, waits for its keep-alive
                 await asyncio.sleep(0.01)
-            await asyncio.sleep(0.1)  # every stream read once and waits for its keep-alive
             assert 1 <= len(hub.alarms) <= BEAT_STEPS // 2 + 4  # opened within ~0.1 s
             # the loop's own heap (CPython's asyncio): the instants, the hub's, the test's
             scheduled = asyncio.get_running_loop()._scheduled  # type: ignore[attr-defined]

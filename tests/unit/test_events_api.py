@@ -15,6 +15,7 @@ from fleet.config import Settings
 from fleet.dispatch.embedded import run_until_done
 from fleet.runtime import Runtime, build
 from tests.conftest import write_config
+from tests.support.asgi import StreamClient
 from tests.unit.test_api_problems import KEYS, _write_callers, as_, assert_problem
 
 TOOLS = '/tool current_time {}\n/tool wait {"seconds": 0}'
@@ -170,21 +171,8 @@ def test_an_idle_stream_holds_none_of_the_routes_frames(rt: Runtime, client: Tes
             sent: list[list[dict[str, Any]]] = []
 
             async def one(task_id: str) -> None:
-                out: list[dict[str, Any]] = []
-                sent.append(out)
-                requested = False
-
-                async def receive() -> dict[str, Any]:
-                    nonlocal requested
-                    if not requested:
-                        requested = True
-                        return {"type": "http.request", "body": b"", "more_body": False}
-                    await gone.wait()
-                    return {"type": "http.disconnect"}
-
-                async def send(message: dict[str, Any]) -> None:
-                    out.append(message)
-
+                client = StreamClient(gone)
+                sent.append(client.sent)
                 path = f"/v1/tasks/{task_id}/events"
                 scope = {
                     "type": "http",
@@ -200,7 +188,7 @@ def test_an_idle_stream_holds_none_of_the_routes_frames(rt: Runtime, client: Tes
                     "client": ("127.0.0.1", 1),
                     "server": ("127.0.0.1", 80),
                 }
-                await app(scope, receive, send)
+                await app(scope, client.receive, client.send)
 
             streams = [asyncio.create_task(one(t)) for t in ids]
             while not (
