@@ -16,18 +16,35 @@ from fleet.cli_common import EXIT_BAD_INPUT, EXIT_FAILED, fail, out, print_json
 
 def migrate() -> None:
     """Create or upgrade the database schema to the newest revision."""
-    from fleet.config import load_settings
+    from fleet.config import FleetConfig, load_config, load_settings
+    from fleet.errors import ConfigError
     from fleet.runtime import open_store
     from fleet.store import db
     from fleet.store import migrate as migrations
 
     settings = load_settings()
+    try:
+        config: FleetConfig | None = load_config(settings.config_dir)
+    except ConfigError as exc:  # the schema needs no config; moving into tenants does
+        config = None
+        out.print(
+            f"tenants: config not loaded ({exc.message}); stored conversations stay with "
+            "tenant 'default' until `fleet migrate` runs with the config",
+            markup=False,
+        )
     store = open_store(settings)
     try:
         with db.unavailable_on_outage():
             before = migrations.current(store.engine)
             migrations.upgrade(store.engine)
             after = migrations.current(store.engine)
+            moved = {}
+            if config is not None:
+                callers = config.callers
+                moved = store.assign_tenants(
+                    lambda name: config.tenant_of_caller(name) if name in callers else None,
+                    config.tenant_of_scope,
+                )
     finally:
         store.dispose()
     where = db.sqlite_path(settings.resolved_database_url) or "the database"
@@ -35,6 +52,12 @@ def migrate() -> None:
         out.print(f"{where} is at {after} (newest); nothing to do")
     else:
         out.print(f"{where} migrated from {before or 'empty'} to {after}")
+    if any(moved.values()):
+        out.print(
+            f"tenants: {moved['moved']} conversation(s) moved into their tenant, "
+            f"{moved['shared']} left in the shared 'api' scope (mixed or unknown callers), "
+            f"{moved['stayed']} other(s) left with tenant 'default'"
+        )
 
 
 def check(

@@ -10,9 +10,18 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictInt,
+    TypeAdapter,
+    ValidationError,
+)
 from pydantic.alias_generators import to_camel
 
+from fleet.constants import MAX_PRIORITY
 from fleet.domain.values import TaskStatus
 
 
@@ -73,7 +82,8 @@ class SubmitTaskRequest(_Camel):
         default=None,
         description=(
             "Conversation to join: a bare key (`ticket-4711`) or the scoped key a task showed "
-            "(`api:ticket-4711`). Omitted: a new conversation. Ignored by singleton deployments."
+            "(`api:acme:ticket-4711`); always one of the caller's tenant. Omitted: a new "
+            "conversation. Ignored by singleton deployments."
         ),
     )
     labels: dict[str, str] | None = Field(
@@ -95,6 +105,14 @@ class SubmitTaskRequest(_Camel):
         description="What this submission does if its conversation is busy, instead of the "
         "deployment's queue mode: `followup` (queue), `collect` (merge into the queued task), "
         "`steer` (into the running run's inbox), `interrupt` (stop the running run, then run).",
+    )
+    priority: StrictInt | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_PRIORITY,
+        description="Among the tenant's due work, higher runs first (0-9; default: the "
+        "deployment's `priority`, else 5). Tenants share free capacity by weight whatever "
+        "their tasks' priorities.",
     )
 
     def input_value(self) -> str | list[dict[str, Any]]:
@@ -121,7 +139,7 @@ class TaskView(_Camel):
     deployment: str
     status: TaskStatus
     conversation: str = Field(
-        description="The conversation key with its scope (`api:ticket-4711`): send it back to "
+        description="The conversation key with its scope (`api:acme:ticket-4711`): send it back to "
         "continue the conversation."
     )
     seq: int = Field(description="Position in its conversation (1, 2, …).")

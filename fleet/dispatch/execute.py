@@ -131,6 +131,7 @@ class Execution:
                 task.conversation,
                 task.conversation_id,
                 namespace,
+                task.tenant,
             )
             policy.check(d.policy, access)
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleet import metrics, policy
 from fleet.config import ConversationsConfig
+from fleet.constants import DEFAULT_TENANT
 from fleet.domain import inputs, keys
 from fleet.domain.admission import QUEUE_MODES, QueuePolicy, Submission
 from fleet.domain.labels import merge_labels
@@ -68,6 +69,8 @@ class Admissions:
         caller: str | None = None,
         delivery: str | None = None,
         resource_id: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        priority: int | None = None,
     ) -> Submission:
         """``submit``'s checks (input, key, authorize policy), as the submission to admit."""
         d = self.d
@@ -79,7 +82,7 @@ class Admissions:
         parts, size = inputs.parse(input, agent.max_input_bytes)
         ref = keys.resolve(dep.kind, scope, key)
         if d.policy is not policy.allow_all:
-            found = d.store.find_conversation(dep.name, ref.scope, ref.key)
+            found = d.store.find_conversation(dep.name, ref.scope, ref.key, tenant=tenant)
             policy.check(
                 d.policy,
                 policy.Access(
@@ -90,6 +93,7 @@ class Admissions:
                     f"{ref.scope}:{ref.key}",
                     found,
                     dep.namespace,
+                    tenant,
                 ),
             )
         return Submission(
@@ -106,6 +110,8 @@ class Admissions:
             caller_scope=scope,
             caller=caller,
             resource_id=inputs.resource_id(resource_id),
+            tenant=tenant,
+            priority=inputs.priority(priority, dep.priority),
         )
 
     def admit(self, sub: Submission) -> Admission:
@@ -129,6 +135,9 @@ class Admissions:
         if not admission.duplicate and admission.delivered_to == "queued":
             # De-duplicated also for an idle conversation: the mark this wake-up leaves keeps a
             # burst of submissions (before the first is picked up) from sending one drain each.
-            self.d.waker.wake(admission.task.conversation_id, admission.task.not_before)
+            task = admission.task
+            self.d.waker.wake(
+                task.conversation_id, task.not_before, tenant=task.tenant, priority=task.priority
+            )
         metrics.admitted(admission)
         return admission

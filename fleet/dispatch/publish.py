@@ -21,6 +21,10 @@ from celery import Celery
 from celery.utils.nodenames import anon_nodename
 
 TASK = "fleet.drain"
+#: A token for the fair queue: "some worker should take a turn" (``fleet.dispatch.fair``).
+TURN = "fleet.turn"
+#: Where a token's unique ids go in ``WakeMessages.turn_template`` (filled in by Redis).
+ID_MARK = "@ID@"
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
 
@@ -42,9 +46,15 @@ class WakeMessages:
         self._origin = anon_nodename()
 
     def encode(self, conversation_id: uuid.UUID) -> str:
-        task_id = str(uuid.uuid4())
-        conversation = str(conversation_id)
-        body = json.dumps([[conversation], {}, _EMBED]).encode()
+        return self._message(TASK, [str(conversation_id)], str(uuid.uuid4()), str(uuid.uuid4()))
+
+    def turn_template(self) -> str:
+        """A ``fleet.turn`` message (no arguments) whose task id, root id, correlation id and
+        delivery tag read ``@ID@``: the fair queue's scripts fill in a unique id per token."""
+        return self._message(TURN, [], ID_MARK, ID_MARK)
+
+    def _message(self, name: str, args: list[str], task_id: str, tag: str) -> str:
+        body = json.dumps([args, {}, _EMBED]).encode()
         return json.dumps(
             {
                 "body": base64.b64encode(body).decode(),
@@ -52,7 +62,7 @@ class WakeMessages:
                 "content-type": "application/json",
                 "headers": {
                     "lang": "py",
-                    "task": TASK,
+                    "task": name,
                     "id": task_id,
                     "shadow": None,
                     "eta": None,
@@ -63,7 +73,7 @@ class WakeMessages:
                     "timelimit": [None, None],
                     "root_id": task_id,
                     "parent_id": None,
-                    "argsrepr": repr([conversation]),
+                    "argsrepr": repr(args),
                     "kwargsrepr": "{}",
                     "origin": self._origin,
                     "ignore_result": None,
@@ -78,7 +88,7 @@ class WakeMessages:
                     "delivery_info": {"exchange": "", "routing_key": self.queue},
                     "priority": 0,
                     "body_encoding": "base64",
-                    "delivery_tag": str(uuid.uuid4()),
+                    "delivery_tag": tag,
                 },
             }
         )

@@ -18,6 +18,7 @@ from fleet.store.nearest import VectorStore
 from fleet.store.operator import OperatorStore
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
 from fleet.store.recall import ObservationStore, RecallStore
+from fleet.store.tenancy import TenancyStore
 
 __all__ = [
     "Block",
@@ -51,6 +52,7 @@ class Store(
     DelegationStore,
     DeliveryStore,
     LifecycleStore,
+    TenancyStore,
 ):
     """Everything fleet reads or writes in its database."""
 

@@ -60,6 +60,8 @@ class AdmissionStore(StoreBase):
             "conv_id": uuid.uuid4(),
             "task_id": uuid.uuid4(),
             "deployment": sub.deployment,
+            "tenant": sub.tenant,
+            "priority": sub.priority,
             "scope": sub.scope,
             "key": sub.key,
             "now": now,
@@ -116,7 +118,12 @@ class AdmissionStore(StoreBase):
     def _admit(self, conn: Connection, sub: policy.Submission, now: datetime) -> Admission:
         if sub.idempotency_key is not None:
             original = conn.execute(
-                q.IDEMPOTENT, {"b_scope": sub.idempotency_scope, "b_key": sub.idempotency_key}
+                q.IDEMPOTENT,
+                {
+                    "b_tenant": sub.tenant,
+                    "b_scope": sub.idempotency_scope,
+                    "b_key": sub.idempotency_key,
+                },
             ).first()
             if original is not None:
                 task = rows.task(original)
@@ -130,6 +137,7 @@ class AdmissionStore(StoreBase):
             {
                 "b_id": uuid.uuid4(),
                 "b_deployment": sub.deployment,
+                "b_tenant": sub.tenant,
                 "b_scope": sub.scope,
                 "b_key": sub.key,
                 "b_now": now,
@@ -227,6 +235,8 @@ class AdmissionStore(StoreBase):
                     "created_at": now,
                     "caller": sub.caller,
                     "resource_id": sub.resource_id,
+                    "tenant": sub.tenant,
+                    "priority": sub.priority,
                 },
             ).one()
         task = rows.task(row)
@@ -234,6 +244,7 @@ class AdmissionStore(StoreBase):
             conn.execute(
                 q.INSERT_IDEMPOTENCY_KEY,
                 {
+                    "tenant": sub.tenant,
                     "scope": sub.idempotency_scope,
                     "key": sub.idempotency_key,
                     "task_id": task.id,
@@ -246,6 +257,7 @@ class AdmissionStore(StoreBase):
             outcome["fresh_after_delete"] = conn.execute(
                 select(tomb.c.deleted_at).where(
                     tomb.c.deployment == sub.deployment,
+                    tomb.c.tenant == sub.tenant,
                     tomb.c.scope == sub.scope,
                     tomb.c.key == sub.key,
                 )

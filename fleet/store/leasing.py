@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, func, select, update
 
 from fleet.domain import lifecycle
 from fleet.domain.context import Record
@@ -375,6 +375,8 @@ class LeasingStore(PgHotPath):
                         "created_at": now,
                         "caller": msg.caller,
                         "resource_id": task.resource_id,
+                        "tenant": task.tenant,
+                        "priority": task.priority,
                     },
                 )
                 conn.execute(
@@ -385,7 +387,11 @@ class LeasingStore(PgHotPath):
                 if msg.idempotency_key is not None:
                     conn.execute(
                         update(ik)
-                        .where(ik.c.key == msg.idempotency_key, ik.c.task_id == task_id)
+                        .where(
+                            ik.c.tenant == task.tenant,
+                            ik.c.key == msg.idempotency_key,
+                            ik.c.task_id == task_id,
+                        )
                         .values(task_id=new_id)
                     )
                 made.append(new_id)
@@ -448,12 +454,13 @@ class LeasingStore(PgHotPath):
             ).all()
         return [(r.id, r.conversation_id, r.fence, r.worker) for r in found]
 
-    def due_conversations(self, before: datetime, limit: int) -> list[uuid.UUID]:
-        """Conversations with claimable work due before ``before`` and no active task."""
+    def due_conversations(self, before: datetime, limit: int) -> list[tuple[uuid.UUID, str, int]]:
+        """Conversations with claimable work due before ``before`` and no active task: each with
+        its tenant and the highest priority of that work (whose turn a wake-up is)."""
         a = s.tasks.alias("a")
         with self.read() as conn:
             found = conn.execute(
-                select(t.c.conversation_id)
+                select(t.c.conversation_id, t.c.tenant, func.max(t.c.priority))
                 .where(
                     q.status_in(t.c.status, CLAIMABLE),
                     t.c.not_before <= before,
@@ -463,10 +470,10 @@ class LeasingStore(PgHotPath):
                     )
                     .exists(),
                 )
-                .distinct()
+                .group_by(t.c.conversation_id, t.c.tenant)
                 .limit(limit)
             ).all()
-        return [r.conversation_id for r in found]
+        return [(r[0], r[1], int(r[2])) for r in found]
 
     def _insert_traces(
         self, conn: Connection, task: Task, run_id: uuid.UUID, traces: Sequence[TraceRow]

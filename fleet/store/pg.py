@@ -22,7 +22,7 @@ _TASK_COLUMNS = (
     "id, conversation_id, seq, generation, deployment, scope, conversation_key, status, input, "
     "submissions, input_bytes, not_before, idempotency_key, labels, attempts, max_attempts, "
     "fence, cancel_requested, worker, created_at, leased_at, started_at, finished_at, error, "
-    "result, caller, inbox, interrupt_requested, resource_id"
+    "result, caller, inbox, interrupt_requested, resource_id, tenant, priority"
 )
 
 #: The conversation's lowest unfinished task, with the frozen context of its latest run (a retry
@@ -259,26 +259,27 @@ SELECT s.status, s.inbox, s.push_pending, (SELECT id FROM chained_run) AS chaine
 #: its key (``fresh_after``: when a conversation of that key was deleted).
 ADMIT_FOLLOWUP = f"""
 WITH conv AS (
-  INSERT INTO conversations (id, deployment, scope, key, generation, last_seq, created_at,
-                             updated_at)
-  VALUES (%(conv_id)s, %(deployment)s, %(scope)s, %(key)s, 0, 1, %(now)s, %(now)s)
-  ON CONFLICT (deployment, scope, key)
+  INSERT INTO conversations (id, deployment, tenant, scope, key, generation, last_seq,
+                             created_at, updated_at)
+  VALUES (%(conv_id)s, %(deployment)s, %(tenant)s, %(scope)s, %(key)s, 0, 1, %(now)s, %(now)s)
+  ON CONFLICT (deployment, tenant, scope, key)
   DO UPDATE SET updated_at = EXCLUDED.updated_at, last_seq = conversations.last_seq + 1
   RETURNING id, last_seq, generation
 )
 INSERT INTO tasks (id, conversation_id, seq, generation, deployment, scope, conversation_key,
                    status, input, submissions, input_bytes, not_before, idempotency_key, labels,
                    attempts, max_attempts, fence, cancel_requested, created_at, caller,
-                   resource_id)
+                   resource_id, tenant, priority)
 SELECT %(task_id)s, conv.id, conv.last_seq, conv.generation, %(deployment)s, %(scope)s,
        %(key)s, 'queued', CAST(%(input)s AS jsonb), 1, %(input_bytes)s, %(now)s, NULL,
        CAST(%(labels)s AS jsonb), 0, %(max_attempts)s, 0, false, %(now)s, %(caller)s,
-       %(resource)s
+       %(resource)s, %(tenant)s, %(priority)s
 FROM conv
 RETURNING {_TASK_COLUMNS},
   CASE WHEN seq = 1 THEN (
     SELECT ct.deleted_at FROM conversation_tombstones ct
-    WHERE ct.deployment = %(deployment)s AND ct.scope = %(scope)s AND ct.key = %(key)s
+    WHERE ct.deployment = %(deployment)s AND ct.tenant = %(tenant)s AND ct.scope = %(scope)s
+      AND ct.key = %(key)s
   ) END AS fresh_after
 """
 

@@ -18,6 +18,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -56,13 +57,16 @@ TASK_STATUSES = (
 
 
 class Conversation(Base):
-    """Identity (deployment, scope, key), reset generation and the per-conversation seq counter."""
+    """Identity (deployment, tenant, scope, key), reset generation and the per-conversation seq
+    counter."""
 
     __tablename__ = "conversations"
-    __table_args__ = (UniqueConstraint("deployment", "scope", "key"),)
+    __table_args__ = (UniqueConstraint("deployment", "tenant", "scope", "key"),)
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     deployment: Mapped[str] = mapped_column(String(100))
+    #: The tenant whose wall it lies within (every read and write of it names the tenant).
+    tenant: Mapped[str] = mapped_column(String(63), default="default", server_default="default")
     scope: Mapped[str] = mapped_column(String(200))
     key: Mapped[str] = mapped_column(String(200))
     generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
@@ -79,6 +83,9 @@ class ConversationTombstone(Base):
     __tablename__ = "conversation_tombstones"
 
     deployment: Mapped[str] = mapped_column(String(100), primary_key=True)
+    tenant: Mapped[str] = mapped_column(
+        String(63), primary_key=True, default="default", server_default="default"
+    )
     scope: Mapped[str] = mapped_column(String(200), primary_key=True)
     key: Mapped[str] = mapped_column(String(200), primary_key=True)
     deleted_at: Mapped[datetime] = mapped_column()
@@ -140,6 +147,14 @@ class Task(Base):
             postgresql_where=text(_UNFINISHED),
             sqlite_where=text(_UNFINISHED),
         ),
+        # A tenant's unfinished tasks (its queued quota, ``fleet tenants``): few per tenant.
+        Index(
+            "ix_tasks_tenant_unfinished",
+            "tenant",
+            "status",
+            postgresql_where=text(_UNFINISHED),
+            sqlite_where=text(_UNFINISHED),
+        ),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
@@ -149,6 +164,10 @@ class Task(Base):
     seq: Mapped[int] = mapped_column(Integer)
     generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     deployment: Mapped[str] = mapped_column(String(100))
+    #: The conversation's tenant (denormalized: quotas, fairness and walls read it per task).
+    tenant: Mapped[str] = mapped_column(String(63), default="default", server_default="default")
+    #: Among its tenant's due work, higher runs first (0-9).
+    priority: Mapped[int] = mapped_column(SmallInteger, default=5, server_default="5")
     scope: Mapped[str] = mapped_column(String(200))
     #: The conversation's key (denormalized so task reads need no join).
     conversation_key: Mapped[str] = mapped_column(String(200))
@@ -197,6 +216,9 @@ class IdempotencyKey(Base):
 
     __tablename__ = "idempotency_keys"
 
+    tenant: Mapped[str] = mapped_column(
+        String(63), primary_key=True, default="default", server_default="default"
+    )
     scope: Mapped[str] = mapped_column(String(200), primary_key=True)
     key: Mapped[str] = mapped_column(String(200), primary_key=True)
     task_id: Mapped[uuid.UUID] = mapped_column(

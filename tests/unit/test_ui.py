@@ -25,8 +25,8 @@ KEYS = {
     "app": "app-key-0123456789",
 }
 CALLERS = {
-    "boss": 'source = "api"\noperator = true\n',
-    "narrow": 'source = "api"\noperator = true\ndeployments = ["chat"]\n',
+    "boss": 'source = "api"\noperator = true\ntenants = ["*"]\n',
+    "narrow": 'source = "api"\noperator = true\ntenants = ["*"]\ndeployments = ["chat"]\n',
     "app": 'source = "api"\n',
 }
 

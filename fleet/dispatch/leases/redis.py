@@ -108,8 +108,12 @@ def woken_key(conversation_id: uuid.UUID) -> str:
     return WOKEN_KEY.format(conversation=conversation_id)
 
 
-def _keys(conversation_id: uuid.UUID) -> list[str]:
+def lease_keys(conversation_id: uuid.UUID) -> list[str]:
+    """The lease, knock and woken keys of a conversation (what the wake-up scripts check)."""
     return [lease_key(conversation_id), knock_key(conversation_id), woken_key(conversation_id)]
+
+
+_keys = lease_keys
 
 
 class RedisLease(Lease):
