@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet import logs
+from fleet import logs, metrics
 from fleet.config import FleetConfig, Settings, load_config, load_settings
 from fleet.dispatch.fair import SharedTurns
 from fleet.dispatch.lease import Lease
@@ -134,6 +134,7 @@ def build(
 ) -> Runtime:
     settings = settings or load_settings()
     config = config or load_config(settings.config_dir)
+    metrics.know_tenants(config.tenant_names)
     store = open_store(settings, config=config)
     if check_schema:
         ensure_schema(store)
@@ -182,6 +183,10 @@ def build(
     dispatcher = Dispatcher(
         settings=settings, config=config, store=store, lease=lease, waker=waker, hints=hints
     )
+    if not settings.embedded:
+        from fleet.dispatch.quotas import Quotas
+
+        dispatcher.quotas = Quotas(config, store, dispatcher.clock, redis_client(settings))
     runtime = Runtime(settings, config, store, dispatcher, local_waker, turns)
     dispatcher.deliveries.enqueue = runtime.deliver
     if any(a.recall is not None or a.observations for a in config.agents.values()):

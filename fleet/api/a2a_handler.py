@@ -78,6 +78,8 @@ log = logging.getLogger(__name__)
 #: Call-context state keys the route fills in.
 CALLER = "fleet.caller"
 DEPLOYMENT = "fleet.deployment"
+#: The route checked the tenant's rate and budget before the SDK (``fleet.api.a2a``).
+GATED = "fleet.gated"
 #: ListTasks: default and largest page.
 LIST_PAGE = 50
 LIST_MAX = 100
@@ -306,6 +308,7 @@ class FleetRequestHandler(RequestHandler):
             delivery=delivery,
             resource_id=resource,
             tenant=caller.tenant,
+            gated=bool(context.state.get(GATED)),
         )
         if push_params is not None:
             await self._set_push(admission.task, push_params, caller)

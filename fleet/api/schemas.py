@@ -275,10 +275,12 @@ _PROBLEM_TEXT = {
     400: "The body could not be read (not UTF-8 JSON).",
     401: "No or unknown API key (send `Authorization: Bearer <key>`).",
     403: "The key may not do this (another source's scope, or a deployment it may not use).",
-    404: "Not found (also: it belongs to another scope).",
+    404: "Not found (also: it belongs to another scope or tenant).",
     409: "Conflicts with what exists (an idempotency key already used for another deployment).",
     413: "The body is larger than the server accepts.",
     422: "Invalid input: `invalidParams` names each field and the reason.",
+    429: "Refused, nothing stored: the conversation's queue is full, or the tenant is over a "
+    "quota or budget (`quota` names it, `limit` its value); retry after `Retry-After` seconds.",
     503: "The database or Redis is unavailable; retry after `Retry-After` seconds.",
 }
 
@@ -291,7 +293,7 @@ def problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
             "description": _PROBLEM_TEXT[code],
             "content": {"application/problem+json": {"schema": PROBLEM_SCHEMA}},
         }
-        if code == 503:
+        if code in (429, 503):
             entry["headers"] = {
                 "Retry-After": {"description": "Seconds to wait.", "schema": {"type": "integer"}}
             }

@@ -93,7 +93,7 @@ def _deployment(rt: Runtime, caller: Caller, name: str) -> str:
     operation_id="SubmitTask",
     status_code=202,
     response_model=SubmitTaskResponse,
-    responses=problem_responses(*_AUTH, 400, 409, 413, 422),
+    responses=problem_responses(*_AUTH, 400, 409, 413, 422, 429),
     summary="Submit a task",
 )
 async def submit_task(

@@ -20,6 +20,7 @@ from fleet.constants import DEFAULT_TENANT
 from fleet.domain import inputs, keys
 from fleet.domain.admission import QUEUE_MODES, QueuePolicy, Submission
 from fleet.domain.labels import merge_labels
+from fleet.domain.quota import QuotaExceeded
 from fleet.domain.values import Admission
 from fleet.errors import InputError, NotFound, QueueFull
 
@@ -71,8 +72,10 @@ class Admissions:
         resource_id: str | None = None,
         tenant: str = DEFAULT_TENANT,
         priority: int | None = None,
+        gated: bool = False,
     ) -> Submission:
-        """``submit``'s checks (input, key, authorize policy), as the submission to admit."""
+        """``submit``'s checks (input, key, authorize policy, the tenant's quotas), as the
+        submission to admit."""
         d = self.d
         try:
             dep = d.config.deployment(deployment)
@@ -96,7 +99,7 @@ class Admissions:
                     tenant,
                 ),
             )
-        return Submission(
+        sub = Submission(
             deployment=dep.name,
             scope=ref.scope,
             key=ref.key,
@@ -113,6 +116,7 @@ class Admissions:
             tenant=tenant,
             priority=inputs.priority(priority, dep.priority),
         )
+        return d.quotas.admit(sub, scope, gated=gated)
 
     def admit(self, sub: Submission) -> Admission:
         """Admit a checked submission (``submission``), then what follows (``admitted``)."""
@@ -120,6 +124,9 @@ class Admissions:
             admission = self.d.store.admit(sub, self.d.clock())
         except QueueFull:
             metrics.rejected(sub.deployment)
+            raise
+        except QuotaExceeded as exc:  # max_queued_tasks, counted in the admission
+            self.d.quotas.refused(sub.tenant, exc.quota)
             raise
         return self.admitted(admission)
 

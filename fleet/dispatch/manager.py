@@ -30,6 +30,7 @@ from fleet.dispatch.hints import Hints, NoHints
 from fleet.dispatch.intake import Admissions, queue_policy
 from fleet.dispatch.lease import Lease, LeaseHandle
 from fleet.dispatch.lifecycle import Lifecycle
+from fleet.dispatch.quotas import Quotas
 from fleet.dispatch.shutdown import HandBack, InFlight, stop_runs
 from fleet.dispatch.sources import RunSources
 from fleet.dispatch.waker import Waker
@@ -123,6 +124,8 @@ class Dispatcher:
         self.execution = Execution(self)
         #: Submissions' checks, admission and what follows it (``submit``'s steps).
         self.admissions = Admissions(self)
+        #: Tenants' quotas and budgets (the runtime gives it Redis in a fleet).
+        self.quotas = Quotas(config, store, clock)
 
     # -- intake ---------------------------------------------------------------------------------
 
@@ -140,6 +143,7 @@ class Dispatcher:
         resource_id: str | None = None,
         tenant: str = DEFAULT_TENANT,
         priority: int | None = None,
+        gated: bool = False,
     ) -> Admission:
         """Admit a submission (one transaction), then send a wake-up hint for its conversation.
 
@@ -159,6 +163,7 @@ class Dispatcher:
             resource_id=resource_id,
             tenant=tenant,
             priority=priority,
+            gated=gated,
         )
         return self.admissions.admit(sub)
 
@@ -437,6 +442,7 @@ class Dispatcher:
             chain=chain,
         )
         self.hints.changed(started.task.id)
+        metrics.tokens(started.task.tenant, int(outcome.usage.get("total_tokens", 0) or 0))
         if isinstance(done.next, Started):
             self.hints.changed(done.next.task.id)
         self.sources.settled(self._agent(started.task.deployment), started.task)

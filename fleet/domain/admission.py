@@ -247,6 +247,9 @@ class Submission:
     tenant: str = DEFAULT_TENANT
     #: Among its tenant's due work, higher runs first (0-9).
     priority: int = DEFAULT_PRIORITY
+    #: The tenant's ``max_queued_tasks`` when this submission may be refused by it (an API or
+    #: A2A caller's); None: not checked.
+    queued_cap: int | None = None
 
     @property
     def idempotency_scope(self) -> str:

@@ -17,6 +17,7 @@ from fleet.store.memory import MemoryStore
 from fleet.store.nearest import VectorStore
 from fleet.store.operator import OperatorStore
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
+from fleet.store.quotas import QuotaStore, TenantFigures
 from fleet.store.recall import ObservationStore, RecallStore
 from fleet.store.tenancy import TenancyStore
 
@@ -34,6 +35,7 @@ __all__ = [
     "Started",
     "Store",
     "TaskFilter",
+    "TenantFigures",
     "Tombstone",
     "TraceRow",
 ]
@@ -53,6 +55,7 @@ class Store(
     DeliveryStore,
     LifecycleStore,
     TenancyStore,
+    QuotaStore,
 ):
     """Everything fleet reads or writes in its database."""
 

@@ -11,16 +11,17 @@ from sqlalchemy import Connection, select
 from sqlalchemy.exc import IntegrityError
 
 from fleet.domain import admission as policy
+from fleet.domain import quota
 from fleet.domain.values import Admission, Task, TaskStatus
 from fleet.errors import QueueFull
 from fleet.store import pg, rows
 from fleet.store import statements as q
-from fleet.store.base import StoreBase
 from fleet.store.delegation import insert_record
+from fleet.store.quotas import QuotaStore, waiting_in
 from fleet.store.schema import conversation_tombstones as tomb
 
 
-class AdmissionStore(StoreBase):
+class AdmissionStore(QuotaStore):
     def admit(self, sub: policy.Submission, now: datetime) -> Admission:
         """Admit ``sub`` in one transaction; concurrent repeats of one key yield one task."""
         single = self.admit_statement(sub, now)
@@ -54,6 +55,7 @@ class AdmissionStore(StoreBase):
             and sub.policy.max_queued is None
             and sub.idempotency_key is None
             and sub.delegation is None
+            and sub.queued_cap is None
         ):
             return None
         params = {
@@ -115,6 +117,16 @@ class AdmissionStore(StoreBase):
         )
         return row
 
+    def _within_quota(self, conn: Connection, sub: policy.Submission) -> None:
+        """Refuse a submission over its tenant's ``max_queued_tasks`` (when it may be refused):
+        counted under the tenant's lock, so concurrent ones cannot both take the last place."""
+        if sub.queued_cap is None:
+            return
+        self.lock_tenant(conn, sub.tenant)
+        refused = quota.queued_refusal(sub.tenant, waiting_in(conn, sub.tenant), sub.queued_cap)
+        if refused is not None:
+            raise refused
+
     def _admit(self, conn: Connection, sub: policy.Submission, now: datetime) -> Admission:
         if sub.idempotency_key is not None:
             original = conn.execute(
@@ -130,6 +142,7 @@ class AdmissionStore(StoreBase):
                 policy.check_duplicate(task.deployment, sub.deployment, sub.idempotency_key)
                 return Admission(task=task, duplicate=True)
 
+        self._within_quota(conn, sub)
         followup = sub.policy.mode == "followup" and sub.policy.max_queued is None
         # followup always makes a task, so the upsert takes its seq right away.
         conv_id, last_seq, generation = conn.execute(

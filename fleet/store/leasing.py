@@ -12,9 +12,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from fleet.domain import lifecycle
 from fleet.domain.context import Record
+from fleet.domain.quota import ledger_rows
 from fleet.domain.runs import InboxItem, Outcome, Signals, TraceRow
 from fleet.domain.values import (
     ACTIVE,
@@ -31,6 +34,7 @@ from fleet.store import schema as s
 from fleet.store import statements as q
 from fleet.store.claims import Chain, Claim, Head, Prepared, Settled, Started
 from fleet.store.hotpath import REPLIED, PgHotPath
+from fleet.store.schema_types import utcnow
 
 t = s.tasks
 
@@ -480,6 +484,27 @@ class LeasingStore(PgHotPath):
     ) -> None:
         if not traces:
             return
+        counted = ledger_rows(traces)
+        if counted:  # the token ledger: a model step once, however often it is committed
+            insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
+            conn.execute(
+                insert(s.token_usage)
+                .values(
+                    [
+                        {
+                            "run_id": run_id,
+                            "step": step,
+                            "task_id": task.id,
+                            "tenant": task.tenant,
+                            "day": day,
+                            "tokens": tokens,
+                            "created_at": utcnow(),
+                        }
+                        for step, day, tokens in counted
+                    ]
+                )
+                .on_conflict_do_nothing(index_elements=["run_id", "step"])
+            )
         conn.execute(
             q.UPSERT_TRACES[self.dialect],
             [

@@ -121,6 +121,16 @@ def _upsert_traces(fenced: str) -> str:
     usage = EXCLUDED.usage, duration_ms = EXCLUDED.duration_ms, status = EXCLUDED.status"""
 
 
+def _ledger(fenced: str) -> str:
+    """The token ledger's rows of the model steps just journaled (``fleet.domain.quota``
+    ``ledger_rows``), once per run and step."""
+    return f"""INSERT INTO token_usage (run_id, step, task_id, tenant, day, tokens, created_at)
+  SELECT %(run)s, x.step, f.id, f.tenant, x.day, x.tokens, %(now)s
+  FROM {fenced} f, jsonb_to_recordset(CAST(%(ledger)s AS jsonb)) AS x(
+    step int, day date, tokens bigint)
+  ON CONFLICT (run_id, step) DO NOTHING"""
+
+
 #: A step boundary: store the run's finished steps if it still owns its task (fenced like the
 #: settle; the no-op update locks the task row, so a recovery cannot slip in between), and say
 #: whether a cancel was requested. No row back: the run lost its task.
@@ -135,7 +145,7 @@ WITH fenced AS (
   WHERE id = %(task)s AND fence = %(fence)s AND status = 'running'
     AND EXISTS (SELECT 1 FROM runs r WHERE r.id = %(run)s AND r.task_id = tasks.id
                 AND r.status = 'running')
-  RETURNING id, labels, cancel_requested, interrupt_requested, inbox
+  RETURNING id, labels, cancel_requested, interrupt_requested, inbox, tenant
 ), taken AS (
   UPDATE run_inbox SET status = 'delivered', run_id = %(run)s, step = %(inbox_step)s,
     delivered_at = %(now)s
@@ -144,6 +154,8 @@ WITH fenced AS (
   RETURNING run_inbox.id, run_inbox.source, run_inbox.input
 ), traced AS (
   {_upsert_traces("fenced")}
+), counted AS (
+  {_ledger("fenced")}
 ), inboxed AS (
   INSERT INTO traces (run_id, task_id, step, kind, name, input, output, error, usage, labels,
                       started_at, duration_ms, status, call_id, replayed)
@@ -166,7 +178,7 @@ WITH settled AS (
   WHERE id = %(task)s AND fence = %(fence)s AND status = 'running'
     AND EXISTS (SELECT 1 FROM runs r WHERE r.id = %(run)s AND r.task_id = tasks.id
                 AND r.status = 'running')
-  RETURNING id, conversation_id, seq, status, generation, labels, inbox, push_pending
+  RETURNING id, conversation_id, seq, status, generation, labels, inbox, push_pending, tenant
 ), closed AS (
   UPDATE runs SET usage = CAST(%(usage)s AS jsonb), finished_at = %(now)s,
     status = CASE WHEN s.status = 'superseded' THEN 'interrupted' ELSE s.status END,
@@ -175,6 +187,8 @@ WITH settled AS (
   FROM settled s WHERE runs.id = %(run)s
 ), traced AS (
   {_upsert_traces("settled")}
+), counted AS (
+  {_ledger("settled")}
 ), said AS (
   INSERT INTO messages (id, conversation_id, generation, task_id, run_id, role, content,
                         delivery, created_at)

@@ -8,13 +8,14 @@ in ``schema_types``. This module re-exports them all and names every Core table 
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, cast
 
 from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
+    Date,
     ForeignKey,
     Index,
     Integer,
@@ -310,6 +311,28 @@ class Trace(Base):
     replayed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
 
 
+class TokenUsage(Base):
+    """The token ledger: one row per model step a run made (not a replayed one), with its
+    tenant and UTC day, for tenants' budgets. No foreign keys: deleting a conversation does
+    not give its tokens back."""
+
+    __tablename__ = "token_usage"
+    __table_args__ = (
+        Index("ix_token_usage_tenant_day", "tenant", "day"),
+        Index("ix_token_usage_task", "task_id"),
+    )
+
+    run_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    step: Mapped[int] = mapped_column(Integer, primary_key=True)
+    task_id: Mapped[uuid.UUID] = mapped_column(Uuid)
+    tenant: Mapped[str] = mapped_column(String(63))
+    #: The UTC day the step was made (budgets reset at 00:00 UTC).
+    day: Mapped[date] = mapped_column(Date)
+    #: Prompt and completion tokens as the model reported them.
+    tokens: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class InboxMessage(Base):
     """A message for a running run, delivered at its next step boundary (steer, signals).
 
@@ -368,6 +391,7 @@ delegations = cast(Table, Delegation.__table__)
 deliveries = cast(Table, Delivery.__table__)
 push_configs = cast(Table, PushConfig.__table__)
 conversation_tombstones = cast(Table, ConversationTombstone.__table__)
+token_usage = cast(Table, TokenUsage.__table__)
 
 __all__ = [
     "TASK_STATUSES",
@@ -391,6 +415,7 @@ __all__ = [
     "PushConfig",
     "Run",
     "Task",
+    "TokenUsage",
     "Trace",
     "UTCDateTime",
     "WorkingMemory",
@@ -411,6 +436,7 @@ __all__ = [
     "run_inbox",
     "runs",
     "tasks",
+    "token_usage",
     "traces",
     "utcnow",
     "working_memory",
