@@ -100,6 +100,7 @@ class CeleryWaker:
         queue: str = WAKE_QUEUE,
         tenants: Callable[[str], tuple[int, int]] | None = None,
         hold_s: float = FAIR_HOLD_S,
+        turns_of: str | None = None,
     ) -> None:
         self._app = celery
         self._lease = lease
@@ -118,7 +119,11 @@ class CeleryWaker:
                 str(celery.conf.broker_url), socket_connect_timeout=5, socket_timeout=10
             )
             self.turns = FairTurns(
-                self._redis, queue, self._messages.turn_template(), hold_s=hold_s
+                self._redis,
+                queue,
+                self._messages.turn_template(),
+                hold_s=hold_s,
+                keys_of=turns_of,
             )
             if lease is not None and same_server(lease.client, self._redis):
                 # Lease check and push in one round trip (one script).

@@ -227,13 +227,23 @@ def priority_of(score: str | bytes) -> int:
 class FairTurns:
     """The fair queue of one Celery queue on one Redis (a redis-py client, sync or asyncio)."""
 
-    def __init__(self, client: Any, queue: str, token: str, *, hold_s: float = FAIR_HOLD_S) -> None:
+    def __init__(
+        self,
+        client: Any,
+        queue: str,
+        token: str,
+        *,
+        hold_s: float = FAIR_HOLD_S,
+        keys_of: str | None = None,
+    ) -> None:
         #: The ``fleet.turn`` message with ``@ID@`` where its unique ids go
         #: (``fleet.dispatch.publish.WakeMessages.turn_template``).
         self.token = token
         self.hold_s = hold_s
+        #: The list tokens go onto, and the queue whose turns these are (the same, but for a
+        #: publisher parking tokens elsewhere first: the benchmarks' holding queue).
         self.queue = queue
-        self.prefix = keys_prefix(queue)
+        self.prefix = keys_prefix(keys_of or queue)
         self.ids = f"{os.getpid():x}-{uuid.uuid4().hex[:8]}-"
         self._client = client
         self._pick = client.register_script(PICK)

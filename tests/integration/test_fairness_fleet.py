@@ -5,6 +5,7 @@ would show as a task that never finishes."""
 
 from __future__ import annotations
 
+import itertools
 import signal
 import uuid
 from collections import defaultdict
@@ -69,7 +70,7 @@ def in_order(rt: Runtime, submitted: list[Task]) -> None:
         by_conv[task.conversation_id].append(task)
     for tasks in by_conv.values():
         tasks.sort(key=lambda t: t.seq)
-        for earlier, later in zip(tasks, tasks[1:], strict=False):
+        for earlier, later in itertools.pairwise(tasks):
             assert earlier.finished_at is not None and later.started_at is not None
             assert earlier.finished_at <= later.started_at
 
