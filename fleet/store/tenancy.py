@@ -150,7 +150,8 @@ class TenancyStore(StoreBase):
             counts["stayed"] += int(
                 conn.execute(
                     select(func.count()).where(
-                        c.c.tenant == DEFAULT_TENANT, c.c.scope.like("agent:%")
+                        c.c.tenant == DEFAULT_TENANT,
+                        c.c.scope.like("agent:%") | (c.c.scope == SINGLETON_SCOPE),
                     )
                 ).scalar_one()
             )
