@@ -91,9 +91,10 @@ class LocalWaker:
         self.changed.set()
 
     def next_due(self) -> float | None:
-        """Epoch seconds of the earliest pending wake-up (0 when one is due now)."""
+        """Epoch seconds of the earliest pending wake-up (0 when a turn can be taken now; due
+        work of a tenant at its ``max_running`` waits for a ``done``, which sets ``changed``)."""
         with self._lock:
-            if len(self._due):
+            if self._due.pickable():
                 return 0.0
             return self._heap[0][0] if self._heap else None
 

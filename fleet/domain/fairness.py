@@ -132,6 +132,12 @@ class FairQueue:
             del self._running[conversation_id]
         self._tenants[name].running -= 1
 
+    def pickable(self) -> bool:
+        """Would ``pick`` give a turn now (due work of a tenant under its cap)?"""
+        return any(
+            t.due and (t.cap is None or t.running < t.cap) for t in self._tenants.values()
+        )
+
     def running(self, tenant: str) -> int:
         found = self._tenants.get(tenant)
         return found.running if found is not None else 0

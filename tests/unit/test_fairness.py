@@ -94,7 +94,9 @@ def test_a_tenant_at_its_cap_waits_until_one_of_its_turns_is_done():
     second = q.pick()
     assert second is not None and second.conversation_id == c  # capped is skipped
     assert q.pick() is None  # only capped has due work, and it is at its cap
+    assert not q.pickable() and len(q) == 1
     q.done(a)
+    assert q.pickable()
     third = q.pick()
     assert third is not None and third.conversation_id == b and q.running("capped") == 1
 
@@ -128,3 +130,29 @@ def test_a_conversation_picked_twice_is_done_twice():
     q.done(a)
     q.done(a)  # one more than picked: nothing goes below zero
     assert q.running("t") == 0
+
+
+def test_the_embedded_waker_takes_turns_across_tenants_and_holds_delayed_ones():
+    from datetime import UTC, datetime, timedelta
+
+    from fleet.dispatch.waker import LocalWaker
+
+    waker = LocalWaker()
+    waker.configure({}, {"capped": 1})
+    now = datetime.now(UTC)
+    flood = _ids(10)
+    for c in flood:
+        waker.wake(c, tenant="alpha")
+    later, capped1, capped2 = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    waker.wake(later, now + timedelta(hours=1), tenant="bravo")
+    waker.wake(capped1, tenant="capped")
+    waker.wake(capped2, tenant="capped")
+    got = [waker.pop_due(now) for _ in range(4)]
+    assert [t.tenant for t in got if t] == ["alpha", "capped", "alpha", "alpha"]
+    assert later not in {t.conversation_id for t in got if t}  # not due yet
+    turn = waker.pop_due(now + timedelta(hours=2))  # due now: bravo's turn comes next
+    assert turn is not None and turn.conversation_id == later
+    waker.done(capped1)
+    rest = [t.tenant for t in iter(lambda: waker.pop_due(now + timedelta(hours=2)), None)]
+    assert rest.count("capped") == 1 and rest.count("alpha") == 7
+    assert waker.next_due() is None
