@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -21,11 +20,11 @@ from redis.exceptions import RedisError
 
 from fleet import logs
 from fleet.config import load_settings
-from fleet.constants import DEFAULT_PRIORITY, DEFAULT_TENANT, FAIR_HOLD_S, WAKE_QUEUE
+from fleet.constants import FAIR_HOLD_S, WAKE_QUEUE
 from fleet.dispatch.fair import WAKE_FAIR, Due, FairTurns
 from fleet.dispatch.leases.redis import RedisLease, lease_keys, same_server
 from fleet.dispatch.publish import WakeMessages, redis_broker
-from fleet.dispatch.waker import Wake
+from fleet.dispatch.waker import Wake, WakeBatches
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +81,7 @@ def app_for(redis_url: str) -> Celery:
     return _apps[redis_url]
 
 
-class CeleryWaker:
+class CeleryWaker(WakeBatches):
     """Publishes wake-ups into the fair queue of turns (``fleet.dispatch.fair``): a due
     conversation joins its tenant's set with a ``fleet.turn`` token on the Celery queue; a
     delayed one waits in Celery with an ETA (``fleet.drain``) and joins when it is due.
@@ -141,20 +140,9 @@ class CeleryWaker:
         weight, cap = self.tenants(wake.tenant)
         return Due(wake.conversation_id, wake.tenant, wake.priority, weight, cap)
 
-    def wake(
-        self,
-        conversation_id: uuid.UUID,
-        at: datetime | None = None,
-        *,
-        force: bool = False,
-        tenant: str = DEFAULT_TENANT,
-        priority: int = DEFAULT_PRIORITY,
-    ) -> None:
-        """Publish a hint; a broker outage is logged, not raised (the sweeper re-sends it)."""
-        self.wake_many([Wake(conversation_id, at, force, tenant, priority)])
-
     def wake_many(self, wakes: Sequence[Wake]) -> None:
-        """Publish several hints: due ones in one round trip (de-duplicate, add, tokens)."""
+        """Publish hints (``wake``: one): due ones in one round trip (de-duplicate, add,
+        tokens); a broker outage is logged, not raised (the sweeper re-sends them)."""
         now = datetime.now(UTC)
         due: list[Wake] = []
         for w in wakes:

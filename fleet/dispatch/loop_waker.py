@@ -16,23 +16,21 @@ import asyncio
 import contextlib
 import logging
 import threading
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from fleet.constants import DEFAULT_PRIORITY, DEFAULT_TENANT
 from fleet.dispatch.fair import WAKE_FAIR, Due, FairTurns
 from fleet.dispatch.leases.redis import lease_keys, woken_key
-from fleet.dispatch.waker import BackgroundWaker, Wake
+from fleet.dispatch.waker import BackgroundWaker, Wake, WakeBatches
 
 log = logging.getLogger(__name__)
 
 
-class LoopWaker:
+class LoopWaker(WakeBatches):
     def __init__(
         self,
         fallback: BackgroundWaker,
@@ -54,34 +52,26 @@ class LoopWaker:
             self._redis = aioredis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10)
             self._script = self._redis.register_script(WAKE_FAIR)
 
-    def wake(
-        self,
-        conversation_id: uuid.UUID,
-        at: datetime | None = None,
-        *,
-        force: bool = False,
-        tenant: str = DEFAULT_TENANT,
-        priority: int = DEFAULT_PRIORITY,
-    ) -> None:
-        wake = Wake(conversation_id, at, force, tenant, priority)
+    def wake_many(self, wakes: Sequence[Wake]) -> None:
         if threading.get_ident() != self._thread or self._loop.is_closed():
-            self._fallback.wake_all([wake])
+            self._fallback.wake_many(wakes)
             return
-        self._batch.append(wake)
-        if len(self._batch) == 1:
+        first = not self._batch
+        self._batch.extend(wakes)
+        if first and self._batch:
             self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         batch, self._batch = self._batch, []
         if self._script is None:
             if batch:
-                self._fallback.wake_all(batch)
+                self._fallback.wake_many(batch)
             return
         now = datetime.now(UTC)
         due = [w for w in batch if w.at is None or w.at <= now]
         later = [w for w in batch if w.at is not None and w.at > now]
         if later:
-            self._fallback.wake_all(later)
+            self._fallback.wake_many(later)
         if due:
             task = self._loop.create_task(self._publish(due))
             self._sending.add(task)

@@ -8,7 +8,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import NamedTuple, Protocol
 
@@ -43,7 +43,25 @@ class Waker(Protocol):
         (``fleet.domain.fairness``); ``force`` skips de-duplication."""
 
 
-class LocalWaker:
+class WakeBatches:
+    """A waker whose ``wake`` is a batch of one for its ``wake_many``."""
+
+    def wake(
+        self,
+        conversation_id: uuid.UUID,
+        at: datetime | None = None,
+        *,
+        force: bool = False,
+        tenant: str = DEFAULT_TENANT,
+        priority: int = DEFAULT_PRIORITY,
+    ) -> None:
+        self.wake_many([Wake(conversation_id, at, force, tenant, priority)])
+
+    def wake_many(self, wakes: Sequence[Wake]) -> None:
+        raise NotImplementedError
+
+
+class LocalWaker(WakeBatches):
     """In-process wake-ups for embedded mode: a heap of delayed ones by due time, and the due
     ones in a fair queue (``fleet.domain.fairness``) that ``pop_due`` takes turns from."""
 
@@ -59,22 +77,15 @@ class LocalWaker:
         with self._lock:
             self._due.configure(weights, caps)
 
-    def wake(
-        self,
-        conversation_id: uuid.UUID,
-        at: datetime | None = None,
-        *,
-        force: bool = False,
-        tenant: str = DEFAULT_TENANT,
-        priority: int = DEFAULT_PRIORITY,
-    ) -> None:
-        turn = Turn(conversation_id, tenant, priority)
+    def wake_many(self, wakes: Sequence[Wake]) -> None:
         with self._lock:
-            if at is None or at.timestamp() <= time.time():
-                self._due.add(turn)
-            else:
-                self._n += 1
-                heapq.heappush(self._heap, (at.timestamp(), self._n, turn))
+            for w in wakes:
+                turn = Turn(w.conversation_id, w.tenant, w.priority)
+                if w.at is None or w.at.timestamp() <= time.time():
+                    self._due.add(turn)
+                else:
+                    self._n += 1
+                    heapq.heappush(self._heap, (w.at.timestamp(), self._n, turn))
         self.changed.set()
 
     def pop_due(self, now: datetime) -> Turn | None:
@@ -99,7 +110,7 @@ class LocalWaker:
             return self._heap[0][0] if self._heap else None
 
 
-class BackgroundWaker:
+class BackgroundWaker(WakeBatches):
     """Sends another waker's wake-ups from a thread, so a request returns right after its commit.
 
     For ``fleet serve``: publishing a Celery message costs about as much as the admission itself.
@@ -119,32 +130,15 @@ class BackgroundWaker:
         self._thread = threading.Thread(target=self._run, name="fleet-waker", daemon=True)
         self._thread.start()
 
-    def wake(
-        self,
-        conversation_id: uuid.UUID,
-        at: datetime | None = None,
-        *,
-        force: bool = False,
-        tenant: str = DEFAULT_TENANT,
-        priority: int = DEFAULT_PRIORITY,
-    ) -> None:
-        wake = Wake(conversation_id, at, force, tenant, priority)
-        if len(self._pending) >= self._max_pending:
-            # a backlog of hints: send this one inline rather than drop it
-            self._send([wake])
-            return
-        self._pending.append(wake)
-        # Appended before the check: if the thread has not cleared the flag yet, its next
-        # drain (after the clear) takes this one too.
-        if not self._ready.is_set():
-            self._ready.set()
-
-    def wake_all(self, wakes: list[Wake]) -> None:
-        """Several wake-ups at once (one signal to the thread at most)."""
+    def wake_many(self, wakes: Sequence[Wake]) -> None:
+        """Wake-ups to send (one signal to the thread at most); a backlog of hints is sent
+        inline rather than dropped."""
         if len(self._pending) + len(wakes) > self._max_pending:
-            self._send(wakes)
+            self._send(list(wakes))
             return
         self._pending.extend(wakes)
+        # Appended before the check: if the thread has not cleared the flag yet, its next
+        # drain (after the clear) takes these too.
         if not self._ready.is_set():
             self._ready.set()
 

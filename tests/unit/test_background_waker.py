@@ -94,7 +94,7 @@ class Batches:
     ) -> None:
         self.calls.append([Wake(conversation_id, at, force)])
 
-    def wake_all(self, wakes: list[Wake]) -> None:
+    def wake_many(self, wakes: list[Wake]) -> None:
         self.calls.append(list(wakes))
 
 
