@@ -67,6 +67,16 @@ class Caller:
 ANONYMOUS = Caller(name="anonymous", scope="api", deployments=None, reach=None)
 
 
+def require_operator(caller: Caller) -> Caller:
+    """The caller, if the operator endpoints are for it: an operator key, or anyone at an open
+    API (no callers configured: its UI is open too). Else 403."""
+    if caller is not ANONYMOUS and not caller.operator:
+        raise Forbidden(
+            f"caller {caller.name!r} is not an operator (operator = true in its caller file)"
+        )
+    return caller
+
+
 def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 

@@ -30,6 +30,7 @@ from fleet.domain import operator as op
 from fleet.errors import FleetError, Forbidden, NotFound
 from fleet.runtime import Runtime
 from fleet.store.operator import ConversationFilter
+from fleet.tenant_views import everyone, read_tenants
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 #: Static files the pages load, and their types (nothing else is served from the folder).
@@ -183,7 +184,12 @@ async def overview(request: Request) -> Response:
         partial(rt.store.figures, tenants=viewer.tenants), names, datetime.now(UTC)
     )
     rows = [figures[n] for n in names]
-    return _page(request, "overview.html", viewer=viewer, rows=rows, window_s=op.RECENT_S)
+    reach = viewer.tenants  # the tenants table: the same reach as its conversations
+    reaches = everyone if reach is None else reach.__contains__
+    tenants = await run_in_threadpool(read_tenants, rt, reaches)
+    return _page(
+        request, "overview.html", viewer=viewer, rows=rows, tenants=tenants, window_s=op.RECENT_S
+    )
 
 
 @router.get("/conversations", response_class=HTMLResponse)

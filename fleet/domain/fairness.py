@@ -134,9 +134,7 @@ class FairQueue:
 
     def pickable(self) -> bool:
         """Would ``pick`` give a turn now (due work of a tenant under its cap)?"""
-        return any(
-            t.due and (t.cap is None or t.running < t.cap) for t in self._tenants.values()
-        )
+        return any(t.due and (t.cap is None or t.running < t.cap) for t in self._tenants.values())
 
     def running(self, tenant: str) -> int:
         found = self._tenants.get(tenant)
