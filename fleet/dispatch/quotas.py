@@ -13,7 +13,6 @@ import logging
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -66,7 +65,6 @@ class Quotas:
         self._gcra = client.register_script(_GCRA) if client is not None else None
         self._lock = threading.Lock()
         self._cells: dict[str, float] = {}
-        self._refused: Counter[tuple[str, str]] = Counter()
         self._day_totals: dict[str, tuple[float, int]] = {}
 
     # -- admission ------------------------------------------------------------------------------
@@ -134,13 +132,12 @@ class Quotas:
         from fleet import metrics
 
         metrics.quota_refused(tenant, name)
-        day = quota.utc_day(self.clock()).isoformat()
-        if self._client is None:
-            with self._lock:
-                self._refused[(day, tenant)] += 1
-            return
+        day = quota.utc_day(self.clock())
         try:
-            key = REFUSED_KEY.format(day=day)
+            if self._client is None:  # embedded: the store, so `fleet tenants` elsewhere sees it
+                self.store.count_refusal(tenant, day)
+                return
+            key = REFUSED_KEY.format(day=day.isoformat())
             pipe = self._client.pipeline(transaction=False)
             pipe.hincrby(key, tenant, 1)
             pipe.expire(key, 8 * 86400)
@@ -150,11 +147,10 @@ class Quotas:
 
     def refusals(self) -> dict[str, int]:
         """Today's refusals per tenant."""
-        day = quota.utc_day(self.clock()).isoformat()
+        day = quota.utc_day(self.clock())
         if self._client is None:
-            with self._lock:
-                return {t: n for (d, t), n in self._refused.items() if d == day}
-        found = self._client.hgetall(REFUSED_KEY.format(day=day))
+            return self.store.refusals(day)
+        found = self._client.hgetall(REFUSED_KEY.format(day=day.isoformat()))
         return {k.decode() if isinstance(k, bytes) else k: int(v) for k, v in found.items()}
 
     # -- runs -----------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from sqlalchemy import Connection, func, select, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from fleet.domain.values import ACTIVE, CLAIMABLE
 from fleet.store import schema as s
@@ -99,6 +101,25 @@ class QuotaStore(StoreBase):
         for tenant, tokens in used:
             out.setdefault(tenant, TenantFigures(tenant)).tokens_today = int(tokens or 0)
         return out
+
+    def count_refusal(self, tenant: str, day: date) -> None:
+        """Embedded mode: one more refused submission of ``tenant`` on ``day``."""
+        r = s.quota_refusals
+        insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
+        stmt = insert(r).values(day=day, tenant=tenant, count=1)
+        with self.tx() as conn:
+            conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=["day", "tenant"], set_={"count": r.c.count + 1}
+                )
+            )
+
+    def refusals(self, day: date) -> dict[str, int]:
+        """Embedded mode: refused submissions per tenant on ``day``."""
+        r = s.quota_refusals
+        with self.read() as conn:
+            found = conn.execute(select(r.c.tenant, r.c.count).where(r.c.day == day)).all()
+        return {tenant: int(count) for tenant, count in found}
 
 
 def _waiting(conn: Connection, tenant: str) -> int:

@@ -333,6 +333,17 @@ class TokenUsage(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class QuotaRefusal(Base):
+    """Embedded mode's count of submissions refused by a tenant's quota, per UTC day (a fleet
+    counts them in Redis, where a flood of refusals costs no database write)."""
+
+    __tablename__ = "quota_refusals"
+
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(63), primary_key=True)
+    count: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
 class InboxMessage(Base):
     """A message for a running run, delivered at its next step boundary (steer, signals).
 
@@ -392,6 +403,7 @@ deliveries = cast(Table, Delivery.__table__)
 push_configs = cast(Table, PushConfig.__table__)
 conversation_tombstones = cast(Table, ConversationTombstone.__table__)
 token_usage = cast(Table, TokenUsage.__table__)
+quota_refusals = cast(Table, QuotaRefusal.__table__)
 
 __all__ = [
     "TASK_STATUSES",
@@ -413,6 +425,7 @@ __all__ = [
     "NoteOperation",
     "Observation",
     "PushConfig",
+    "QuotaRefusal",
     "Run",
     "Task",
     "TokenUsage",
@@ -433,6 +446,7 @@ __all__ = [
     "notes",
     "observations",
     "push_configs",
+    "quota_refusals",
     "run_inbox",
     "runs",
     "tasks",

@@ -1,4 +1,5 @@
-"""token_usage: the token ledger tenants' budgets are counted from (a row per model step)
+"""token_usage: the token ledger tenants' budgets are counted from (a row per model step);
+quota_refusals: embedded mode's count of refused submissions per tenant and day
 
 Revision ID: 0016_token_ledger
 Revises: 0015_tenants
@@ -32,9 +33,17 @@ def upgrade() -> None:
     )
     op.create_index("ix_token_usage_tenant_day", "token_usage", ["tenant", "day"])
     op.create_index("ix_token_usage_task", "token_usage", ["task_id"])
+    op.create_table(
+        "quota_refusals",
+        sa.Column("day", sa.Date(), nullable=False),
+        sa.Column("tenant", sa.String(length=63), nullable=False),
+        sa.Column("count", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("day", "tenant", name="pk_quota_refusals"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("quota_refusals")
     op.drop_index("ix_token_usage_task", table_name="token_usage")
     op.drop_index("ix_token_usage_tenant_day", table_name="token_usage")
     op.drop_table("token_usage")

@@ -150,6 +150,12 @@ def test_the_figures_are_what_was_submitted_run_and_refused(
     assert (resets.hour, resets.minute, resets.tzinfo) == (0, 0, UTC)
     assert timedelta(0) < resets - datetime.now(UTC) <= timedelta(days=1)
     assert client.get("/v1/tenants/bravo", headers=auth("boss")).json() == bravo
+    # embedded: refusals are kept in the store, so another process (the CLI) sees them too
+    other = build(rt.settings)
+    try:
+        assert other.dispatcher.quotas.refusals() == {"acme": 1}
+    finally:
+        other.close()
 
 
 def test_an_open_api_shows_every_tenant(tmp_path: Path) -> None:
