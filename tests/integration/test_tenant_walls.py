@@ -8,12 +8,11 @@ by alpha's operator), and messages and working memory under a resource id. Tenan
 key, an operator key, an A2A key) then tries each of them through every door:
 
 1. every operation of the running server's ``/openapi.json`` (``HTTP`` names how each is tried,
-   ``EXEMPT`` the keyless ones; an operation in neither fails the test), and every route the
-   schema hides (``HIDDEN``: the operator UI, the docs);
+   ``EXEMPT`` the keyless ones; an operation in neither fails the test), every route the
+   schema hides (``HIDDEN``: the operator UI, the docs), and a run's ``signal_agent`` tool;
 2. A2A, in protocol 1.0 and 0.3 (``A2AJsonRpc``): alpha's tasks are TaskNotFound to bravo's
    A2A caller, and alpha's contextId is a conversation of bravo's own;
-3. the CLI against the server (``fleet tasks show/cancel``, ``fleet conversations show``) with
-   bravo's ``FLEET_API_KEY``;
+3. the CLI against the server (``fleet tasks show``) with bravo's ``FLEET_API_KEY``;
 4. bravo's own runs: their frozen prompts hold none of alpha's blocks, recalled messages or
    working memory, and bravo's singleton conversations are bravo's.
 
@@ -106,12 +105,14 @@ AGENTS = {
     "keeper": 'model = "echo"\n'
     'memory = [{ block = "prefs", mode = "write" }, { block = "facts" }]\n',
     # every embedded message of the resource is a hit (threshold -1): a leak could not hide
+    "signaller": 'model = "echo"\ndelegates = ["tooly"]\n',  # signal_agent, to tooly's tasks
     "recaller": 'model = "echo"\n[history]\nmax_items = 2\n'
     '[recall]\nthreshold = -1.0\ntop_k = 20\nscope = "resource"\n'
     '[working_memory]\nscope = "resource"\n',
 }
 DEPLOYMENTS = {
     "keep": f'agent = "keeper"\nnamespace = "{NAMESPACE}"\n',
+    "signal": 'agent = "signaller"\n',
     "recall": 'agent = "recaller"\n',
     "recall-solo": 'agent = "recaller"\nkind = "singleton"\n',
     "solo2": 'agent = "echo"\nkind = "singleton"\n',  # nobody's: the answer for a missing one
@@ -147,18 +148,17 @@ class Leaks:
         theirs: httpx.Response,
         missing: httpx.Response,
         swaps: tuple[tuple[str, str], ...],
-        *,
-        status: int = 404,
     ) -> None:
         """``theirs`` (asking for alpha's thing) must answer as ``missing`` (asking for a thing
-        nobody has) does, once alpha's names in it are swapped for the missing one's."""
+        nobody has) does, a 404 problem, once alpha's names in it are swapped for the missing
+        one's."""
         req = missing.request
-        assert missing.status_code == status, (route, req.method, str(req.url), missing.text)
+        assert missing.status_code == 404, (route, req.method, str(req.url), missing.text)
         what = f"{theirs.request.method} {theirs.request.url}"
-        if theirs.status_code != status:
+        if theirs.status_code != 404:
             self.add(route, f"{what} answered {theirs.status_code}: {theirs.text[:300]}")
             return
-        if status >= 400 and theirs.headers.get("content-type") != PROBLEM:
+        if theirs.headers.get("content-type") != PROBLEM:
             self.add(route, f"{what} answered {theirs.headers.get('content-type')}, not a problem")
         body = theirs.text
         for mine, other in swaps:
@@ -231,8 +231,12 @@ class World:
     def done(self, task_id: str, timeout: float = 60) -> str:
         """Wait for the task to end; its status."""
         terminal = ("succeeded", "failed", "cancelled", "deleted")
-        return wait_for(
-            lambda: (s := self.status(task_id)) in terminal and s, timeout, what=f"task {task_id}"
+        return str(
+            wait_for(
+                lambda: (s := self.status(task_id)) in terminal and s,
+                timeout,
+                what=f"task {task_id}",
+            )
         )
 
     def running(self, *task_ids: str) -> None:
@@ -249,10 +253,6 @@ class World:
         found = self.rows(
             "SELECT id FROM runs WHERE task_id = :t ORDER BY attempt", t=self.tasks[label]
         )
-        return str(found[0][0])
-
-    def conversation_of(self, label: str) -> str:
-        found = self.rows("SELECT conversation_id FROM tasks WHERE id = :t", t=self.tasks[label])
         return str(found[0][0])
 
     def alpha_conversations(self) -> set[str]:
@@ -305,7 +305,9 @@ def make_alpha(w: World) -> None:
     t["t1"] = w.submit(
         "alpha", "chat", f"one {MARK}", conversationKey="thread-one", idempotencyKey="idem-one"
     )
-    t["t2"] = w.submit("alpha", "chat", f"two {MARK}", conversationKey="thread-two")
+    t["t2"] = w.submit(
+        "alpha", "chat", f"two {MARK}", conversationKey="thread-two", idempotencyKey="idem-two"
+    )
     t["gone"] = w.submit("alpha", "chat", f"gone {MARK}", conversationKey="thread-gone")
     t["solo"] = w.submit("alpha", "solo", f"solo {MARK}")
     t["keep"] = w.submit(
@@ -345,7 +347,7 @@ def make_alpha(w: World) -> None:
 
     async def a2a() -> None:
         async with A2A(w.base, "chat", key=KEYS["alpha-a2a"], version="1.0") as alice:
-            first = await alice.send(f"a2a {MARK}", context_id="ctx-one")
+            first = await alice.send(f"a2a {MARK}", context_id="ctx-one", message_id="msg-one")
             second = await alice.send(f"again {MARK}", context_id="ctx-one")
             assert reply_text(second) == f"echo: again {MARK} [history: 2]"
             config = TaskPushNotificationConfig(
@@ -425,7 +427,7 @@ def world(
         receiver.stop()
 
 
-# -- 1. every route of the HTTP API ----------------------------------------------------------------
+# -- 1, 2. every route of the HTTP API, A2A's JSON-RPC among them --------------------------------
 
 
 def tooly(page: str) -> tuple[int, int]:
@@ -435,6 +437,14 @@ def tooly(page: str) -> tuple[int, int]:
     )
     assert row, page
     return int(row.group(1)), int(row.group(2))
+
+
+def tenant_row(page: str, tenant: str) -> tuple[int, int, int] | None:
+    """The operator overview's running tasks, running conversations and queued tasks of a
+    tenant (None: no row of it)."""
+    cells = r'\s*<td class="num">(\d+)</td>'
+    row = re.search(rf'<th scope="row">{tenant}</th>{cells * 4}', page)
+    return None if row is None else (int(row.group(2)), int(row.group(3)), int(row.group(4)))
 
 
 @dataclass
@@ -499,7 +509,12 @@ class Probes:
             "WHERE c.tenant = 'alpha' AND m.created_at < now() - interval '1 second'"
         )
         assert older[0][0] > 0, "alpha has no message old enough for a prune to reach"
-        assert tooly(self.alpha_ui.get("/ui").text) == (1, 2), "alpha's queued and running"
+        overview = self.alpha_ui.get("/ui").text
+        assert tooly(overview) == (1, 2), "alpha's queued and running tooly tasks"
+        assert tenant_row(overview, "alpha") == (2, 2, 1), overview
+        tenants = self.w.http.get("/v1/tenants", headers=auth("alpha-ops")).json()["tenants"]
+        figures = [(t["tenant"], t["running"], t["queued"], t["tokensToday"] > 0) for t in tenants]
+        assert figures == [("alpha", 2, 1, True)], tenants
         page = self.alpha_ui.get("/ui/conversations").text
         assert all(c in page for c in self.alpha_conversations), page
 
@@ -589,18 +604,15 @@ class Probes:
             if "freshAfterDelete" in got:
                 self.leaks.add(route, f"{key!r} answered with alpha's tombstone: {got}")
             made.append(got["id"])
-        body = {
-            "deployment": "chat",
-            "input": "bravo here",
-            "conversationKey": "bravo-idem",
-            "idempotencyKey": "idem-one",  # alpha's
-        }
-        r = self.bravo(route, "POST", "/v1/tasks", json=body)
-        if self.leaks.status(route, r, 202):
-            got = r.json()
-            if got["duplicate"] or got["id"] == self.alpha_tasks["t1"]:
-                self.leaks.add(route, f"alpha's idempotency key answered with {got['id']}")
-            made.append(got["id"])
+        # alpha's idempotency keys, on alpha's deployment and on another (no 409 either)
+        for deployment, idem in (("chat", "idem-one"), ("once", "idem-two")):
+            body = {"deployment": deployment, "input": "bravo here", "idempotencyKey": idem}
+            r = self.bravo(route, "POST", "/v1/tasks", json=body)
+            if self.leaks.status(route, r, 202):
+                got = r.json()
+                if got["duplicate"] or got["id"] in self.alpha_tasks.values():
+                    self.leaks.add(route, f"alpha's idempotency key {idem} answered {got}")
+                made.append(got["id"])
         for key in ("a2a:alpha-a2a:ctx-one", "webhook:alpha-inbox:thread-hook"):
             body = {"deployment": "chat", "input": "bravo here", "conversationKey": key}
             self.leaks.status(route, self.bravo(route, "POST", "/v1/tasks", json=body), 403)
@@ -612,7 +624,7 @@ class Probes:
         # thread-two twice (bare, legacy api:): bravo's one conversation, never alpha's
         expected = ["echo: bravo here [history: 0]", "echo: bravo here [history: 0]"]
         expected += ["echo: bravo here [history: 2]", "echo: bravo here [history: 0]"]
-        expected += ["echo: bravo here [history: 0]"]
+        expected += ["echo: bravo here [history: 0]", "echo: bravo here [history: 0]"]
         if replies != expected:
             self.leaks.add(route, f"bravo's tasks saw other histories: {replies}")
 
@@ -704,6 +716,35 @@ class Probes:
                 if row["id"] in alpha or row["tenant"] != "bravo":
                     self.leaks.add(route, f"GET {r.request.url} lists alpha's {row}")
         self.leaks.status(route, self.bravo(route, "GET", "/v1/conversations"), 403)
+
+    # -- tenants (operators) --------------------------------------------------------------------
+
+    def list_tenants(self, route: str) -> None:
+        r = self.ops(route, "GET", "/v1/tenants")
+        if self.leaks.status(route, r, 200):
+            names = [t["tenant"] for t in r.json()["tenants"]]
+            if names != ["bravo"]:
+                self.leaks.add(route, f"GET /v1/tenants lists {names} to bravo's operator")
+            for t in r.json()["tenants"]:
+                self.bravo_figures(route, t)
+        self.leaks.status(route, self.bravo(route, "GET", "/v1/tenants"), 403)
+
+    def get_tenant(self, route: str) -> None:
+        missing = self.ops(route, "GET", "/v1/tenants/nosuch")
+        theirs = self.ops(route, "GET", "/v1/tenants/alpha")
+        self.leaks.same(route, theirs, missing, (("'alpha'", "'nosuch'"),))
+        r = self.ops(route, "GET", "/v1/tenants/bravo")
+        if self.leaks.status(route, r, 200):
+            self.bravo_figures(route, r.json())
+        self.leaks.status(route, self.bravo(route, "GET", "/v1/tenants/bravo"), 403)
+
+    def bravo_figures(self, route: str, t: dict[str, Any]) -> None:
+        """Bravo has run nothing yet (tenants are read before bravo submits): any figure is
+        alpha's (2 running, 1 queued, tokens used)."""
+        figures = {k: t.get(k) for k in ("running", "conversationsRunning", "queued")}
+        figures["tokensToday"] = t.get("tokensToday")
+        if t.get("tenant") != "bravo" or any(figures.values()):
+            self.leaks.add(route, f"bravo's operator is shown {t.get('tenant')!r} with {figures}")
 
     def prune_conversations(self, route: str) -> None:
         for body in ({"olderThan": "1s", "dryRun": True}, {"olderThan": "1s"}):
@@ -840,7 +881,9 @@ class Probes:
             return await c.cancel_task(CancelTaskRequest(id=i))
 
         async def subscribe(c: Any, i: str) -> Any:
-            return [e async for e in c.subscribe(SubscribeToTaskRequest(id=i))]
+            async for event in c.subscribe(SubscribeToTaskRequest(id=i)):
+                return [event]  # the first is enough (a running task's stream goes on)
+            return []
 
         async def follow_up(c: Any, i: str) -> Any:
             msg = Message(
@@ -907,6 +950,9 @@ class Probes:
             leaks.add(route, f"bravo's ctx-one joined another history: {reply_text(mine)!r}")
         if mine.metadata["fleet.conversation"] != "a2a:bravo-a2a:ctx-one":
             leaks.add(route, f"bravo's ctx-one is {mine.metadata['fleet.conversation']!r}")
+        again = await bravo.send("bravo here", context_id="ctx-two", message_id="msg-one")
+        if again.id in alpha_ids:  # alpha's messageId is no idempotency key of bravo's
+            leaks.add(route, f"SendMessage with alpha's messageId answered alpha's {again.id}")
         try:  # another caller's A2A scope: refused, as before tenants
             await bravo.send("continue?", context_id="a2a:alpha-a2a:ctx-one")
         except InvalidParamsError as exc:
@@ -914,6 +960,25 @@ class Probes:
                 leaks.add(route, f"a2a:alpha-a2a:ctx-one refused with {exc}")
         else:
             leaks.add(route, "SendMessage continued alpha's contextId a2a:alpha-a2a:ctx-one")
+
+    def signal_agent(self, route: str) -> None:
+        """A run of bravo's signals alpha's running tasks (``signal_agent``, a write inside the
+        fleet): refused as for a missing id."""
+        said = {}
+        for task_id in (self.missing, self.alpha_tasks["busy"], self.alpha_tasks["a2a-busy"]):
+            ask = "/tool signal_agent " + json.dumps({"task_id": task_id, "message": "bravo"})
+            body = {"deployment": "signal", "input": ask}
+            made = self.bravo(route, "POST", "/v1/tasks", json=body).json()["id"]
+            done = self.bravo(route, "GET", f"/v1/tasks/{made}", params={"wait": 30}).json()
+            assert done["status"] == "succeeded", done
+            runs = self.bravo(route, "GET", f"/v1/tasks/{made}/runs").json()["runs"]
+            run = self.bravo(route, "GET", f"/v1/runs/{runs[0]['id']}").json()
+            (said[task_id],) = [s["tool"]["result"] for s in run["steps"] if s["kind"] == "tool"]
+        missing = said.pop(self.missing)
+        assert "no task" in str(missing), missing
+        for task_id, result in said.items():
+            if str(result).replace(task_id, self.missing) != str(missing):
+                self.leaks.add(route, f"signal_agent {task_id}: {result!r} / missing: {missing!r}")
 
     def exempt(self, route: str, method: str, url: str) -> None:
         """An operation that needs no key: it answers without one, and holds nothing of
@@ -924,7 +989,11 @@ class Probes:
     # -- the operator UI (routes hidden from the schema) ----------------------------------------
 
     def ui(self, route: str, method: str, url: str, **kw: Any) -> httpx.Response:
-        r = self.browser.request(method, url, **kw)
+        with self.browser.stream(method, url, **kw) as r:
+            if r.headers.get("content-type", "").startswith("text/event-stream"):
+                self.leaks.add(route, f"{method} {url} streams a task's events")
+                return r  # not read: a running task's stream goes on
+            r.read()
         self.leaks.scan(route, f"{method} {url} ({r.status_code})", r.text)
         return r
 
@@ -943,9 +1012,15 @@ class Probes:
                 )
 
     def ui_overview(self, route: str) -> None:
-        mine = tooly(self.ui(route, "GET", "/ui").text)
+        page = self.ui(route, "GET", "/ui").text
+        if "alpha" in page:
+            self.leaks.add(route, "GET /ui names alpha")
+        mine = tooly(page)
         if mine != (0, 0):
             self.leaks.add(route, f"GET /ui counts alpha's tasks (queued, running): {mine}")
+        figures = tenant_row(page, "bravo")  # bravo's tasks have all ended by now
+        if figures != (0, 0, 0):
+            self.leaks.add(route, f"GET /ui: bravo's running, conversations, queued: {figures}")
 
     def ui_conversations(self, route: str) -> None:
         alpha = self.alpha_conversations
@@ -1007,8 +1082,9 @@ async def outcome(call: A2ACall, client: Any, task_id: str) -> tuple[str, str]:
     return "answered", json.dumps([MessageToDict(i) if isinstance(i, Proto) else i for i in items])
 
 
-#: How each operation of /openapi.json is tried (in this order: reads, then writes, the prune
-#: last). An operation the server has and this table lacks fails the test.
+#: How each operation of /openapi.json is tried, in this order: reads (the tenants' figures
+#: before bravo has submitted anything), then writes, the prune last. An operation the server
+#: has and this table lacks fails the test.
 HTTP: dict[str, Callable[[Probes, str], None]] = {
     "GetTask": Probes.get_task,
     "ListTasks": Probes.list_tasks,
@@ -1017,6 +1093,8 @@ HTTP: dict[str, Callable[[Probes, str], None]] = {
     "StreamTaskEvents": Probes.stream_task_events,
     "ListConversationMessages": Probes.list_conversation_messages,
     "ListConversations": Probes.list_conversations,
+    "ListTenants": Probes.list_tenants,
+    "GetTenant": Probes.get_tenant,
     "GetConversation": Probes.get_conversation,
     "ListMemoryBlocks": Probes.list_memory_blocks,
     "GetMemoryBlock": Probes.get_memory_block,
@@ -1074,7 +1152,7 @@ def hidden_routes() -> set[tuple[str, str]]:
             else:
                 yield route
 
-    found = set()
+    found: set[tuple[str, str]] = set()
     for route in flat(create_app().routes):
         if not getattr(route, "include_in_schema", True) or route.path == "/openapi.json":
             found.update((m, route.path) for m in route.methods - {"HEAD"})
@@ -1131,7 +1209,7 @@ def test_every_route_of_the_api_walls_alpha_off_from_bravo(world: World) -> None
     }
     assert operations == set(HTTP) | set(EXEMPT), (
         f"untried: {sorted(operations - set(HTTP) - set(EXEMPT))}; "
-        f"gone: {sorted(set(HTTP) | set(EXEMPT) - operations)}"
+        f"gone: {sorted((set(HTTP) | set(EXEMPT)) - operations)}"
     )
     assert hidden_routes() == set(HIDDEN), (
         f"untried: {sorted(hidden_routes() - set(HIDDEN))}; "
@@ -1150,6 +1228,7 @@ def test_every_route_of_the_api_walls_alpha_off_from_bravo(world: World) -> None
                 probe(probes, operation)
             for (method, path), probe in HIDDEN.items():
                 probe(probes, f"{method} {path}")
+            probes.signal_agent("signal_agent (a tool of bravo's run)")
         unchanged(leaks, before, snapshot(w), "bravo's writes")
     finally:
         stopped = stop_blockers(w)
@@ -1176,49 +1255,34 @@ def fleet_cli(base: str, who: str, home: Path, *args: str) -> subprocess.Popen[s
     )
 
 
-def test_the_cli_answers_bravo_about_alphas_things_as_about_missing_ones(
-    world: World, tmp_path: Path
-) -> None:
-    """The console script against the server: each command naming alpha's thing exits and
-    says what the same command naming a missing one does (the name swapped); run at once."""
+def test_the_cli_shows_alphas_tasks_to_bravo_as_missing_ones(world: World, tmp_path: Path) -> None:
+    """The console script against the server (all its runs at once): ``fleet tasks show``
+    naming alpha's task exits and says what it does naming a missing one (the id swapped)."""
     w = world
     leaks = Leaks()
-    t1, missing = w.tasks["t1"], str(uuid.uuid4())
-    gap = next(  # a prefix of no task's id
-        p
-        for p in (uuid.uuid4().hex[:8] for _ in range(100))
-        if not w.rows("SELECT 1 FROM tasks WHERE CAST(id AS TEXT) LIKE :p", p=p + "%")
-    )
+    t1, solo, missing = w.tasks["t1"], w.tasks["solo"], str(uuid.uuid4())
     #: (who, arguments naming alpha's thing, the same naming a missing one, alpha's name → its)
     pairs = (
         ("bravo", ("tasks", "show", t1), ("tasks", "show", missing), (t1, missing)),
-        ("bravo", ("tasks", "show", t1[:8]), ("tasks", "show", gap), (t1[:8], gap)),
-        (
-            "bravo-ops",
-            ("conversations", "show", "api:alpha:thread-one", "-d", "chat"),
-            ("conversations", "show", "api:alpha:thread-none", "-d", "chat"),
-            ("thread-one", "thread-none"),
-        ),
+        # the singleton's scope is every tenant's: only the tenant walls its task off
+        ("bravo", ("tasks", "show", solo), ("tasks", "show", missing), (solo, missing)),
     )
-    before = snapshot(w)
-    procs = [
-        (who, args, fleet_cli(w.base, who, tmp_path, *args), fleet_cli(w.base, who, tmp_path, *no))
-        for who, args, no, _ in pairs
-    ]
-    mine = fleet_cli(w.base, "alpha", tmp_path, "tasks", "show", t1, "--json")
-    for (who, args, theirs, nobodys), (_, _, _, (name, other)) in zip(procs, pairs, strict=True):
-        out, err = theirs.communicate(timeout=60)
-        want = (nobodys.wait(60), *nobodys.communicate(timeout=60))
+    commands: set[tuple[str, tuple[str, ...]]] = {("alpha", ("tasks", "show", solo, "--json"))}
+    commands |= {(who, args) for who, args, _, _ in pairs} | {(who, no) for who, _, no, _ in pairs}
+    started = {c: fleet_cli(w.base, c[0], tmp_path, *c[1]) for c in commands}  # all at once
+    outputs = {c: p.communicate(timeout=60) for c, p in started.items()}
+    done = {c: (started[c].returncode, *out) for c, out in outputs.items()}
+    for who, args, no, (name, other) in pairs:
+        code, out, err = done[(who, args)]
+        want = done[(who, no)]
         assert want[0] == 2 and want[2].startswith("fleet: no "), want  # a missing one's answer
         route = f"fleet {' '.join(args)} ({who})"
         leaks.scan(route, "its output", out + err)
-        got = (theirs.returncode, out.replace(name, other), err.replace(name, other))
-        if got != want:
-            leaks.add(route, f"answered {(theirs.returncode, out, err)}, a missing one {want}")
+        if (code, out.replace(name, other), err.replace(name, other)) != want:
+            leaks.add(route, f"answered {(code, out, err)}, a missing one {want}")
     # alpha's key shows it: the same command could have shown it to bravo
-    out, err = mine.communicate(timeout=60)
-    assert mine.returncode == 0 and json.loads(out)["id"] == t1 and MARK in out, (out, err)
-    unchanged(leaks, before, snapshot(w), "the CLI")
+    code, out, err = done[("alpha", ("tasks", "show", solo, "--json"))]
+    assert code == 0 and json.loads(out)["id"] == solo and MARK in out, (code, out, err)
     leaks.assert_none()
 
 
@@ -1226,6 +1290,9 @@ def test_the_cli_answers_bravo_about_alphas_things_as_about_missing_ones(
 
 
 def test_bravos_runs_see_none_of_alphas_memory_recall_or_singletons(world: World) -> None:
+    """Bravo asks what alpha told, with alpha's conversation keys, namespace and resource id:
+    its prompts hold none of alpha's blocks, recalled messages or working memory, and its
+    singletons start empty; alpha asking the same sees all of it."""
     w = world
     leaks = Leaks()
     # Alpha's messages of RESOURCE are embedded (recallable) before bravo's runs start: a recall
