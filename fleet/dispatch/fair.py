@@ -17,7 +17,7 @@ its lease goes back where it was (with a token), so the next pick anywhere finds
 whose lease is still held (a long run) is renewed instead. A token whose worker died is either
 redelivered by Celery or missing; a missing one only delays a turn while no worker is busy,
 because every worker picks again after each drain (tokens are at least as many as the due
-conversations otherwise), and the sweeper's forced wake-ups always push a token.
+conversations otherwise), and the sweeper's forced wake-ups push a token when none waits.
 Keys share one hash tag (``fleet:fair:{<queue>}:…``).
 """
 
@@ -56,13 +56,13 @@ local function activate(tenant, weight, cap)
   end
 end
 -- a due conversation joins its tenant (a member once); a token goes out if it was not due
--- yet, or always when forced
+-- yet, or when forced (the sweeper's look for lost wake-ups) and no token waits on the queue
 local function add(queue, conv, tenant, prio, weight, cap, force)
   local seq = redis.call('incr', P .. 'seq')
   local score = string.format('%.0f', ({MAX_PRIORITY} - tonumber(prio)) * {PRIORITY_SPAN} + seq)
   local added = redis.call('zadd', P .. 't:' .. tenant, 'LT', score, conv)
   if added == 1 then activate(tenant, weight, cap) end
-  if added == 1 or force then token(queue) end
+  if added == 1 or (force and redis.call('llen', queue) == 0) then token(queue) end
   return added
 end
 """

@@ -72,21 +72,24 @@ def test_the_scripts_give_the_turns_the_pure_rules_give(turns: FairTurns) -> Non
     assert sum(t is not None for t in got_pure) > 100
 
 
-def test_a_token_goes_out_per_conversation_that_became_due_and_always_when_forced(
+def test_a_token_goes_out_per_conversation_that_became_due_and_forced_when_none_waits(
     turns: FairTurns, client: Any
 ) -> None:
     a, b = uuid.uuid4(), uuid.uuid4()
     assert turns.add(
         [(Due(a, "t", 5), False), (Due(a, "t", 5), False), (Due(b, "t", 5), False)]
     ) == [1, 0, 1]
-    assert len(_tokens(client)) == 2
-    turns.add([(Due(a, "t", 5), True)])  # forced: a token, but no second entry
     tokens = _tokens(client)
-    assert len(tokens) == 3
-    assert {t["headers"]["task"] for t in tokens} == {"fleet.turn"}
+    assert len(tokens) == 2 and {t["headers"]["task"] for t in tokens} == {"fleet.turn"}
+    turns.add([(Due(a, "t", 5), True)])  # forced while tokens wait: no token, no second entry
+    assert len(_tokens(client)) == 2
+    client.delete(QUEUE)  # the tokens were lost (a worker killed with them in hand)
+    turns.add([(Due(a, "t", 5), True)])  # the sweeper's forced look: one token again
+    client.lpush(QUEUE, *(json.dumps(t) for t in tokens))
+    tokens = _tokens(client)
     ids = [t["headers"]["id"] for t in tokens]
     tags = [t["properties"]["delivery_tag"] for t in tokens]
-    assert len(set(ids)) == 3 and ids == tags  # each token its own unique ids
+    assert len(tokens) == 3 and len(set(ids)) == 3 and ids == tags  # each its own unique ids
     picked = {turns.pick(now_ms=1_000), turns.pick(now_ms=1_000), turns.pick(now_ms=1_000)}
     assert {p.conversation_id for p in picked if p} == {a, b} and None in picked
 
