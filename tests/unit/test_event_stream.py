@@ -154,7 +154,8 @@ def test_idle_streams_share_their_keep_alive_timers() -> None:
             ]
             while hub.alarms.waiting < 200:  # every stream read once, waits for its keep-alive
                 await asyncio.sleep(0.01)
-            assert 1 <= len(hub.alarms) <= BEAT_STEPS // 2 + 4  # opened within ~0.1 s
+            # at most one instant a grid step, however long a busy machine took to open them
+            assert 1 <= len(hub.alarms) <= BEAT_STEPS
             # the loop's own heap (CPython's asyncio): the instants, the hub's, the test's
             scheduled = asyncio.get_running_loop()._scheduled  # type: ignore[attr-defined]
             assert len([h for h in scheduled if not h.cancelled()]) < 40
