@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 from fleet.errors import FleetError
 
 if TYPE_CHECKING:
-    from fleet.config import FleetConfig, McpServerConfig
+    from fleet.agents.tools.mcp import McpToolServer
+    from fleet.config import FleetConfig
 
 State = Literal["ok", "warn", "fail"]
 
@@ -219,16 +220,21 @@ def _mcp(config: FleetConfig, *, connect: bool) -> list[CheckResult]:
                 "starts or reaches each and lists its tools)",
             )
         ]
-    return [_connect(name, server) for name, server in servers]
+    from fleet.agents.tools.toolbox import tool_servers
+
+    return [
+        _connect(name, server)
+        for name, agent in sorted(config.agents.items())
+        for server in tool_servers(agent, config.root)  # started exactly as a run starts them
+    ]
 
 
-def _connect(agent: str, server: McpServerConfig) -> CheckResult:
+def _connect(agent: str, server: McpToolServer) -> CheckResult:
     from fleet.agents.tools import ToolContext
-    from fleet.agents.tools.mcp import McpToolServer
     from fleet.agents.tools.toolbox import ToolServerError
 
     try:
-        with McpToolServer(server).connect(ToolContext(task_id="check", run_id="check")) as tools:
+        with server.connect(ToolContext(task_id="check", run_id="check")) as tools:
             names = [t.name for t in tools]
     except ToolServerError as exc:
         return CheckResult("mcp", "fail", f"agent {agent!r}: {exc}")
