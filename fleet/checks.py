@@ -240,7 +240,10 @@ def _connect(agent: str, server: McpToolServer) -> CheckResult:
         return CheckResult("mcp", "fail", f"agent {agent!r}: {exc}")
     shown = ", ".join(names[:_SHOWN_TOOLS]) + (", …" if len(names) > _SHOWN_TOOLS else "")
     return CheckResult(
-        "mcp", "ok", f"agent {agent!r}: {server.label}: {len(names)} tools ({shown or 'none'})"
+        "mcp",
+        "ok",
+        f"agent {agent!r}: {server.label}: {len(names)} tool{'s' if len(names) != 1 else ''} "
+        f"({shown or 'none'})",
     )
 
 

@@ -104,7 +104,7 @@ def test_check_connect_starts_the_shipped_server_as_a_run_does(
     assert r.code == 0, r
     assert (
         "ok    mcp: agent 'orders': MCP server 'parcels' (stdio: python -m shop.parcels): "
-        "1 tools (parcels.track)" in r.out.splitlines()
+        "1 tool (parcels.track)" in r.out.splitlines()
     ), r
     task = cli.json("run", "orders", '/tool parcels.track {"carrier": "ups", "code": "1Z999"}')
     assert task["status"] == "succeeded", task
