@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from fleet.errors import FleetError
+from fleet.errors import ConfigError, FleetError
 
 if TYPE_CHECKING:
     from fleet.agents.tools.mcp import McpToolServer
@@ -37,14 +37,18 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
             from fleet.api.auth import KeyRing
 
             KeyRing.from_config(config)
-        results.append(
-            CheckResult(
-                "config",
-                "ok",
-                f"{settings.config_dir}: {len(config.agents)} agents, "
-                f"{len(config.deployments)} deployments ({', '.join(sorted(config.deployments))})",
+        problems = _refusals(config)
+        results.extend(CheckResult("config", "fail", p.message) for p in problems)
+        if not problems:
+            results.append(
+                CheckResult(
+                    "config",
+                    "ok",
+                    f"{settings.config_dir}: {len(config.agents)} agents, "
+                    f"{len(config.deployments)} deployments "
+                    f"({', '.join(sorted(config.deployments))})",
+                )
             )
-        )
         if any(a.model.provider == "openai" for a in config.agents.values()) and not (
             settings.openai_api_key
         ):
@@ -64,6 +68,20 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
     if not settings.embedded:
         results.append(_redis(settings))
     return results
+
+
+def _refusals(config: FleetConfig) -> list[ConfigError]:
+    """What a start refuses (an authorize policy that does not import, a secret too short to
+    redact) and a secret variable that is unset, each naming the file and the key."""
+    from fleet import policy
+    from fleet.config import secrets
+
+    found: list[ConfigError] = []
+    try:
+        policy.of(config)  # the very line `fleet run` and `fleet serve` refuse to start with
+    except ConfigError as exc:
+        found.append(exc)
+    return found + secrets.unset(config) + secrets.too_short(config)
 
 
 def _recall(config: object, settings: object) -> list[CheckResult]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_config
-from tests.e2e.test_cli import Cli
+from tests.e2e.test_cli import SHIPPED_ENV, Cli
 
 REPO = Path(__file__).resolve().parents[2]
 SERVER_ARGS = '["-m", "tests.support.mcp_server", "--stdio"]'
@@ -99,7 +99,7 @@ def test_check_connect_starts_the_shipped_server_as_a_run_does(
     clone = tmp_path / "clone"
     shutil.copytree(REPO / "config", clone / "config")
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    cli = Cli(clone, clone / ".fleet", {"PATH": path})
+    cli = Cli(clone, clone / ".fleet", {"PATH": path, **SHIPPED_ENV})
     r = cli("check", "--connect")
     assert r.code == 0, r
     assert (
