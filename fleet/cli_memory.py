@@ -112,7 +112,7 @@ def list_blocks(
 
 @memory_app.command("get")
 def get_block(block: str, namespace: Namespace = "default") -> None:
-    """Print a block's current value."""
+    """Print a block's current value (ending in a newline, as a shell prompt expects)."""
     store = _store()
     try:
         found = store.get_block(namespace, block)
@@ -120,7 +120,7 @@ def get_block(block: str, namespace: Namespace = "default") -> None:
         store.dispose()
     if found is None:
         raise NotFound(f"no memory block {block!r} in namespace {namespace!r}", field="block")
-    sys.stdout.write(found.value)
+    sys.stdout.write(found.value if found.value.endswith("\n") else found.value + "\n")
 
 
 @memory_app.command("history")

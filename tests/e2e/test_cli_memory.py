@@ -48,8 +48,9 @@ def test_set_ls_get_and_history_with_people_and_runs_as_authors(cli: Cli) -> Non
     assert task["status"] == "succeeded", task
     (run,) = cli.json("tasks", "show", task["id"], "--trace")["runs"]
 
-    assert cli.ok("memory", "get", "prefs") == "Metric units.\nReplies in German.\nPrefers tea."
-    assert cli.ok("memory", "get", "prefs", "--namespace", "shop") == "elsewhere"
+    # printed as a line: a newline is added unless the value ends in one
+    assert cli.ok("memory", "get", "prefs") == "Metric units.\nReplies in German.\nPrefers tea.\n"
+    assert cli.ok("memory", "get", "prefs", "--namespace", "shop") == "elsewhere\n"
     listed = cli.json("memory", "ls")
     assert [(b["namespace"], b["block"], b["title"], b["version"]) for b in listed] == [
         ("default", "prefs", "Preferences", 3),
@@ -69,6 +70,9 @@ def test_set_ls_get_and_history_with_people_and_runs_as_authors(cli: Cli) -> Non
     assert history[0]["value"] == "Metric units."
     human = cli.ok("memory", "history", "prefs")
     assert "run:" in human and "user" in human
+
+    set_block(cli, "ends", "a line\n", "-n", "shop")  # one that ends in a newline gets no other
+    assert cli.ok("memory", "get", "ends", "-n", "shop") == "a line\n"
 
 
 @pytest.mark.parametrize(
