@@ -21,6 +21,7 @@ import typer
 from fleet import __version__, cli_ops
 from fleet.cli_common import EXIT_BAD_INPUT, EXIT_FAILED, err, fail, out, print_json
 from fleet.cli_conversations import conversations_app
+from fleet.cli_keys import keys_app
 from fleet.cli_live import printer
 from fleet.cli_memory import memory_app
 from fleet.cli_runs import fetch_runs, show_context, show_runs, show_trace
@@ -48,6 +49,7 @@ tasks_app = typer.Typer(help="Inspect and cancel tasks.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(memory_app, name="memory")
 app.add_typer(conversations_app, name="conversations")
+app.add_typer(keys_app, name="keys")
 
 
 def _version(value: bool) -> None:
