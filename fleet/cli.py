@@ -169,7 +169,22 @@ def run(
             live = err.is_terminal and not as_json
         on_event = printer(err) if live else None
         task = admitted if no_wait else tasks.wait(admitted["id"], timeout, err, on_event)
+        late = None if no_wait or TaskStatus(task["status"]).terminal else task["status"]
+        if late is not None:
+            ended = tasks.give_up(task["id"])  # embedded: cancelled, as nothing else runs it
+            if ended is not None:
+                task = ended
     status = TaskStatus(task["status"])
+    if late is not None and status == TaskStatus.CANCELLED:
+        if as_json:
+            print_json(admitted | task)
+        else:
+            err.print(
+                f"fleet: task {task['id']} is still {late} after {timeout:g}s; cancelled it "
+                "(embedded, nothing runs it once this command exits)",
+                markup=False,
+            )
+        raise typer.Exit(EXIT_FAILED)
     if as_json:
         print_json(admitted | task)
     elif no_wait or not status.terminal:

@@ -56,6 +56,12 @@ class Tasks(Protocol):
         as they are stored, else a spinner shows on ``status``."""
         ...
 
+    def give_up(self, task_id: str) -> View | None:
+        """The command stops waiting for an unfinished task: embedded, nothing would finish it
+        once the command exits, so it is cancelled (its view then); else None (a worker or the
+        server goes on)."""
+        ...
+
     def get(self, task_id: uuid.UUID) -> View: ...
 
     def list(
@@ -111,10 +117,10 @@ class LocalTasks:
 
         tid = uuid.UUID(task_id)
         if self.rt.local_waker is not None:
-            from fleet.dispatch.embedded import run_until_done
+            from fleet.dispatch.embedded import run_within
 
             def work() -> Task:
-                return run_until_done(self.rt.dispatcher, self.rt.local_waker, tid, timeout)
+                return run_within(self.rt.dispatcher, self.rt.local_waker, tid, timeout)
 
             if on_event is None:
                 return task_json(work())
@@ -132,6 +138,14 @@ class LocalTasks:
                 return task_json(task)
             time.sleep(min(pause, left))  # a poll interval, not a synchronization
             pause = min(pause * 2, POLL_MAX_S)
+
+    def give_up(self, task_id: str) -> View | None:
+        if self.rt.local_waker is None:
+            return None  # fleet mode: the workers go on
+        from fleet.dispatch.embedded import give_up
+        from fleet.views import task_json
+
+        return task_json(give_up(self.rt.dispatcher, uuid.UUID(task_id)))
 
     def get(self, task_id: uuid.UUID) -> View:
         from fleet.views import task_with_deliveries
@@ -216,6 +230,9 @@ class RemoteTasks:
                 return final
         found: View = self.client.get_task(task_id)
         return found
+
+    def give_up(self, task_id: str) -> View | None:
+        return None  # the server goes on
 
     def get(self, task_id: uuid.UUID) -> View:
         view: View = self.client.get_task(str(task_id))

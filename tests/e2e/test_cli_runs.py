@@ -6,6 +6,8 @@ byte budget), and the last task makes the echo model call a tool with markup in 
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +123,25 @@ def test_a_queued_task_has_no_runs_yet(cli: Cli) -> None:
     shown = cli.ok("tasks", "show", queued["id"], "--context", "--trace")
     assert "no runs yet" in shown and "\nruns (" not in shown
     assert cli.json("tasks", "show", queued["id"], "--trace")["runs"] == []
+
+
+LATE = re.compile(
+    r"fleet: task (?P<id>[0-9a-f-]{36}) is still (running|leased|queued) after 1s; cancelled it "
+    r"\(embedded, nothing runs it once this command exits\)"
+)
+
+
+def test_embedded_timeout_holds_while_the_run_executes_and_cancels_it(cli: Cli) -> None:
+    """Before, the command waited out the 60 s tool (longer than Cli allows) and exited 0."""
+    r = cli("run", "inspect", '/tool wait {"seconds": 60}', "--timeout", "1")
+    assert r.code == 1, r
+    said = LATE.fullmatch(r.one_error_line())
+    assert said, r
+    shown = cli.json("tasks", "show", said["id"], "--trace")
+    assert (shown["status"], shown["error"]) == ("cancelled", "cancelled by request")
+    assert [run["status"] for run in shown["runs"]] == ["cancelled"]
+
+    r = cli("run", "inspect", '/tool wait {"seconds": 60}', "--timeout", "1", "--json")
+    assert r.code == 1, r
+    task = json.loads(r.out)
+    assert (task["status"], task["error"]) == ("cancelled", "cancelled by request")
