@@ -1,6 +1,6 @@
 """`fleet tasks show ID --context --trace` with the real console script, embedded (SQLite).
 
-The conversation is long enough for the context to drop messages (an oversized one, then the
+The conversation is long enough for the context to drop whole turns (an oversized one, then the
 byte budget), and the last task makes the echo model call a tool with markup in its arguments.
 """
 
@@ -36,8 +36,9 @@ def cli(tmp_path: Path) -> Cli:
 
 
 def conversation(cli: Cli) -> dict[str, Any]:
-    """Four turns; the last one's context injects one of the six messages before it."""
-    for text in (MARKUP, "z" * 120, "y" * 300):
+    """Four turns; the last one's context injects the second turn (two of the six messages
+    before it): the third is larger than max_bytes, and the first no longer fits."""
+    for text in (MARKUP, "z" * 70, "y" * 300):
         cli.ok("run", "inspect", text, "-c", "p")
     task: dict[str, Any] = cli.json(
         "run", "inspect", '/tool wait {"seconds": "' + MARKUP + '"}', "-c", "p"
@@ -62,13 +63,13 @@ def test_tasks_show_prints_runs_context_and_trace(cli: Cli) -> None:
 
     context = shown[shown.index("· context") : shown.rindex("\nrun ", 0, shown.index("· steps"))]
     assert "limits: max_items 5, max_bytes 200" in context
-    injected = line_with(context, "zzz")
-    assert injected.split()[2:4] == ["assistant", "139"]  # echo: z…z [history: 2]
+    question, answer = [line.split() for line in context.splitlines() if "zzz" in line]
+    assert (question[0], question[2:4]) == ("2", ["user", "70"])  # the turn whole, in order
+    assert (answer[0], answer[2:4]) == ("2", ["assistant", "89"])  # echo: z…z [history: 2]
     reply_y = line_with(context, "yyy").split()
     assert (reply_y[0], reply_y[2], reply_y[4]) == ("3", "assistant", "oversized")
     assert line_with(context, "300").split()[2:5] == ["user", "300", "oversized"]
-    assert line_with(context, "120").split()[2:5] == ["user", "120", "byte_limit"]
-    # the first exchange was read too, and dropped: the byte budget was full
+    # the first exchange was read too, and dropped whole: the byte budget was full
     assert line_with(context, f"echo: {MARKUP} [history: 0]").split()[4] == "byte_limit"
     first_input = context.rstrip().splitlines()[-1].split()
     assert first_input[0] == "1"  # the seq of its task
@@ -84,7 +85,7 @@ def test_tasks_show_prints_runs_context_and_trace(cli: Cli) -> None:
     assert f"got '{MARKUP}'" in called  # the tool's error, literally
     answered = line_with(steps, "stop")
     assert answered.split()[:3] == ["3", "model", "echo"]
-    assert "[history: 1]" in answered  # the reply keeps its brackets
+    assert "[history: 2]" in answered  # the reply keeps its brackets
 
 
 def test_tasks_show_json_adds_the_runs(cli: Cli) -> None:
@@ -99,7 +100,6 @@ def test_tasks_show_json_adds_the_runs(cli: Cli) -> None:
     assert [(m["role"], m["reason"]) for m in ctx["dropped"]] == [
         ("assistant", "oversized"),
         ("user", "oversized"),
-        ("user", "byte_limit"),
         ("assistant", "byte_limit"),
         ("user", "byte_limit"),
     ]
