@@ -145,6 +145,8 @@ def run(
     from fleet.domain.labels import parse_label_args
 
     labels = parse_label_args(label or [])
+    if conversation == "":  # not "no key": that would start a new conversation every time
+        fail("--conversation '' is empty: give the key, or leave the option out for a new one")
     if text == "-":
         text = sys.stdin.read()
     with _tasks(ctx) as tasks:

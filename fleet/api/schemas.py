@@ -10,7 +10,15 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from fleet.domain.values import TaskStatus
@@ -73,7 +81,8 @@ class SubmitTaskRequest(_Camel):
         default=None,
         description=(
             "Conversation to join: a bare key (`ticket-4711`) or the scoped key a task showed "
-            "(`api:ticket-4711`). Omitted: a new conversation. Ignored by singleton deployments."
+            "(`api:ticket-4711`). Omitted: a new conversation (an empty key is refused). "
+            "Ignored by singleton deployments."
         ),
     )
     labels: dict[str, str] | None = Field(
@@ -96,6 +105,13 @@ class SubmitTaskRequest(_Camel):
         "deployment's queue mode: `followup` (queue), `collect` (merge into the queued task), "
         "`steer` (into the running run's inbox), `interrupt` (stop the running run, then run).",
     )
+
+    @field_validator("conversation_key")
+    @classmethod
+    def _key(cls, v: str | None) -> str | None:
+        if v == "":  # (not "no key": a client that lost its key would start over each time)
+            raise ValueError("is empty; send the conversation's key, or omit it to start a new one")
+        return v
 
     def input_value(self) -> str | list[dict[str, Any]]:
         if isinstance(self.input, str):

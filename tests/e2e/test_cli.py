@@ -270,6 +270,7 @@ def test_short_ids_at_80_columns(cli: Cli, tmp_path: Path) -> None:
 BAD_INPUT = [
     (("run", "nope", "hi"), "no deployment named 'nope'"),
     (("run", "support", ""), "input is empty"),
+    (("run", "support", "hi", "--conversation", ""), "--conversation '' is empty"),
     (("run", "support", "hi", "--label", "nokey"), "'nokey'"),
     (("run", "support", "hi", "--bogus"), "--bogus"),
     (("run", "tiny", "this is more than ten bytes"), "at most 10"),
