@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -68,8 +69,14 @@ def test_set_ls_get_and_history_with_people_and_runs_as_authors(cli: Cli) -> Non
         (3, f"run:{run['id']}"),
     ]
     assert history[0]["value"] == "Metric units."
-    human = cli.ok("memory", "history", "prefs")
+    human = cli.ok("memory", "history", "prefs")  # a pipe: 80 columns
     assert "run:" in human and "user" in human
+    lines = human.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert lines[0].split() == ["version", "author", "written", "value"]  # headers whole
+    for line in lines[1:]:  # each version's time whole, on its first line (when it is folded)
+        if line.split()[0].isdigit():
+            assert re.search(r"\d\d-\d\d \d\d:\d\d:\d\d  ", line), human
 
     set_block(cli, "ends", "a line\n", "-n", "shop")  # one that ends in a newline gets no other
     assert cli.ok("memory", "get", "ends", "-n", "shop") == "a line\n"

@@ -145,3 +145,41 @@ def test_embedded_timeout_holds_while_the_run_executes_and_cancels_it(cli: Cli) 
     assert r.code == 1, r
     task = json.loads(r.out)
     assert (task["status"], task["error"]) == ("cancelled", "cancelled by request")
+
+
+LIST_HEADERS = ["id", "deployment", "conversation", "seq", "status", "created", "reply/error"]
+RUNS_HEADERS = ["attempt", "worker", "started", "finished", "status", "tokens", "steps"]
+
+
+@pytest.mark.parametrize("columns", ["", "80"], ids=["pipe", "80 columns"])
+def test_tables_fit_80_columns_and_a_pipe_without_breaking_words(
+    cli: Cli, tmp_path: Path, columns: str
+) -> None:
+    """Issue 33: headers split mid-word ("wor/ker", "erro/r"), the created time on two lines.
+
+    Cli's stdout is a pipe: with no COLUMNS, Rich takes 80 columns."""
+    config = write_config(
+        tmp_path / "strict",
+        {"strict": 'model = "echo"\ntools = ["wait"]\nmax_steps = 1\n'},
+        {"strict": 'agent = "strict"\nmax_attempts = 1\n'},
+    )
+    cli.env["FLEET_CONFIG_DIR"] = str(config)
+    key = "a-conversation-key-long-enough-to-fold-0123456789"
+    failed = cli("run", "strict", '/tool wait {"seconds": 0}', "-c", key, "--json")
+    task = json.loads(failed.out)
+    assert task["status"] == "failed" and "step limit" in task["error"], failed
+
+    listing = cli.ok("tasks", "ls", COLUMNS=columns).splitlines()
+    assert max(len(line) for line in listing) <= 80
+    assert listing[0].split() == LIST_HEADERS  # each header whole
+    row = listing[1].split()
+    assert row[0] == task["id"][:8] and row[3:5] == ["1", "failed"]
+    assert re.fullmatch(r"\d\d-\d\d", row[5]) and re.fullmatch(r"\d\d:\d\d:\d\d", row[6])
+
+    shown = cli.ok("tasks", "show", task["id"], COLUMNS=columns).splitlines()
+    assert max(len(line) for line in shown) <= 80
+    runs = shown.index("runs (tokens: prompt/completion)")
+    assert shown[runs + 1].split() == RUNS_HEADERS
+    assert shown[runs + 2].split()[0] == "1"
+    below = " ".join(" ".join(shown[runs + 3 :]).split())
+    assert below == f"attempt 1 error {task['error']}"  # whole, under the table
