@@ -346,11 +346,15 @@ def _delivery_line(d: View) -> str:
     if d.get("nextAttemptAt"):
         line += f"  next {_when(d['nextAttemptAt'])}"
     for a in d.get("journal") or ():
-        code = a.get("httpStatus")
+        code, error, detail = a.get("httpStatus"), a.get("error"), a.get("detail")
+        status = f" (HTTP {code})" if code else ""
         line += f"\n  #{a.get('attempt')} {_when(a.get('at'))} {a.get('outcome')}"
-        line += f" (HTTP {code})" if code else ""
-        if a.get("outcome") != "sent" and (a.get("detail") or a.get("error")):
-            line += f": {a.get('error') or a.get('detail')}"
+        if a.get("outcome") == "sent" or not (error or detail):
+            line += status
+        elif error:  # what failed first: ``HTTP 500 from https://…: <the answer>``
+            line += f": {error}"
+        else:  # (journaled before errors said what failed)
+            line += f"{status}: {detail}"
     return line
 
 

@@ -172,10 +172,14 @@ class DeliveryView(_Camel):
     attempts: int
     max_attempts: int
     next_attempt_at: datetime | None
-    error: str | None
+    error: str | None = Field(
+        description="Why the last attempt failed: what failed first (`HTTP 500 from "
+        "https://host/path`), then the start of the receiver's answer; redacted."
+    )
     journal: list[dict[str, Any]] = Field(
         description="Every attempt: `attempt`, `at`, `outcome`, `httpStatus`, `durationMs`, "
-        "`detail` (the start of the answer, or what went wrong; redacted)."
+        "`detail` (the start of the answer, or what went wrong; redacted) and, when it failed, "
+        "`error` (as the delivery's)."
     )
     created_at: datetime
     updated_at: datetime
