@@ -84,6 +84,7 @@ class SubmitTaskRequest(_Camel):
             "(`api:ticket-4711`). Omitted: a new conversation (an empty key is refused). "
             "Ignored by singleton deployments."
         ),
+        json_schema_extra={"minLength": 1},  # (the validator below says what to do instead)
     )
     labels: dict[str, str] | None = Field(
         default=None,
