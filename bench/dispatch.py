@@ -179,7 +179,9 @@ class Fleetbench:
         lease = RedisLease(redis_client(settings), settings.lease_ttl)
         #: Admits like ``rt`` but parks its wake-ups on the holding queue.
         self.holding: Runtime = build(
-            settings, lease=lease, waker=CeleryWaker(app_for(REDIS), lease, queue=HOLD)
+            settings,
+            lease=lease,
+            waker=CeleryWaker(app_for(REDIS), lease, queue=HOLD, turns_of=WAKE_QUEUE),
         )
         self.round = 0
 

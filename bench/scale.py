@@ -178,7 +178,9 @@ class Scale:
         lease = RedisLease(redis_client(settings), settings.lease_ttl)
         #: Admits with wake-ups parked on the holding queue.
         self.admit: Runtime = build(
-            settings, lease=lease, waker=CeleryWaker(app_for(self.redis.url), lease, queue=HOLD)
+            settings,
+            lease=lease,
+            waker=CeleryWaker(app_for(self.redis.url), lease, queue=HOLD, turns_of=WAKE_QUEUE),
         )
         #: The bench's one connection while workers run: its statements and backend are known.
         self.watch = psycopg.connect(self.libpq, autocommit=True)

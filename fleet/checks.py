@@ -59,6 +59,7 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
                     "an agent uses provider 'openai' but FLEET_OPENAI_API_KEY is unset",
                 )
             )
+        results.extend(_tenants(config))
         results.append(_tools(config))
         results.extend(_mcp(config, connect=connect))
         results.extend(_recall(config, settings))
@@ -82,6 +83,41 @@ def _refusals(config: FleetConfig) -> list[ConfigError]:
     except ConfigError as exc:
         found.append(exc)
     return found + secrets.unset(config) + secrets.too_short(config)
+
+
+def _tenants(config: FleetConfig) -> list[CheckResult]:
+    """Who is which tenant, with its weight and quotas; a warning for each caller that shares
+    the ``api`` scope (it reads every other such caller's conversations) and for each tenant
+    file that no caller or trigger belongs to."""
+    used = {config.tenant_of_caller(c) for c in config.callers}
+    used |= {config.tenant_of_trigger(t) for t in config.triggers}
+    shown = []
+    for name in config.tenant_names:
+        tenant = config.tenant(name)
+        extras = [f"weight {tenant.weight}"] if tenant.weight != 1 else []
+        extras += [f"{k} {v}" for k, v in tenant.quotas.items()]
+        shown.append(f"{name} ({', '.join(extras)})" if extras else name)
+    out = [CheckResult("tenants", "ok", ", ".join(shown))]
+    for name, caller in sorted(config.callers.items()):
+        if caller.shared:
+            out.append(
+                CheckResult(
+                    "tenants",
+                    "warn",
+                    f"caller {name!r} uses the shared 'api' scope (scope = \"api\"): it reads "
+                    "and continues every other shared caller's conversations",
+                )
+            )
+    for name in sorted(set(config.tenants) - used - {"default"}):
+        out.append(
+            CheckResult(
+                "tenants",
+                "warn",
+                f"{config.root / 'tenants' / (name + '.toml')}: no caller or trigger belongs "
+                f"to tenant {name!r}",
+            )
+        )
+    return out
 
 
 def _recall(config: object, settings: object) -> list[CheckResult]:

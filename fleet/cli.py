@@ -1,9 +1,10 @@
 """The ``fleet`` command: run agents, inspect tasks, operate the store and the workers.
 
 Bad input exits 2 with one line saying what was wrong; an unreachable service exits 1 with the
-reason; ``--json`` prints machine-readable records. Here: ``run`` and ``tasks``; the ``memory`` and
-``conversations`` groups are ``cli_memory``'s and ``cli_conversations``'s, the operations
-(migrate, check, worker, serve, beat) ``cli_ops``'s, and the shared output ``cli_common``'s.
+reason; ``--json`` prints machine-readable records. Here: ``run`` and ``tasks``; the ``memory``,
+``conversations`` and ``tenants`` groups are ``cli_memory``'s, ``cli_conversations``'s and
+``cli_tenants``'s, the operations (migrate, check, worker, serve, beat) ``cli_ops``'s, and the
+shared output ``cli_common``'s.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from fleet.cli_tasks import (
     show_task,
     show_task_list,
 )
+from fleet.cli_tenants import tenants_app
 from fleet.domain.ids import IdPrefix, parse_ref
 from fleet.domain.values import TaskStatus
 from fleet.errors import FleetError, InputError, Unavailable
@@ -50,6 +52,7 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(memory_app, name="memory")
 app.add_typer(conversations_app, name="conversations")
 app.add_typer(keys_app, name="keys")
+app.add_typer(tenants_app, name="tenants")
 
 
 def _version(value: bool) -> None:

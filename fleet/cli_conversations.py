@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 
 from fleet.cli_tables import Col, fit
+from fleet.config.tenants import tenant_name
 from fleet.domain import lifecycle as rules
 
 View = dict[str, Any]
@@ -38,11 +39,36 @@ CancelRunning = Annotated[
 AsJson = Annotated[bool, typer.Option("--json")]
 
 
+def _tenant(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return tenant_name(value)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{value!r} {exc}") from None
+
+
+Tenant = Annotated[
+    str | None,
+    typer.Option(
+        "--tenant",
+        "-t",
+        callback=_tenant,
+        help="Whose conversation (default: what the key's scope tells, else 'default'; needed "
+        "for another tenant's delegated and singleton conversations).",
+    ),
+]
+
+
 class Conversations(Protocol):
     def ls(self, deployment: str | None, state: str | None, limit: int) -> list[View]: ...
-    def show(self, deployment: str, key: str) -> View: ...
-    def reset(self, deployment: str, key: str, keep_notes: bool, cancel_running: bool) -> View: ...
-    def delete(self, deployment: str, key: str, cancel_running: bool) -> View: ...
+    def show(self, deployment: str, key: str, tenant: str | None) -> View: ...
+    def reset(
+        self, deployment: str, key: str, keep_notes: bool, cancel_running: bool, tenant: str | None
+    ) -> View: ...
+    def delete(
+        self, deployment: str, key: str, cancel_running: bool, tenant: str | None
+    ) -> View: ...
     def prune(self, deployment: str | None, older_than: str | None, dry_run: bool) -> View: ...
 
 
@@ -77,23 +103,28 @@ class LocalConversations:
             for r in rows
         ]
 
-    def show(self, deployment: str, key: str) -> View:
+    def show(self, deployment: str, key: str, tenant: str | None) -> View:
         from fleet.dispatch.lifecycle import info_json
 
-        return info_json(self.lc.show(deployment, key))
+        return info_json(self.lc.show(deployment, key, tenant=tenant))
 
-    def reset(self, deployment: str, key: str, keep_notes: bool, cancel_running: bool) -> View:
+    def reset(
+        self, deployment: str, key: str, keep_notes: bool, cancel_running: bool, tenant: str | None
+    ) -> View:
         from fleet.dispatch.lifecycle import reset_json
 
         info, done = self.lc.reset(
-            deployment, key, keep_notes=keep_notes, cancel_running=cancel_running
+            deployment, key, keep_notes=keep_notes, cancel_running=cancel_running, tenant=tenant
         )
         return reset_json(info, done, keep_notes=keep_notes)
 
-    def delete(self, deployment: str, key: str, cancel_running: bool) -> View:
+    def delete(self, deployment: str, key: str, cancel_running: bool, tenant: str | None) -> View:
         from fleet.dispatch.lifecycle import delete_json
 
-        return delete_json(self.lc.delete(deployment, key, by="cli", cancel_running=cancel_running))
+        stone = self.lc.delete(
+            deployment, key, by="cli", cancel_running=cancel_running, tenant=tenant
+        )
+        return delete_json(stone)
 
     def prune(self, deployment: str | None, older_than: str | None, dry_run: bool) -> View:
         from fleet.dispatch.lifecycle import prune_json
@@ -114,19 +145,21 @@ class RemoteConversations:
         )
         return found
 
-    def show(self, deployment: str, key: str) -> View:
-        found: View = self.client.get_conversation(key, deployment)
+    def show(self, deployment: str, key: str, tenant: str | None) -> View:
+        found: View = self.client.get_conversation(key, deployment, tenant=tenant)
         return found
 
-    def reset(self, deployment: str, key: str, keep_notes: bool, cancel_running: bool) -> View:
+    def reset(
+        self, deployment: str, key: str, keep_notes: bool, cancel_running: bool, tenant: str | None
+    ) -> View:
         found: View = self.client.reset_conversation(
-            key, deployment, keep_notes=keep_notes, cancel_running=cancel_running
+            key, deployment, keep_notes=keep_notes, cancel_running=cancel_running, tenant=tenant
         )
         return found
 
-    def delete(self, deployment: str, key: str, cancel_running: bool) -> View:
+    def delete(self, deployment: str, key: str, cancel_running: bool, tenant: str | None) -> View:
         found: View = self.client.delete_conversation(
-            key, deployment, cancel_running=cancel_running
+            key, deployment, cancel_running=cancel_running, tenant=tenant
         )
         return found
 
@@ -203,10 +236,16 @@ _LS_COLUMNS = (
 
 
 @conversations_app.command("show")
-def show(ctx: typer.Context, key: Key, deployment: Deployment, as_json: AsJson = False) -> None:
+def show(
+    ctx: typer.Context,
+    key: Key,
+    deployment: Deployment,
+    tenant: Tenant = None,
+    as_json: AsJson = False,
+) -> None:
     """Show a conversation's generation and counts (an unknown key: exit 2, nothing created)."""
     with _open(ctx) as convs:
-        found = convs.show(deployment, key)
+        found = convs.show(deployment, key, tenant)
     if as_json:
         _json(found)
         return
@@ -231,12 +270,13 @@ def reset(
         bool, typer.Option("--keep-notes", help="Keep its notes into the new generation.")
     ] = False,
     cancel_running: CancelRunning = False,
+    tenant: Tenant = None,
     as_json: AsJson = False,
 ) -> None:
     """Start a new generation: history (and notes, unless kept) is no longer recalled; queued
     tasks are cancelled; idempotency keys seen before still answer duplicate."""
     with _open(ctx) as convs:
-        done = convs.reset(deployment, key, keep_notes, cancel_running)
+        done = convs.reset(deployment, key, keep_notes, cancel_running, tenant)
     if as_json:
         _json(done)
         return
@@ -255,12 +295,13 @@ def delete(
     deployment: Deployment,
     *,
     cancel_running: CancelRunning = False,
+    tenant: Tenant = None,
     as_json: AsJson = False,
 ) -> None:
     """Delete a conversation with its tasks, runs, messages and notes; its key is remembered,
     so a later task with it starts fresh and is told so."""
     with _open(ctx) as convs:
-        done = convs.delete(deployment, key, cancel_running)
+        done = convs.delete(deployment, key, cancel_running, tenant)
     if as_json:
         _json(done)
         return

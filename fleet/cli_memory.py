@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 
 from fleet.cli_tables import Col, fit
+from fleet.config.tenants import tenant_name
+from fleet.constants import DEFAULT_TENANT
 from fleet.domain.blocks import Edit
 from fleet.errors import InputError, NotFound
 from fleet.store import Store
@@ -20,6 +22,24 @@ _out = Console(highlight=False, soft_wrap=True)
 
 Namespace = Annotated[str, typer.Option("--namespace", "-n", help="The block's namespace.")]
 AsJson = Annotated[bool, typer.Option("--json")]
+
+
+def _tenant(value: str) -> str:
+    try:
+        return tenant_name(value)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{value!r} {exc}") from None
+
+
+Tenant = Annotated[
+    str,
+    typer.Option(
+        "--tenant",
+        "-t",
+        callback=_tenant,
+        help="Whose namespace: each tenant has its own blocks (default: 'default').",
+    ),
+]
 
 
 def _store() -> Store:
@@ -36,6 +56,7 @@ def set_block(
     block: Annotated[str, typer.Argument(help="Block name.")],
     title: Annotated[str | None, typer.Option("--title", help="Shown to the agent.")] = None,
     namespace: Namespace = "default",
+    tenant: Tenant = DEFAULT_TENANT,
     as_json: AsJson = False,
 ) -> None:
     """Replace a block's value with stdin (creating it); bumps its version."""
@@ -52,6 +73,7 @@ def set_block(
             namespace,
             block,
             Edit("replace", value),
+            tenant=tenant,
             author="user",
             now=datetime.now(UTC),
             title=title,
@@ -71,12 +93,13 @@ def set_block(
 @memory_app.command("ls")
 def list_blocks(
     namespace: Annotated[str | None, typer.Option("--namespace", "-n")] = None,
+    tenant: Tenant = DEFAULT_TENANT,
     as_json: AsJson = False,
 ) -> None:
-    """List memory blocks."""
+    """List a tenant's memory blocks."""
     store = _store()
     try:
-        found = store.list_blocks(namespace)
+        found = store.list_blocks(namespace, tenant=tenant)
     finally:
         store.dispose()
     if as_json:
@@ -134,11 +157,13 @@ _HISTORY_COLUMNS = (
 
 
 @memory_app.command("get")
-def get_block(block: str, namespace: Namespace = "default") -> None:
+def get_block(
+    block: str, namespace: Namespace = "default", tenant: Tenant = DEFAULT_TENANT
+) -> None:
     """Print a block's current value (ending in a newline, as a shell prompt expects)."""
     store = _store()
     try:
-        found = store.get_block(namespace, block)
+        found = store.get_block(namespace, block, tenant=tenant)
     finally:
         store.dispose()
     if found is None:
@@ -147,11 +172,16 @@ def get_block(block: str, namespace: Namespace = "default") -> None:
 
 
 @memory_app.command("history")
-def history(block: str, namespace: Namespace = "default", as_json: AsJson = False) -> None:
+def history(
+    block: str,
+    namespace: Namespace = "default",
+    tenant: Tenant = DEFAULT_TENANT,
+    as_json: AsJson = False,
+) -> None:
     """Every version of a block: who wrote it and when."""
     store = _store()
     try:
-        versions = store.block_history(namespace, block)
+        versions = store.block_history(namespace, block, tenant=tenant)
     finally:
         store.dispose()
     if as_json:

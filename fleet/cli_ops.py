@@ -17,9 +17,20 @@ if TYPE_CHECKING:
     from fleet.runtime import Runtime
 
 
-def migrate() -> None:
-    """Create or upgrade the database schema to the newest revision."""
-    from fleet.config import load_settings
+def migrate(
+    tenants: Annotated[
+        bool,
+        typer.Option(
+            "--tenants",
+            help="Move stored conversations into their tenants by the config again (done on "
+            "the upgrade that adds tenants; again after a caller, trigger or tenant changed).",
+        ),
+    ] = False,
+) -> None:
+    """Create or upgrade the database schema to the newest revision; the upgrade that adds
+    tenants also moves each stored conversation into its tenant (``--tenants``: again)."""
+    from fleet.config import FleetConfig, load_config, load_settings
+    from fleet.errors import ConfigError
     from fleet.runtime import open_store
     from fleet.store import db
     from fleet.store import migrate as migrations
@@ -31,6 +42,23 @@ def migrate() -> None:
             before = migrations.current(store.engine)
             migrations.upgrade(store.engine)
             after = migrations.current(store.engine)
+            moved: dict[str, int] | None = None
+            if tenants or migrations.crossed(before, TENANTS_REVISION):
+                try:
+                    config: FleetConfig | None = load_config(settings.config_dir)
+                except ConfigError as exc:  # the schema needs no config; moving does
+                    config = None
+                    out.print(
+                        f"tenants: config not loaded ({exc.message}); stored conversations stay "
+                        "with tenant 'default': run `fleet migrate --tenants` with the config",
+                        markup=False,
+                    )
+                if config is not None:
+                    callers = config.callers
+                    moved = store.assign_tenants(
+                        lambda name: config.tenant_of_caller(name) if name in callers else None,
+                        config.tenant_of_scope,
+                    )
     finally:
         store.dispose()
     where = db.sqlite_path(settings.resolved_database_url) or "the database"
@@ -38,6 +66,16 @@ def migrate() -> None:
         out.print(f"{where} is at {after} (newest); nothing to do")
     else:
         out.print(f"{where} migrated from {before or 'empty'} to {after}")
+    if moved is not None:
+        out.print(
+            f"tenants: {moved['moved']} conversation(s) moved into their tenant, "
+            f"{moved['shared']} left in the shared 'api' scope (mixed or unknown callers), "
+            f"{moved['stayed']} other(s) left with tenant 'default'"
+        )
+
+
+#: The revision that adds tenants: stored conversations move into theirs once it is applied.
+TENANTS_REVISION = "0015_tenants"
 
 
 def check(

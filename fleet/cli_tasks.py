@@ -160,16 +160,28 @@ class LocalTasks:
         status: TaskStatus | None,
         limit: int,
     ) -> list[View]:
-        from fleet.domain.keys import split_scoped
+        from fleet.domain.keys import api_scope, split_scoped
         from fleet.store import TaskFilter
         from fleet.views import task_json
 
         if deployment is not None:
             self.rt.config.deployment(deployment)  # an unknown one is refused, as by the server
-        scope, key = split_scoped(conversation) if conversation is not None else (None, None)
+        scope, key, tenants = None, None, None
+        if conversation is not None:
+            # an operator's key: ``api:acme:k`` is tenant acme's when acme is configured
+            tenant = self.rt.dispatcher.lifecycle.tenant_of(conversation)
+            scope, key = split_scoped(conversation, api_scope(tenant))
+            if scope == "api":
+                scope = api_scope(tenant)
+            tenants = frozenset({tenant})
         found = self.rt.store.list_tasks(
             TaskFilter(
-                deployment=deployment, scope=scope, conversation_key=key, status=status, limit=limit
+                deployment=deployment,
+                scope=scope,
+                conversation_key=key,
+                status=status,
+                limit=limit,
+                tenants=tenants,
             )
         )
         return [task_json(t) for t in found]

@@ -319,31 +319,46 @@ class FleetClient:
         ]
         return found
 
-    def get_conversation(self, key: str, deployment: str) -> dict[str, Any]:
+    @staticmethod
+    def _where(deployment: str, tenant: str | None) -> dict[str, str]:
+        params = {"deployment": deployment}
+        if tenant is not None:
+            params["tenant"] = tenant
+        return params
+
+    def get_conversation(
+        self, key: str, deployment: str, *, tenant: str | None = None
+    ) -> dict[str, Any]:
         """GetConversation (404 for an unknown key; nothing is created)."""
         found: dict[str, Any] = self._call(
-            "GET", self._conversation(key), params={"deployment": deployment}
+            "GET", self._conversation(key), params=self._where(deployment, tenant)
         )
         return found
 
     def reset_conversation(
-        self, key: str, deployment: str, *, keep_notes: bool = False, cancel_running: bool = False
+        self,
+        key: str,
+        deployment: str,
+        *,
+        keep_notes: bool = False,
+        cancel_running: bool = False,
+        tenant: str | None = None,
     ) -> dict[str, Any]:
         """ResetConversation: a new generation (409 while a task runs, unless cancel_running)."""
         found: dict[str, Any] = self._call(
             "POST",
             self._conversation(key) + "/reset",
-            params={"deployment": deployment},
+            params=self._where(deployment, tenant),
             json={"keepNotes": keep_notes, "cancelRunning": cancel_running},
             timeout=LIFECYCLE_TIMEOUT_S,
         )
         return found
 
     def delete_conversation(
-        self, key: str, deployment: str, *, cancel_running: bool = False
+        self, key: str, deployment: str, *, cancel_running: bool = False, tenant: str | None = None
     ) -> dict[str, Any]:
         """DeleteConversation: gone, behind a tombstone (409 while a task runs)."""
-        params: dict[str, str] = {"deployment": deployment}
+        params = self._where(deployment, tenant)
         if cancel_running:
             params["cancelRunning"] = "true"
         found: dict[str, Any] = self._call(
@@ -367,4 +382,16 @@ class FleetClient:
         found: dict[str, Any] = self._call(
             "POST", "/v1/conversations:prune", json=body, timeout=LIFECYCLE_TIMEOUT_S
         )
+        return found
+
+    # -- tenants (operator keys) ----------------------------------------------------------------
+
+    def list_tenants(self) -> list[dict[str, Any]]:
+        """ListTenants: the tenants the key reaches, with their backlog, tokens and refusals."""
+        found: list[dict[str, Any]] = self._call("GET", "/v1/tenants")["tenants"]
+        return found
+
+    def get_tenant(self, tenant: str) -> dict[str, Any]:
+        """GetTenant (404 for an unknown tenant and for one out of the key's reach alike)."""
+        found: dict[str, Any] = self._call("GET", f"/v1/tenants/{quote(tenant, safe='')}")
         return found

@@ -92,6 +92,14 @@ PREVIEW_CHARS = 80
 #: ``recent.count`` says how many the window held, ``injected`` lists them all).
 RECENT_SHOWN = 50
 
+#: The tenant of the open API (no callers configured) and of the shared ``api`` scope.
+DEFAULT_TENANT = "default"
+#: A tenant's ``weight`` (its turns in the round-robin of free capacity): at most this.
+MAX_TENANT_WEIGHT = 100
+#: Priority of a task that names none and whose deployment names none (0-9, higher first).
+DEFAULT_PRIORITY = 5
+MAX_PRIORITY = 9
+
 #: Redis key of a conversation's lease; the braces keep one conversation on one cluster slot.
 LEASE_KEY = "fleet:lease:{{{conversation}}}"
 #: Redis key a wake-up sets when it finds the conversation's lease taken (same slot as the lease).
@@ -104,6 +112,11 @@ WOKEN_KEY = "fleet:woken:{{{conversation}}}"
 WOKEN_TTL_S = 30
 #: Celery queue that carries wake-up hints.
 WAKE_QUEUE = "fleet"
+#: Redis keys of a queue's fair turns (``fleet.dispatch.fair``), one hash tag per queue.
+FAIR_KEY = "fleet:fair:{{{queue}}}:"
+#: A turn's hold: a conversation picked but not yet done goes back to its tenant's due set
+#: after this long unless its lease is held (its worker died between the pick and the lease).
+FAIR_HOLD_S = 15.0
 #: Redis key a sweeper takes (SET NX) for most of a sweep interval: of several `fleet beat`
 #: processes, only the one that took it sweeps in that interval.
 SWEEP_TICK_KEY = "fleet:sweep:tick"

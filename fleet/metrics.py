@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from prometheus_client import Counter, Histogram
@@ -55,6 +56,39 @@ LIFECYCLE = Counter(
     "Conversations an operator reset or deleted.",
     ["deployment", "action"],
 )
+TENANT_SUBMITTED = Counter(
+    "fleet_tenant_tasks_submitted_total",
+    "Submissions admitted, by tenant (configured tenants; any other counts as 'other').",
+    ["tenant"],
+)
+TENANT_FINISHED = Counter(
+    "fleet_tenant_tasks_finished_total",
+    "Tasks that reached a final status, by tenant.",
+    ["tenant", "status"],
+)
+TENANT_REFUSED = Counter(
+    "fleet_tenant_quota_refused_total",
+    "Submissions a tenant's quota or budget refused (429), by the quota.",
+    ["tenant", "quota"],
+)
+TENANT_TOKENS = Counter(
+    "fleet_tenant_tokens_total",
+    "Model tokens (prompt + completion) the runs of a tenant used, as the models report them.",
+    ["tenant"],
+)
+
+#: The tenants metrics may name (the configured ones): the label's values stay bounded.
+_TENANTS: set[str] = {"default"}
+
+
+def know_tenants(names: Iterable[str]) -> None:
+    """The configured tenants (``FleetConfig.tenant_names``): others are labelled ``other``."""
+    _TENANTS.clear()
+    _TENANTS.update(names)
+
+
+def tenant_label(tenant: str) -> str:
+    return tenant if tenant in _TENANTS else "other"
 
 
 def admitted(adm: Admission) -> None:
@@ -68,6 +102,7 @@ def admitted(adm: Admission) -> None:
         else "new"
     )
     SUBMITTED.labels(adm.task.deployment, outcome).inc()
+    TENANT_SUBMITTED.labels(tenant_label(adm.task.tenant)).inc()
     if adm.dropped is not None:
         DROPPED.labels(adm.task.deployment, "queue_full").inc()
 
@@ -87,6 +122,7 @@ def started(task: Task, now: datetime) -> None:
 
 def finished(task: Task, status: TaskStatus, now: datetime) -> None:
     FINISHED.labels(task.deployment, status.value).inc()
+    TENANT_FINISHED.labels(tenant_label(task.tenant), status.value).inc()
     if task.leased_at is not None:
         RUN_DURATION.labels(task.deployment, status.value).observe(
             max(0.0, (now - task.leased_at).total_seconds())
@@ -105,3 +141,12 @@ def pruned(deployment: str, reason: str, count: int) -> None:
 
 def lifecycle(deployment: str, action: str) -> None:
     LIFECYCLE.labels(deployment, action).inc()
+
+
+def quota_refused(tenant: str, quota: str) -> None:
+    TENANT_REFUSED.labels(tenant_label(tenant), quota).inc()
+
+
+def tokens(tenant: str, count: int) -> None:
+    if count:
+        TENANT_TOKENS.labels(tenant_label(tenant)).inc(count)

@@ -36,7 +36,8 @@ class Access:
     #: The caller's name (``config/callers``): API, A2A or webhook caller; ``None`` for the
     #: operator's own CLI and an open API (no callers configured).
     caller: str | None
-    #: Where the conversation's key comes from: ``api``, ``webhook:<trigger>``, ``a2a:<caller>``.
+    #: Where the conversation's key comes from: ``api:<tenant>`` (``api`` for ``default``),
+    #: ``webhook:<trigger>``, ``a2a:<caller>``.
     scope: str
     deployment: str
     #: The conversation's key as callers see it (``api:ticket-4711``).
@@ -45,6 +46,8 @@ class Access:
     conversation_id: uuid.UUID | None = None
     #: The memory namespace of the deployment.
     namespace: str = "default"
+    #: The tenant whose conversation it is (``default`` with no callers configured).
+    tenant: str = "default"
 
 
 Policy = Callable[[Access], bool | None]

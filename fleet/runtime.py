@@ -13,11 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet import logs, policy
+from fleet import logs, metrics, policy
 from fleet.config import FleetConfig, Settings, load_config, load_settings
+from fleet.dispatch.fair import SharedTurns
 from fleet.dispatch.lease import Lease
 from fleet.dispatch.leases.local import LocalLease
-from fleet.dispatch.manager import Dispatcher
+from fleet.dispatch.manager import Dispatcher, Turns
 from fleet.dispatch.waker import LocalWaker, Waker
 from fleet.domain.redaction import Redactor
 from fleet.errors import Unavailable
@@ -34,6 +35,8 @@ class Runtime:
     dispatcher: Dispatcher
     #: Set in embedded mode: the in-process wake-up queue the embedded loop serves.
     local_waker: LocalWaker | None = None
+    #: Set in a fleet on a plain Redis broker: the fair queue of turns workers pick from.
+    turns: Turns | None = None
     #: Embedded mode's background jobs (embedding), one thread.
     _jobs: ThreadPoolExecutor | None = field(default=None, repr=False)
     #: Embedded mode's reply deliveries (apart from jobs: a slow receiver delays no embedding).
@@ -142,6 +145,7 @@ def build(
     settings = settings or load_settings()
     config = config or load_config(settings.config_dir)
     preflight(config)  # before the store: a refused start creates nothing
+    metrics.know_tenants(config.tenant_names)
     store = open_store(settings, config=config)
     if check_schema:
         ensure_schema(store)
@@ -151,10 +155,19 @@ def build(
         with db.unavailable_on_outage():
             store.enable_vector_search(create=True)
     local_waker: LocalWaker | None = None
+    turns: Turns | None = None
+    weights = {name: config.tenant(name).weight for name in config.tenant_names}
+    caps = {name: config.tenant(name).max_running for name in config.tenant_names}
+
+    def share(tenant: str) -> tuple[int, int]:
+        cfg = config.tenant(tenant)
+        return cfg.weight, cfg.max_running or 0
+
     if settings.embedded:
         lease = lease or LocalLease(settings.lease_ttl)
         if waker is None:
             waker = local_waker = LocalWaker()
+            local_waker.configure(weights, caps)
     else:
         from fleet.dispatch.leases.redis import RedisLease
 
@@ -164,9 +177,15 @@ def build(
             from fleet.dispatch.celery_app import CeleryWaker, app_for
 
             assert settings.redis_url
-            waker = CeleryWaker(
-                app_for(settings.redis_url), lease if isinstance(lease, RedisLease) else None
+            celery_waker = CeleryWaker(
+                app_for(settings.redis_url),
+                lease if isinstance(lease, RedisLease) else None,
+                tenants=share,
+                hold_s=settings.turn_hold,
             )
+            if celery_waker.turns is not None:
+                turns = SharedTurns(celery_waker.turns, weights, caps)
+            waker = celery_waker
     hints = None
     if not settings.embedded:
         from fleet.dispatch.hints import RedisHints
@@ -175,7 +194,11 @@ def build(
     dispatcher = Dispatcher(
         settings=settings, config=config, store=store, lease=lease, waker=waker, hints=hints
     )
-    runtime = Runtime(settings, config, store, dispatcher, local_waker)
+    if not settings.embedded:
+        from fleet.dispatch.quotas import Quotas
+
+        dispatcher.quotas = Quotas(config, store, dispatcher.clock, redis_client(settings))
+    runtime = Runtime(settings, config, store, dispatcher, local_waker, turns)
     dispatcher.deliveries.enqueue = runtime.deliver
     if any(a.recall is not None or a.observations for a in config.agents.values()):
         dispatcher.sources.jobs = runtime.job

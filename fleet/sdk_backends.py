@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from fleet.constants import DEFAULT_TENANT
 from fleet.domain.values import TaskStatus
 from fleet.errors import (
     Conflict,
@@ -189,7 +190,7 @@ class StoreBackend:
         self.check_deployment(deployment)
         dep = self.rt.config.deployment(deployment)
         ref = keys.resolve(dep.kind, "api", key)
-        found = self.rt.store.find_conversation(dep.name, ref.scope, ref.key)
+        found = self.rt.store.find_conversation(dep.name, ref.scope, ref.key, tenant=DEFAULT_TENANT)
         if found is None:
             return []
         return [message_json(m) for m in self.rt.store.messages(found, limit=limit)]

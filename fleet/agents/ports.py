@@ -126,3 +126,6 @@ class RunPorts:
     #: The agent may delegate (``delegates`` set): the call_agent, start_agent and
     #: signal_agent tools use it.
     delegation: Delegation | None = None
+    #: Asked before each model call: why the run must end now (its tenant's token budget is
+    #: spent), or None to go on.
+    budget: Callable[[], str | None] = lambda: None

@@ -94,6 +94,9 @@ def run_agent(
             msg = _message_of(entry.output)
             steps.replay(entry)
         else:
+            spent = ports.budget()  # before the call, never in the middle of one
+            if spent is not None:
+                return steps.outcome(TaskStatus.FAILED, error=spent)
             msg_or_error = _call_model(model, convo, specs, steps)
             if isinstance(msg_or_error, str):
                 return steps.outcome(
@@ -164,7 +167,7 @@ def _skip(
 def _report(model: Model, convo: list[ChatMessage], steps: Steps) -> Outcome:
     """Interrupted: one last model turn without tools to report, then the run ends."""
     why = "interrupted by a newer message"
-    if not steps.ports.report_on_interrupt:
+    if not steps.ports.report_on_interrupt or steps.ports.budget() is not None:
         return steps.outcome(TaskStatus.SUPERSEDED, error=why)
     note = ChatMessage(role="user", content=INTERRUPT_NOTE, name="fleet_interrupt")
     msg = _call_model(model, [*convo, note], [], steps)

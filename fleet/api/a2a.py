@@ -13,6 +13,7 @@ within the caller's scope.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from a2a.server.context import ServerCallContext
@@ -31,6 +32,7 @@ from a2a.types import (
 )
 from fastapi import APIRouter, Header, Path, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from fleet import __version__
 from fleet.api import a2a_handler
@@ -57,6 +59,7 @@ class _ContextBuilder(DefaultServerCallContextBuilder):
         context = super().build(request)
         context.state[a2a_handler.CALLER] = request.state.a2a_caller
         context.state[a2a_handler.DEPLOYMENT] = request.state.a2a_deployment
+        context.state[a2a_handler.GATED] = getattr(request.state, "a2a_gated", False)
         return context
 
 
@@ -175,7 +178,7 @@ _ENVELOPE: dict[str, Any] = {
     openapi_extra={
         "requestBody": {"required": True, "content": {"application/json": {"schema": _ENVELOPE}}}
     },
-    responses=problem_responses(401, 403, 404),
+    responses=problem_responses(401, 403, 404, 429),
 )
 async def a2a_rpc(
     request: Request,
@@ -188,4 +191,21 @@ async def a2a_rpc(
     dep = _deployment(rt, deployment)
     request.state.a2a_caller = caller
     request.state.a2a_deployment = dep.name
+    if rt.config.tenant(caller.tenant).quotas and await _sends(request):
+        # the tenant's quotas answer as SubmitTask's do: 429 problem+json, before the SDK
+        await run_in_threadpool(rt.dispatcher.quotas.gate, caller.tenant, queued=True)
+        request.state.a2a_gated = True
     return await _dispatcher(request).handle_requests(request)
+
+
+#: JSON-RPC methods that submit a message (both protocol versions).
+SENDS = frozenset({"SendMessage", "SendStreamingMessage", "message/send", "message/stream"})
+
+
+async def _sends(request: Request) -> bool:
+    """Does this JSON-RPC request send a message (the SDK reads the same cached body)?"""
+    try:
+        body = json.loads(await request.body())
+    except ValueError:
+        return False  # the SDK answers it with a parse error
+    return isinstance(body, dict) and body.get("method") in SENDS

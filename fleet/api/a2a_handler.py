@@ -78,6 +78,8 @@ log = logging.getLogger(__name__)
 #: Call-context state keys the route fills in.
 CALLER = "fleet.caller"
 DEPLOYMENT = "fleet.deployment"
+#: The route checked the tenant's rate and budget before the SDK (``fleet.api.a2a``).
+GATED = "fleet.gated"
 #: ListTasks: default and largest page.
 LIST_PAGE = 50
 LIST_MAX = 100
@@ -240,7 +242,7 @@ class FleetRequestHandler(RequestHandler):
         if (
             task is None
             or task.deployment != deployment
-            or not keys.readable_by(task.scope, caller.scope)
+            or not caller.sees(task.tenant, task.scope)
         ):
             raise NotFound(f"no task with id {task_id} on deployment {deployment!r}")
         return task
@@ -305,6 +307,8 @@ class FleetRequestHandler(RequestHandler):
             caller=caller.name,
             delivery=delivery,
             resource_id=resource,
+            tenant=caller.tenant,
+            gated=bool(context.state.get(GATED)),
         )
         if push_params is not None:
             await self._set_push(admission.task, push_params, caller)
@@ -373,6 +377,7 @@ class FleetRequestHandler(RequestHandler):
                 statuses=wanted,
                 changed_after=after,
                 limit=size,
+                tenants=frozenset({caller.tenant}),
             )
             found = await run_in_threadpool(self.rt.store.list_tasks, flt)
             total = await run_in_threadpool(self.rt.store.count_tasks, flt)

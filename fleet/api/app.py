@@ -49,7 +49,9 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
             original = rt.dispatcher.waker
             background = BackgroundWaker(original)
             direct = original.direct if isinstance(original, CeleryWaker) else None
-            on_loop = LoopWaker(background, asyncio.get_running_loop(), direct)
+            on_loop = LoopWaker(
+                background, asyncio.get_running_loop(), direct, rt.dispatcher.tenant_share
+            )
             rt.dispatcher.waker = on_loop
         if rt.local_waker is not None and run_embedded:
             # Embedded (no Redis): this process also runs what it admits.

@@ -1,4 +1,5 @@
-"""Callers: bearer API keys, stored hashed, each bound to one scope and a set of deployments."""
+"""Callers: bearer API keys, stored hashed, each bound to a tenant, one scope and a set of
+deployments."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fleet.config import FleetConfig
+from fleet.constants import DEFAULT_TENANT
+from fleet.domain import keys
 from fleet.errors import ConfigError, FleetError, Forbidden
 
 log = logging.getLogger(__name__)
@@ -23,14 +26,28 @@ class Unauthorized(FleetError):
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who is calling: a name, the scope its keys and conversations live in, what it may run."""
+    """Who is calling: a name, its tenant, the scope its keys and conversations live in, what it
+    may run."""
 
     name: str
     scope: str
     #: Deployments it may use; None means all.
     deployments: frozenset[str] | None = None
-    #: May use the operator UI (every scope of its deployments).
+    #: May use the operator UI and endpoints (every scope of its deployments, in ``reach``).
     operator: bool = False
+    #: The tenant its conversations, quotas and budget are (``default``: the open API's).
+    tenant: str = DEFAULT_TENANT
+    #: Tenants the operator endpoints show it (None: all); its own alone unless it lists more.
+    reach: frozenset[str] | None = frozenset({DEFAULT_TENANT})
+
+    def reaches(self, tenant: str) -> bool:
+        """May its operator calls see this tenant's conversations?"""
+        return self.reach is None or tenant in self.reach
+
+    def sees(self, tenant: str, scope: str) -> bool:
+        """May it read a conversation (or its tasks, runs, events) of this tenant and scope
+        through the ordinary API: its own tenant and scope, or its tenant's singletons?"""
+        return tenant == self.tenant and keys.readable_by(scope, self.scope)
 
     def check_deployment(self, deployment: str) -> None:
         if self.deployments is not None and deployment not in self.deployments:
@@ -47,7 +64,17 @@ class Caller:
 
 
 #: The caller of an API with no keys configured (development; a warning is logged).
-ANONYMOUS = Caller(name="anonymous", scope="api", deployments=None)
+ANONYMOUS = Caller(name="anonymous", scope="api", deployments=None, reach=None)
+
+
+def require_operator(caller: Caller) -> Caller:
+    """The caller, if the operator endpoints are for it: an operator key, or anyone at an open
+    API (no callers configured: its UI is open too). Else 403."""
+    if caller is not ANONYMOUS and not caller.operator:
+        raise Forbidden(
+            f"caller {caller.name!r} is not an operator (operator = true in its caller file)"
+        )
+    return caller
 
 
 def hash_key(key: str) -> str:
@@ -84,8 +111,17 @@ class KeyRing:
                     "key_sha256" if c.key_sha256 else "key_env",
                     f"the same key as caller {found[digest].name!r}; give each caller its own key",
                 )
+            tenant = config.tenant_of_caller(name)
+            reach: frozenset[str] | None = frozenset({tenant})
+            if c.tenants is not None:
+                reach = None if "*" in c.tenants else frozenset(c.tenants)
             found[digest] = Caller(
-                name=name, scope=c.scope, deployments=deployments, operator=c.operator
+                name=name,
+                scope=c.home,
+                deployments=deployments,
+                operator=c.operator,
+                tenant=tenant,
+                reach=reach,
             )
         if not found:
             log.warning("no callers configured in config/callers: the API accepts anyone as 'api'")

@@ -1,9 +1,11 @@
 """ListConversations, GetConversation, ResetConversation, DeleteConversation,
 PruneConversations: the conversation lifecycle for operator keys (``operator = true``).
 
-An operator sees every scope of its deployments, so keys are scoped (``api:ticket-4711``,
-``webhook:orders:4711``; a bare key is an ``api`` one). Routes stay thin: the lifecycle manager
-(``fleet.dispatch.lifecycle``) decides and the store writes.
+An operator sees every scope of its deployments in the tenants it reaches (its own, or those its
+caller file lists), so keys are scoped (``api:acme:ticket-4711``, ``webhook:orders:4711``; a
+bare key is an API one of ``tenant``, else of ``default``); another tenant's conversation answers
+404 like a missing one. Routes stay thin: the lifecycle manager (``fleet.dispatch.lifecycle``)
+decides and the store writes.
 """
 
 from __future__ import annotations
@@ -38,10 +40,19 @@ ConversationKey = Annotated[
     Path(
         alias="conversationKey",
         min_length=1,
-        description="The scoped conversation key (`api:ticket-4711`); a bare key is an `api` one.",
+        description="The scoped conversation key (`api:acme:ticket-4711`); a bare key is an "
+        "API one.",
     ),
 ]
 Deployment = Annotated[str, Query(min_length=1, description="The conversation's deployment.")]
+Tenant = Annotated[
+    str | None,
+    Query(
+        pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$",
+        description="Whose conversation (default: what the key's scope tells, else `default`); "
+        "needed for delegated and singleton conversations of another tenant.",
+    ),
+]
 
 
 class _Body(BaseModel):
@@ -102,7 +113,11 @@ def list_conversations(
     if deployment is not None:
         rt.dispatcher.lifecycle.ref(deployment, "x")  # 422 naming the configured ones
     flt = ConversationFilter(
-        deployments=who.deployments, deployment=deployment, state=state, limit=limit
+        deployments=who.deployments,
+        deployment=deployment,
+        state=state,
+        limit=limit,
+        tenants=who.reach,
     )
     rows = rt.store.conversations(flt, datetime.now(UTC))
     return JSONResponse(
@@ -111,6 +126,7 @@ def list_conversations(
                 {
                     "id": str(r.id),
                     "deployment": r.deployment,
+                    "tenant": r.tenant,
                     "conversation": r.conversation,
                     "state": r.state,
                     "reason": r.reason or None,
@@ -130,11 +146,18 @@ def list_conversations(
     summary="Get a conversation's generation and counts (operators)",
 )
 def get_conversation(
-    conversation_key: ConversationKey, deployment: Deployment, rt: RuntimeDep, caller: CallerDep
+    conversation_key: ConversationKey,
+    deployment: Deployment,
+    rt: RuntimeDep,
+    caller: CallerDep,
+    tenant: Tenant = None,
 ) -> JSONResponse:
     """404 for an unknown key; looking creates nothing."""
-    _operator(rt, caller, deployment)
-    return JSONResponse(info_json(rt.dispatcher.lifecycle.show(deployment, conversation_key)))
+    who = _operator(rt, caller, deployment)
+    info = rt.dispatcher.lifecycle.show(
+        deployment, conversation_key, tenant=tenant, reach=who.reach
+    )
+    return JSONResponse(info_json(info))
 
 
 @router.post(
@@ -148,18 +171,22 @@ def reset_conversation(
     deployment: Deployment,
     rt: RuntimeDep,
     caller: CallerDep,
+    *,
     body: ResetRequest | None = None,
+    tenant: Tenant = None,
 ) -> JSONResponse:
     """Earlier history (and notes, unless `keepNotes`) is no longer recalled; queued tasks of
     the old generation are cancelled with a reason; an idempotency key seen before still
     answers duplicate. 409 while a task runs, unless `cancelRunning`."""
-    _operator(rt, caller, deployment)
+    who = _operator(rt, caller, deployment)
     req = body or ResetRequest()
     info, done = rt.dispatcher.lifecycle.reset(
         deployment,
         conversation_key,
         keep_notes=req.keep_notes,
         cancel_running=req.cancel_running,
+        tenant=tenant,
+        reach=who.reach,
     )
     return JSONResponse(reset_json(info, done, keep_notes=req.keep_notes))
 
@@ -175,14 +202,21 @@ def delete_conversation(
     deployment: Deployment,
     rt: RuntimeDep,
     caller: CallerDep,
+    *,
     cancel_running: Annotated[bool, Query(alias="cancelRunning")] = False,
+    tenant: Tenant = None,
 ) -> JSONResponse:
     """Its tasks, runs, messages and notes go; a later submission with its key starts fresh
     and its answer says so (`freshAfterDelete`). 409 while a task runs, unless
     `cancelRunning`."""
     who = _operator(rt, caller, deployment)
     stone = rt.dispatcher.lifecycle.delete(
-        deployment, conversation_key, by=_by(who), cancel_running=cancel_running
+        deployment,
+        conversation_key,
+        by=_by(who),
+        cancel_running=cancel_running,
+        tenant=tenant,
+        reach=who.reach,
     )
     return JSONResponse(delete_json(stone))
 
@@ -196,7 +230,8 @@ def delete_conversation(
 def prune_conversations(
     rt: RuntimeDep, caller: CallerDep, body: PruneRequest | None = None
 ) -> JSONResponse:
-    """What the sweeper does on its clock, now and in full; `dryRun` only counts."""
+    """What the sweeper does on its clock, now and in full, in the conversations of the
+    tenants the key reaches; `dryRun` only counts."""
     req = body or PruneRequest()
     who = _operator(rt, caller, req.deployment)
     older = None if req.older_than is None else rules.parse_age(req.older_than)
@@ -206,7 +241,7 @@ def prune_conversations(
             field="deployment",
         )
     report = rt.dispatcher.lifecycle.prune(
-        deployment=req.deployment, older_than_s=older, dry_run=req.dry_run
+        deployment=req.deployment, older_than_s=older, dry_run=req.dry_run, tenants=who.reach
     )
     out: dict[str, Any] = prune_json(report)
     return JSONResponse(out)

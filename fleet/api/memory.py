@@ -1,8 +1,10 @@
 """SetMemoryBlock, GetMemoryBlock, ListMemoryBlocks, ListMemoryBlockVersions: memory blocks for
 operator keys (``operator = true``), what ``fleet memory set/get/ls/history`` does.
 
-Blocks live in a namespace (a deployment's ``namespace``, default ``default``). An operator bound
-to some deployments reaches only their namespaces. Every version written here is authored
+Blocks live in a tenant's namespace (a deployment's ``namespace``, default ``default``; each
+tenant has its own). An operator reaches the tenants of its caller file (``tenants``; its own
+alone by default) and, bound to some deployments, only their namespaces: another tenant's blocks
+answer 404 like missing ones. Every version written here is authored
 ``operator:<caller>`` (``api`` when the API has no keys). Routes stay thin: the pure edit rules
 are ``fleet.domain.blocks`` and the store writes.
 """
@@ -48,6 +50,14 @@ Namespace = Annotated[
         description="The block's namespace (a deployment's `namespace`).",
     ),
 ]
+TenantName = Annotated[
+    str | None,
+    Query(
+        pattern=NAMESPACE_PATTERN,
+        description="Whose namespace (default: the key's own tenant; operators reach the "
+        "tenants their caller file lists).",
+    ),
+]
 
 
 class SetBlockRequest(BaseModel):
@@ -75,15 +85,21 @@ class SetBlockRequest(BaseModel):
         return v
 
 
-def _operator(rt: Runtime, caller: Caller, namespace: str | None) -> frozenset[str] | None:
-    """Operator keys only (an API without keys is open, as its UI is); the namespaces the
-    caller reaches (None: all of them)."""
+def _operator(
+    rt: Runtime, caller: Caller, namespace: str | None, tenant: str | None
+) -> tuple[str, frozenset[str] | None]:
+    """Operator keys only (an API without keys is open, as its UI is); the tenant asked about
+    (404 beyond the caller's reach, as a missing one) and the namespaces the caller reaches
+    (None: all of them)."""
     if caller is not ANONYMOUS and not caller.operator:
         raise Forbidden(
             f"caller {caller.name!r} is not an operator (operator = true in its caller file)"
         )
+    chosen = caller.tenant if tenant is None else tenant
+    if not caller.reaches(chosen):
+        raise NotFound(f"no tenant {chosen!r} among this key's", field="tenant")
     if caller.deployments is None:
-        return None
+        return chosen, None
     reach = frozenset(
         d.namespace for name, d in rt.config.deployments.items() if name in caller.deployments
     )
@@ -93,7 +109,7 @@ def _operator(rt: Runtime, caller: Caller, namespace: str | None) -> frozenset[s
             f"{', '.join(sorted(reach)) or 'none'})",
             field="namespace",
         )
-    return reach
+    return chosen, reach
 
 
 def _author(caller: Caller) -> str:
@@ -122,7 +138,7 @@ def _missing(namespace: str, name: str) -> NotFound:
 @router.get(
     "/v1/memory/blocks",
     operation_id="ListMemoryBlocks",
-    responses=problem_responses(*_AUTH, 422),
+    responses=problem_responses(*_AUTH, 404, 422),
     summary="List memory blocks, without their values (operators)",
 )
 def list_memory_blocks(
@@ -131,10 +147,12 @@ def list_memory_blocks(
     namespace: Annotated[
         str | None, Query(pattern=NAMESPACE_PATTERN, description="Only this namespace.")
     ] = None,
+    tenant: TenantName = None,
 ) -> JSONResponse:
-    """Every block (of one namespace, or of all the caller reaches), by namespace and name."""
-    reach = _operator(rt, caller, namespace)
-    found = rt.store.list_blocks(namespace)
+    """Every block of a tenant (of one namespace, or of all the caller reaches), by namespace
+    and name."""
+    chosen, reach = _operator(rt, caller, namespace, tenant)
+    found = rt.store.list_blocks(namespace, tenant=chosen)
     if reach is not None:
         found = [b for b in found if b.namespace in reach]
     return JSONResponse({"blocks": [_json(b, value=False) for b in found]})
@@ -147,11 +165,15 @@ def list_memory_blocks(
     summary="Get a memory block's current value (operators)",
 )
 def get_memory_block(
-    block: BlockName, rt: RuntimeDep, caller: CallerDep, namespace: Namespace = "default"
+    block: BlockName,
+    rt: RuntimeDep,
+    caller: CallerDep,
+    namespace: Namespace = "default",
+    tenant: TenantName = None,
 ) -> JSONResponse:
-    _operator(rt, caller, namespace)
+    chosen, _ = _operator(rt, caller, namespace, tenant)
     blocks.check_block_name(block)
-    found = rt.store.get_block(namespace, block)
+    found = rt.store.get_block(namespace, block, tenant=chosen)
     if found is None:
         raise _missing(namespace, block)
     return JSONResponse(_json(found))
@@ -160,7 +182,7 @@ def get_memory_block(
 @router.put(
     "/v1/memory/blocks/{block}",
     operation_id="SetMemoryBlock",
-    responses=problem_responses(*_AUTH, 400, 409, 422),
+    responses=problem_responses(*_AUTH, 400, 404, 409, 422),
     summary="Replace a memory block's value, creating it (operators)",
 )
 def set_memory_block(
@@ -168,17 +190,20 @@ def set_memory_block(
     body: SetBlockRequest,
     rt: RuntimeDep,
     caller: CallerDep,
+    *,
     namespace: Namespace = "default",
+    tenant: TenantName = None,
 ) -> JSONResponse:
     """Bumps the version and records it, authored `operator:<caller>`. `expectedVersion`
     refuses (409, naming the current version) if the block moved on; a value past the size
     cap is refused (422) with the sizes."""
-    _operator(rt, caller, namespace)
+    chosen, _ = _operator(rt, caller, namespace, tenant)
     blocks.check_block_name(block)
     found = rt.store.edit_block(
         namespace,
         block,
         Edit("replace", body.value, expected_version=body.expected_version),
+        tenant=chosen,
         author=_author(caller),
         now=datetime.now(UTC),
         title=body.title,
@@ -194,12 +219,16 @@ def set_memory_block(
     summary="Every version of a memory block: who wrote it and when (operators)",
 )
 def list_memory_block_versions(
-    block: BlockName, rt: RuntimeDep, caller: CallerDep, namespace: Namespace = "default"
+    block: BlockName,
+    rt: RuntimeDep,
+    caller: CallerDep,
+    namespace: Namespace = "default",
+    tenant: TenantName = None,
 ) -> JSONResponse:
     """Oldest first; `author` is `user` (the CLI), `operator:<caller>` or `run:<run id>`."""
-    _operator(rt, caller, namespace)
+    chosen, _ = _operator(rt, caller, namespace, tenant)
     blocks.check_block_name(block)
-    versions = rt.store.block_history(namespace, block)
+    versions = rt.store.block_history(namespace, block, tenant=chosen)
     return JSONResponse(
         {
             "namespace": namespace,

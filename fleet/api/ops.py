@@ -9,7 +9,10 @@ Where the metrics come from (a fleet's work happens in other processes than the 
   and ``fleet_backlog_oldest_due_seconds{deployment}`` (how long the oldest due task has waited;
   the signal to scale workers on). Every replica reports the same values, so aggregate them with
   ``max``, not ``sum``. ``fleet_backlog_up`` is 0 when the store could not be read (the scrape
-  itself still succeeds, with the process metrics).
+  itself still succeeds, with the process metrics). In the same read, per tenant (configured
+  tenants; any other folds into ``other``, as the tenant counters do):
+  ``fleet_tenant_backlog_tasks{tenant,status}`` (queued: queued and handed back; running: leased
+  and running) and ``fleet_tenant_tokens_today{tenant}`` (the token ledger's UTC day).
 - **Worker processes** record runs: started, finished (by status), queue wait and run duration
   histograms, retries and recoveries. Celery's prefork children cannot each be scraped, so
   ``fleet worker --metrics-port N`` runs them in Prometheus multiprocess mode and serves their sum
@@ -35,13 +38,16 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from starlette.concurrency import run_in_threadpool
 
+from fleet import metrics as counters
 from fleet.api.deps import RuntimeDep
 from fleet.api.problems import RETRY_AFTER_S, problem
+from fleet.domain.quota import utc_day
 from fleet.domain.values import UNFINISHED, TaskStatus
 from fleet.errors import FleetError
 from fleet.runtime import Runtime
 from fleet.store import db, migrate
 from fleet.store.queries import Backlog
+from fleet.store.quotas import TenantFigures
 
 router = APIRouter(tags=["ops"])
 
@@ -151,9 +157,45 @@ class _BacklogCollector(Collector):
         yield oldest
 
 
-def _backlog(rt: Runtime) -> list[Backlog] | None:
+class _TenantCollector(Collector):
+    """Per-tenant gauges from the same scrape's read: every configured tenant (zeros included),
+    the rest summed as ``other`` so that the label's values stay bounded."""
+
+    def __init__(self, tenants: tuple[str, ...], found: dict[str, TenantFigures]) -> None:
+        self.tenants = tenants
+        self.found = found
+
+    def collect(self) -> Iterator[Metric]:
+        tasks = GaugeMetricFamily(
+            "fleet_tenant_backlog_tasks",
+            "Unfinished tasks now, by tenant: queued (queued, handed back) and running (leased, "
+            "running); fleet-wide, from the store.",
+            labels=["tenant", "status"],
+        )
+        tokens = GaugeMetricFamily(
+            "fleet_tenant_tokens_today",
+            "Model tokens the tenant's runs used today (UTC), from the token ledger.",
+            labels=["tenant"],
+        )
+        sums: dict[str, list[int]] = {name: [0, 0, 0] for name in self.tenants}
+        for name, f in self.found.items():
+            row = sums.setdefault(counters.tenant_label(name), [0, 0, 0])
+            row[0] += f.queued
+            row[1] += f.running
+            row[2] += f.tokens_today
+        for name in sorted(sums):
+            queued, running, used = sums[name]
+            tasks.add_metric([name, "queued"], float(queued))
+            tasks.add_metric([name, "running"], float(running))
+            tokens.add_metric([name], float(used))
+        yield tasks
+        yield tokens
+
+
+def _backlog(rt: Runtime) -> tuple[list[Backlog], dict[str, TenantFigures]] | None:
+    """The store's backlog and tenants' figures, or None when the store cannot be read."""
     try:
-        return rt.store.backlog()
+        return rt.store.backlog(), rt.store.tenant_figures(utc_day(datetime.now(UTC)))
     except Exception:  # an outage must not take the process metrics down with it
         return None
 
@@ -179,6 +221,10 @@ def _process_metrics() -> bytes:
 async def metrics(rt: RuntimeDep) -> Response:
     found = await run_in_threadpool(_backlog, rt)
     backlog = CollectorRegistry()
-    backlog.register(_BacklogCollector(sorted(rt.config.deployments), found))
+    backlog.register(
+        _BacklogCollector(sorted(rt.config.deployments), None if found is None else found[0])
+    )
+    if found is not None:
+        backlog.register(_TenantCollector(rt.config.tenant_names, found[1]))
     body = await run_in_threadpool(_process_metrics) + generate_latest(backlog)
     return Response(body, media_type=CONTENT_TYPE_PLAIN_0_0_4)

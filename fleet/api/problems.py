@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -11,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from fleet.domain.quota import QuotaExceeded
 from fleet.errors import FleetError, Unavailable
 from fleet.store.db import describe, is_outage
 
@@ -63,6 +65,18 @@ def install(app: FastAPI) -> None:
         headers = {"Retry-After": str(RETRY_AFTER_S)} if isinstance(exc, Unavailable) else None
         if exc.status == 401:
             headers = {"WWW-Authenticate": "Bearer"}
+        if isinstance(exc, QuotaExceeded):
+            wait = max(1, math.ceil(exc.retry_after_s))
+            return problem(
+                exc.status,
+                exc.title,
+                exc.message,
+                field=exc.field,
+                headers={"Retry-After": str(wait)},
+                quota=exc.quota,
+                limit=exc.value,
+                retryAfter=wait,
+            )
         return problem(exc.status, exc.title, exc.message, field=exc.field, headers=headers)
 
     @app.exception_handler(RequestValidationError)

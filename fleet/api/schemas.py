@@ -15,12 +15,14 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictInt,
     TypeAdapter,
     ValidationError,
     field_validator,
 )
 from pydantic.alias_generators import to_camel
 
+from fleet.constants import MAX_PRIORITY
 from fleet.domain.values import TaskStatus
 
 
@@ -81,8 +83,8 @@ class SubmitTaskRequest(_Camel):
         default=None,
         description=(
             "Conversation to join: a bare key (`ticket-4711`) or the scoped key a task showed "
-            "(`api:ticket-4711`). Omitted: a new conversation (an empty key is refused). "
-            "Ignored by singleton deployments."
+            "(`api:acme:ticket-4711`); always one of the caller's tenant. Omitted: a new "
+            "conversation (an empty key is refused). Ignored by singleton deployments."
         ),
         json_schema_extra={"minLength": 1},  # (the validator below says what to do instead)
     )
@@ -105,6 +107,14 @@ class SubmitTaskRequest(_Camel):
         description="What this submission does if its conversation is busy, instead of the "
         "deployment's queue mode: `followup` (queue), `collect` (merge into the queued task), "
         "`steer` (into the running run's inbox), `interrupt` (stop the running run, then run).",
+    )
+    priority: StrictInt | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_PRIORITY,
+        description="Among the tenant's due work, higher runs first (0-9; default: the "
+        "deployment's `priority`, else 5). Tenants share free capacity by weight whatever "
+        "their tasks' priorities.",
     )
 
     @field_validator("conversation_key")
@@ -138,7 +148,7 @@ class TaskView(_Camel):
     deployment: str
     status: TaskStatus
     conversation: str = Field(
-        description="The conversation key with its scope (`api:ticket-4711`): send it back to "
+        description="The conversation key with its scope (`api:acme:ticket-4711`): send it back to "
         "continue the conversation."
     )
     seq: int = Field(description="Position in its conversation (1, 2, …).")
@@ -278,10 +288,12 @@ _PROBLEM_TEXT = {
     400: "The body could not be read (not UTF-8 JSON).",
     401: "No or unknown API key (send `Authorization: Bearer <key>`).",
     403: "The key may not do this (another source's scope, or a deployment it may not use).",
-    404: "Not found (also: it belongs to another scope).",
+    404: "Not found (also: it belongs to another scope or tenant).",
     409: "Conflicts with what exists (an idempotency key already used for another deployment).",
     413: "The body is larger than the server accepts.",
     422: "Invalid input: `invalidParams` names each field and the reason.",
+    429: "Refused, nothing stored: the conversation's queue is full, or the tenant is over a "
+    "quota or budget (`quota` names it, `limit` its value); retry after `Retry-After` seconds.",
     503: "The database or Redis is unavailable; retry after `Retry-After` seconds.",
 }
 
@@ -294,7 +306,7 @@ def problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
             "description": _PROBLEM_TEXT[code],
             "content": {"application/problem+json": {"schema": PROBLEM_SCHEMA}},
         }
-        if code == 503:
+        if code in (429, 503):
             entry["headers"] = {
                 "Retry-After": {"description": "Seconds to wait.", "schema": {"type": "integer"}}
             }

@@ -59,14 +59,15 @@ def _may_use(caller: Caller, deployment: str) -> bool:
 
 
 def _visible(rt: Runtime, caller: Caller, task_id: uuid.UUID) -> Task:
-    """The task if this caller may see it; NotFound either way otherwise (existence hidden)."""
+    """The task if this caller may see it (its tenant, its scope); NotFound either way
+    otherwise (existence hidden)."""
     try:
         task = rt.store.get_task(task_id)
     except NotFound:
         task = None
     if (
         task is None
-        or not keys.readable_by(task.scope, caller.scope)
+        or not caller.sees(task.tenant, task.scope)
         or not _may_use(caller, task.deployment)
     ):
         raise NotFound(f"no task with id {task_id}", field="id")
@@ -92,7 +93,7 @@ def _deployment(rt: Runtime, caller: Caller, name: str) -> str:
     operation_id="SubmitTask",
     status_code=202,
     response_model=SubmitTaskResponse,
-    responses=problem_responses(*_AUTH, 400, 409, 413, 422),
+    responses=problem_responses(*_AUTH, 400, 409, 413, 422, 429),
     summary="Submit a task",
 )
 async def submit_task(
@@ -115,6 +116,8 @@ async def submit_task(
         caller=None if caller is ANONYMOUS else caller.name,
         delivery=body.delivery,
         resource_id=body.resource_id,
+        tenant=caller.tenant,
+        priority=body.priority,
     )
     return JSONResponse(
         views.admission_json(adm),
@@ -205,6 +208,7 @@ def list_tasks(
         status=status,
         id_prefix=prefix,
         limit=limit,
+        tenants=frozenset({caller.tenant}),
     )
     return JSONResponse({"tasks": [views.task_json(t) for t in rt.store.list_tasks(flt)]})
 
@@ -264,7 +268,7 @@ def list_conversation_messages(
         Path(
             alias="conversationKey",
             min_length=1,
-            description="The conversation key (bare or scoped, e.g. `api:ticket-4711`).",
+            description="The conversation key (bare or scoped, e.g. `api:acme:ticket-4711`).",
         ),
     ],
     rt: RuntimeDep,
@@ -277,7 +281,7 @@ def list_conversation_messages(
     name = _deployment(rt, caller, deployment)
     ref = keys.resolve(rt.config.deployments[name].kind, caller.scope, conversation_key)
     conversation = f"{ref.scope}:{ref.key}"
-    found = rt.store.find_conversation(name, ref.scope, ref.key)
+    found = rt.store.find_conversation(name, ref.scope, ref.key, tenant=caller.tenant)
     if found is None:
         raise NotFound(
             f"no conversation {conversation!r} in deployment {name!r}", field="conversationKey"

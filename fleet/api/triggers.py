@@ -99,7 +99,7 @@ def authenticate(
             )
         webhooks.verify(trigger.signature, secret.encode(), body, headers, now=time.time())
         return f"trigger:{trigger.name}"
-    if not any(c.scope == scope for c in config.callers.values()):
+    if not any(c.home == scope for c in config.callers.values()):
         if not (trigger.public or ring.open):
             raise Unauthorized(
                 f"trigger {trigger.name!r} accepts no deliveries: it has neither a signature nor "
@@ -159,5 +159,6 @@ async def deliver(
         idempotency_key=delivery.idempotency_key,
         caller=sender,
         resource_id=delivery.resource_id,
+        tenant=rt.config.tenant_of_trigger(trigger.name),
     )
     return JSONResponse(admission_json(admission), status_code=200 if admission.duplicate else 202)

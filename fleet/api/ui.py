@@ -2,13 +2,15 @@
 a little JavaScript that follows task events live, and forms for actions.
 
 Pages read the store through the same reads and JSON shapes as the API (``fleet.views``), but
-an operator sees every scope of its deployments. Who may look is ``fleet.api.ui_auth``'s call.
+an operator sees every scope of its deployments in the tenants it reaches. Who may look is
+``fleet.api.ui_auth``'s call.
 """
 
 from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qs
@@ -28,6 +30,7 @@ from fleet.domain import operator as op
 from fleet.errors import FleetError, Forbidden, NotFound
 from fleet.runtime import Runtime
 from fleet.store.operator import ConversationFilter
+from fleet.tenant_views import everyone, read_tenants
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 #: Static files the pages load, and their types (nothing else is served from the folder).
@@ -99,8 +102,8 @@ def _deployments(rt: Runtime, viewer: Viewer) -> list[str]:
     return sorted(d for d in rt.config.deployments if viewer.may_see(d))
 
 
-def _seen(viewer: Viewer, deployment: str, what: str) -> None:
-    if not viewer.may_see(deployment):
+def _seen(viewer: Viewer, deployment: str, what: str, tenant: str) -> None:
+    if not viewer.may_see(deployment, tenant):
         raise UiRefused(404, f"No {what} with that id.")
 
 
@@ -177,9 +180,16 @@ async def overview(request: Request) -> Response:
     viewer = _viewer(request)
     rt = _rt(request)
     names = _deployments(rt, viewer)
-    figures = await run_in_threadpool(rt.store.figures, names, datetime.now(UTC))
+    figures = await run_in_threadpool(
+        partial(rt.store.figures, tenants=viewer.tenants), names, datetime.now(UTC)
+    )
     rows = [figures[n] for n in names]
-    return _page(request, "overview.html", viewer=viewer, rows=rows, window_s=op.RECENT_S)
+    reach = viewer.tenants  # the tenants table: the same reach as its conversations
+    reaches = everyone if reach is None else reach.__contains__
+    tenants = await run_in_threadpool(read_tenants, rt, reaches)
+    return _page(
+        request, "overview.html", viewer=viewer, rows=rows, tenants=tenants, window_s=op.RECENT_S
+    )
 
 
 @router.get("/conversations", response_class=HTMLResponse)
@@ -202,6 +212,7 @@ async def conversations(
         scope=(scope or "").strip() or None,
         state=chosen,
         limit=200,
+        tenants=viewer.tenants,
     )
     rows = await run_in_threadpool(rt.store.conversations, flt, datetime.now(UTC))
     return _page(
@@ -223,7 +234,7 @@ async def conversation(request: Request, conversation_id: uuid.UUID) -> Response
         found = await run_in_threadpool(rt.store.conversation, conversation_id)
     except NotFound:
         raise UiRefused(404, "No conversation with that id.") from None
-    _seen(viewer, found.deployment, "conversation")
+    _seen(viewer, found.deployment, "conversation", found.tenant)
     runs = await run_in_threadpool(rt.store.runs_by_task, [t.id for t in found.tasks])
     messages = await run_in_threadpool(rt.store.messages, found.id, limit=200)
     # The live section follows the first unfinished task from its start (queued, each step).
@@ -249,7 +260,7 @@ async def run_page(request: Request, run_id: uuid.UUID) -> Response:
         task = await run_in_threadpool(rt.store.get_task, detail.run.task_id)
     except NotFound:
         raise UiRefused(404, "No run with that id.") from None
-    _seen(viewer, task.deployment, "run")
+    _seen(viewer, task.deployment, "run", task.tenant)
     _, position = await snapshot(hub_of(request), task.id)
     run = views.run_json(detail.run, detail.steps)
     return _page(
@@ -303,12 +314,16 @@ async def reset(request: Request, conversation_id: uuid.UUID) -> Response:
         found = await run_in_threadpool(rt.store.conversation, conversation_id, tasks=1)
     except NotFound:
         raise UiRefused(404, "No conversation with that id.") from None
-    _seen(viewer, found.deployment, "conversation")
+    _seen(viewer, found.deployment, "conversation", found.tenant)
     target = f"/ui/conversations/{found.id}"
     if form.get("confirmed") != "yes":
         return _page(request, "confirm_reset.html", viewer=viewer, conversation=found, next=target)
     try:
-        await run_in_threadpool(rt.dispatcher.lifecycle.reset, found.deployment, found.conversation)
+        await run_in_threadpool(
+            partial(rt.dispatcher.lifecycle.reset, tenant=found.tenant),
+            found.deployment,
+            found.conversation,
+        )
     except FleetError as exc:
         raise UiRefused(exc.status, exc.message) from None
     return RedirectResponse(target, status_code=303)
@@ -338,7 +353,7 @@ async def _task(request: Request, viewer: Viewer, task_id: uuid.UUID) -> Any:
         task = await run_in_threadpool(_rt(request).store.get_task, task_id)
     except NotFound:
         raise UiRefused(404, "No task with that id.") from None
-    _seen(viewer, task.deployment, "task")
+    _seen(viewer, task.deployment, "task", task.tenant)
     return task
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from fleet.api.auth import KeyRing, Unauthorized
+from fleet.api.auth import Caller, KeyRing, Unauthorized
 from fleet.errors import Forbidden
 
 #: The session cookie's name.
@@ -43,8 +43,13 @@ class Viewer:
     deployments: frozenset[str] | None
     #: The token its actions must carry.
     csrf: str
+    #: Tenants whose conversations it sees (its caller's reach); None means all.
+    tenants: frozenset[str] | None = None
 
-    def may_see(self, deployment: str) -> bool:
+    def may_see(self, deployment: str, tenant: str | None = None) -> bool:
+        """A deployment it may see, and (given) a tenant it reaches."""
+        if tenant is not None and self.tenants is not None and tenant not in self.tenants:
+            return False
         return self.deployments is None or deployment in self.deployments
 
 
@@ -79,7 +84,7 @@ class UiAuth:
         expires = int(self._clock()) + SESSION_S
         body = f"{expires}.{digest[:FINGERPRINT]}.{caller.name}"
         cookie = f"{self._sign(body)}.{body}"
-        return cookie, self._viewer(caller.name, caller.deployments, cookie)
+        return cookie, self._viewer(caller, cookie)
 
     def viewer(self, cookie: str | None) -> Viewer:
         """The viewer a request's cookie proves; Unauthorized when it proves nothing."""
@@ -97,10 +102,12 @@ class UiAuth:
         found = self.ring.named(name)
         if found is None or found[1][:FINGERPRINT] != fingerprint or not found[0].operator:
             raise Unauthorized("the key of this session changed; sign in again")
-        return self._viewer(name, found[0].deployments, cookie)
+        return self._viewer(found[0], cookie)
 
-    def _viewer(self, name: str, deployments: frozenset[str] | None, cookie: str) -> Viewer:
-        return Viewer(name, deployments, self._sign(f"csrf:{cookie}")[:32])
+    def _viewer(self, caller: Caller, cookie: str) -> Viewer:
+        return Viewer(
+            caller.name, caller.deployments, self._sign(f"csrf:{cookie}")[:32], caller.reach
+        )
 
     @staticmethod
     def check_csrf(viewer: Viewer, token: str | None) -> None:

@@ -21,10 +21,14 @@ from fleet.config.base import (
     _Strict,
 )
 from fleet.config.reply import ReplyConfig
+from fleet.config.tenants import TenantRef, tenant_name
 from fleet.constants import (
     DEFAULT_DEBOUNCE_S,
+    DEFAULT_TENANT,
     MAX_DEBOUNCE_S,
+    MAX_PRIORITY,
 )
+from fleet.domain.keys import api_scope
 
 
 class ConversationsConfig(_Strict):
@@ -83,6 +87,9 @@ class DeploymentConfig(_Strict):
     #: Which replies later runs see as history: ``all`` (default, as returned), or only
     #: ``delivered`` ones (a reply whose delivery is not ``sent`` is left out).
     remember: Literal["all", "delivered"] = "all"
+    #: Where its tasks stand among their tenant's due work (0-9, higher first; a task's own
+    #: ``priority`` wins; unset: 5).
+    priority: StrictInt | None = Field(default=None, ge=0, le=MAX_PRIORITY)
 
     @field_validator("namespace")
     @classmethod
@@ -95,8 +102,9 @@ class DeploymentConfig(_Strict):
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
-class CallerConfig(_Strict):
-    """An API caller: where its key comes from (its scope) and which deployments it may use.
+class CallerConfig(TenantRef):
+    """An API caller: where its key comes from (its scope), its tenant, and which deployments it
+    may use.
 
     The key itself is never in the file: give its SHA-256 (``fleet keys hash``) or the name of an
     environment variable holding it (hashed when loaded).
@@ -112,6 +120,11 @@ class CallerConfig(_Strict):
     #: An operator key: it may sign in to the operator UI (``/ui``) and see every scope's
     #: conversations of its deployments there.
     operator: StrictBool = False
+    #: An operator key: the tenants it reaches (``["*"]``: all; unset: its own).
+    tenants: tuple[str, ...] | None = None
+    #: ``"api"``: the shared ``api`` scope of the ``default`` tenant instead of a tenant's own
+    #: (``fleet check`` warns: every such caller reads the others' conversations).
+    scope: Literal["api"] | None = None
 
     @field_validator("source")
     @classmethod
@@ -134,15 +147,54 @@ class CallerConfig(_Strict):
             raise ValueError("must be an environment variable name like FLEET_KEY_OPS")
         return v
 
+    @field_validator("tenants")
+    @classmethod
+    def _tenants(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is not None:
+            if not v:
+                raise ValueError('list at least one tenant, or ["*"] for all')
+            for name in v:
+                if name != "*":
+                    tenant_name(name)
+        return v
+
     @model_validator(mode="after")
     def _one_key(self) -> CallerConfig:
         if (self.key_sha256 is None) == (self.key_env is None):
             raise ValueError("give exactly one of key_sha256 or key_env")
+        if self.scope is not None:
+            if self.source != "api":
+                raise ValueError("scope = 'api' is for callers with source = 'api'")
+            if self.tenant is not None:
+                raise ValueError(
+                    "scope = 'api' is the shared scope of tenant 'default': remove tenant, or "
+                    "remove scope to give the caller its tenant's own scope"
+                )
+        if self.tenants is not None and not self.operator:
+            raise ValueError("tenants is for operator keys (operator = true)")
         return self
 
     @property
-    def scope(self) -> str:
-        return f"a2a:{self.name}" if self.source == "a2a" else self.source
+    def shared(self) -> bool:
+        """Does it use the shared ``api`` scope (``scope = "api"``)?"""
+        return self.scope is not None
+
+    @property
+    def home(self) -> str:
+        """The scope its conversations live in: ``api:<tenant>`` (``api`` for the shared one),
+        ``a2a:<caller name>`` or ``webhook:<trigger>``."""
+        if self.source == "a2a":
+            return f"a2a:{self.name}"
+        if self.source == "api":
+            return api_scope(self.own_tenant)
+        return self.source
+
+    @property
+    def own_tenant(self) -> str:
+        """Its tenant: the shared scope's (``default``), the one it names, or its own name."""
+        if self.shared:
+            return DEFAULT_TENANT
+        return self.tenant or self.name
 
 
 class FieldRef(_Strict):
@@ -183,7 +235,7 @@ class SignatureConfig(_Strict):
         return v
 
 
-class TriggerConfig(_Strict):
+class TriggerConfig(TenantRef):
     """A webhook at ``/v1/triggers/<name>`` that turns deliveries into tasks."""
 
     name: str

@@ -35,6 +35,8 @@ from fleet.config.base import (
 )
 from fleet.config.intake import CallerConfig, DeploymentConfig, TriggerConfig
 from fleet.config.reply import ReplyConfig
+from fleet.config.tenants import TenantConfig, check_tenants, default_tenant
+from fleet.constants import DEFAULT_TENANT
 from fleet.errors import ConfigError, NotFound
 
 
@@ -103,7 +105,54 @@ class FleetConfig(BaseModel):
     deployments: dict[str, DeploymentConfig]
     triggers: dict[str, TriggerConfig] = Field(default_factory=dict)
     callers: dict[str, CallerConfig] = Field(default_factory=dict)
+    #: ``config/tenants/<name>.toml``: weights, quotas, budgets (a tenant may have none).
+    tenants: dict[str, TenantConfig] = Field(default_factory=dict)
     app: AppConfig = AppConfig()
+
+    # -- tenants (fleet.config.tenants) --------------------------------------------------------
+
+    def tenant_of_caller(self, name: str) -> str:
+        """The tenant of a configured caller (a webhook caller's is its trigger's)."""
+        caller = self.callers[name]
+        if caller.source.startswith("webhook:"):
+            return self.tenant_of_trigger(caller.source.removeprefix("webhook:"))
+        return caller.own_tenant
+
+    def tenant_of_trigger(self, name: str) -> str:
+        """A trigger's tenant: the one it names, else its own name (``default`` while no
+        callers are configured: the open fleet has one tenant)."""
+        trigger = self.triggers[name]
+        if trigger.tenant is not None:
+            return trigger.tenant
+        return name if self.callers else DEFAULT_TENANT
+
+    def tenant_of_scope(self, scope: str) -> str | None:
+        """The tenant a scope belongs to when the scope alone tells (API, webhook and A2A
+        scopes of configured triggers and callers); None for delegated and singleton scopes,
+        which every tenant has."""
+        head, _, name = scope.partition(":")
+        if head == "api":
+            return name or DEFAULT_TENANT
+        if head == "webhook" and name in self.triggers:
+            return self.tenant_of_trigger(name)
+        if head == "a2a":
+            if name in self.callers:
+                return self.tenant_of_caller(name)
+            return DEFAULT_TENANT if not self.callers else None
+        return None
+
+    def tenant(self, name: str) -> TenantConfig:
+        """A tenant's settings: its file, or weight 1 and no quotas."""
+        return default_tenant(self.tenants, name)
+
+    @property
+    def tenant_names(self) -> tuple[str, ...]:
+        """Every configured tenant (its callers', triggers' and files' names, and
+        ``default``), sorted: what metrics may label and ``fleet tenants`` lists."""
+        names = {DEFAULT_TENANT, *self.tenants}
+        names.update(self.tenant_of_caller(c) for c in self.callers)
+        names.update(self.tenant_of_trigger(t) for t in self.triggers)
+        return tuple(sorted(names))
 
     def deployment(self, name: str) -> DeploymentConfig:
         """The deployment called ``name``; NotFound lists the known ones."""
@@ -188,6 +237,7 @@ def load_config(root: Path) -> FleetConfig:
         ("deployments", DeploymentConfig),
         ("triggers", TriggerConfig),
         ("callers", CallerConfig),
+        ("tenants", TenantConfig),
     )
     app_file = root / "fleet.toml"
     app_data = _load_toml(app_file) if app_file.is_file() else {}
@@ -251,6 +301,7 @@ def load_config(root: Path) -> FleetConfig:
                 raise ConfigError(where, "deployments", f"no deployment named {dep_name!r}")
         if caller.source.startswith("webhook:") and caller.source[8:] not in sections["triggers"]:
             raise ConfigError(where, "source", f"no trigger named {caller.source[8:]!r}")
+    check_tenants(root, sections["callers"], sections["triggers"])
     return FleetConfig(
         app=app,
         root=root,
@@ -258,4 +309,5 @@ def load_config(root: Path) -> FleetConfig:
         deployments=deployments,
         triggers=sections["triggers"],
         callers=sections["callers"],
+        tenants=sections["tenants"],
     )

@@ -17,7 +17,7 @@ from fleet.config.base import (
     Duration,
     _reason,
 )
-from fleet.constants import DEFAULT_MAX_DELEGATION_DEPTH
+from fleet.constants import DEFAULT_MAX_DELEGATION_DEPTH, FAIR_HOLD_S
 from fleet.errors import ConfigError
 
 
@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     max_attempts: int = Field(default=3, ge=1, le=100)
     #: How long one drain may keep a worker on one conversation before yielding to others.
     drain_budget: Duration = 5.0
+    #: A turn picked from the fair queue and not done within this long goes back to its
+    #: tenant's due work unless its conversation's lease is held (its worker died first).
+    turn_hold: Duration = FAIR_HOLD_S
     #: On SIGTERM (or Ctrl-C) a run's current step may take this long to finish before its task
     #: is handed back anyway; ``fleet serve`` drains in-flight requests for as long.
     shutdown_grace: Duration = 10.0
@@ -90,6 +93,13 @@ class Settings(BaseSettings):
     def _not_negative(cls, v: float) -> float:
         if v < 0:
             raise ValueError("must be zero or more seconds")
+        return v
+
+    @field_validator("turn_hold")
+    @classmethod
+    def _hold_floor(cls, v: float) -> float:
+        if v < 1.0:
+            raise ValueError("must be at least 1s (it covers a pick up to its lease)")
         return v
 
     @field_validator("event_keepalive")

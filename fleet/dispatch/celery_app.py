@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,9 +20,11 @@ from redis.exceptions import RedisError
 
 from fleet import logs
 from fleet.config import load_settings
-from fleet.constants import WAKE_QUEUE
-from fleet.dispatch.leases.redis import WAKE_PUSH, RedisLease, same_server, wake_push_args
+from fleet.constants import FAIR_HOLD_S, WAKE_QUEUE
+from fleet.dispatch.fair import WAKE_FAIR, Due, FairTurns
+from fleet.dispatch.leases.redis import RedisLease, lease_keys, same_server
 from fleet.dispatch.publish import WakeMessages, redis_broker
+from fleet.dispatch.waker import Wake, WakeBatches
 
 log = logging.getLogger(__name__)
 
@@ -80,23 +81,35 @@ def app_for(redis_url: str) -> Celery:
     return _apps[redis_url]
 
 
-class CeleryWaker:
-    """Publishes ``fleet.drain(conversation)`` wake-ups, delayed with an ETA when not yet due.
+class CeleryWaker(WakeBatches):
+    """Publishes wake-ups into the fair queue of turns (``fleet.dispatch.fair``): a due
+    conversation joins its tenant's set with a ``fleet.turn`` token on the Celery queue; a
+    delayed one waits in Celery with an ETA (``fleet.drain``) and joins when it is due.
 
     An immediate wake-up is skipped when the lease says it is not needed: the conversation's
-    holder was knocked instead, or an earlier wake-up has not been picked up yet. On a Redis
-    broker immediate wake-ups are pushed directly (``fleet.dispatch.publish``), a batch at a time.
+    holder was knocked instead, or an earlier wake-up has not been picked up yet. With the lease
+    on the broker's Redis, the check and the push are one script (``WAKE_FAIR``) per batch.
     """
 
     def __init__(
-        self, celery: Celery, lease: RedisLease | None = None, *, queue: str = WAKE_QUEUE
+        self,
+        celery: Celery,
+        lease: RedisLease | None = None,
+        *,
+        queue: str = WAKE_QUEUE,
+        tenants: Callable[[str], tuple[int, int]] | None = None,
+        hold_s: float = FAIR_HOLD_S,
+        turns_of: str | None = None,
     ) -> None:
         self._app = celery
         self._lease = lease
         self._queue = queue
+        #: A tenant's (weight, max_running or 0) as the config says.
+        self.tenants = tenants or (lambda _: (1, 0))
         self._messages: WakeMessages | None = None
         self._redis: Any = None
-        self._wake_push: Any = None
+        self._wake: Any = None
+        self.turns: FairTurns | None = None
         if redis_broker(celery):
             import redis
 
@@ -104,57 +117,62 @@ class CeleryWaker:
             self._redis = redis.Redis.from_url(
                 str(celery.conf.broker_url), socket_connect_timeout=5, socket_timeout=10
             )
+            self.turns = FairTurns(
+                self._redis,
+                queue,
+                self._messages.turn_template(),
+                hold_s=hold_s,
+                keys_of=turns_of,
+            )
             if lease is not None and same_server(lease.client, self._redis):
                 # Lease check and push in one round trip (one script).
-                self._wake_push = self._redis.register_script(WAKE_PUSH)
+                self._wake = self._redis.register_script(WAKE_FAIR)
 
     @property
-    def direct(self) -> tuple[WakeMessages, str] | None:
-        """The message encoder and broker URL when due wake-ups go out as one ``WAKE_PUSH``
-        script (lease and broker on one Redis), for a publisher on an event loop."""
-        if self._wake_push is None or self._messages is None:
+    def direct(self) -> tuple[FairTurns, str] | None:
+        """The fair queue and broker URL when due wake-ups go out as one ``WAKE_FAIR`` script
+        (lease and broker on one Redis), for a publisher on an event loop."""
+        if self._wake is None or self.turns is None:
             return None
-        return self._messages, str(self._app.conf.broker_url)
+        return self.turns, str(self._app.conf.broker_url)
 
-    def wake(
-        self, conversation_id: uuid.UUID, at: datetime | None = None, *, force: bool = False
-    ) -> None:
-        """Publish a hint; a broker outage is logged, not raised (the sweeper re-sends it)."""
-        self.wake_many([(conversation_id, at, force)])
+    def due(self, wake: Wake) -> Due:
+        weight, cap = self.tenants(wake.tenant)
+        return Due(wake.conversation_id, wake.tenant, wake.priority, weight, cap)
 
-    def wake_many(self, wakes: Sequence[tuple[uuid.UUID, datetime | None, bool]]) -> None:
-        """Publish several hints: due ones in two round trips (de-duplicate, push)."""
+    def wake_many(self, wakes: Sequence[Wake]) -> None:
+        """Publish hints (``wake``: one): due ones in one round trip (de-duplicate, add,
+        tokens); a broker outage is logged, not raised (the sweeper re-sends them)."""
         now = datetime.now(UTC)
-        due: list[tuple[uuid.UUID, bool]] = []  # (conversation, ask the lease first), in order
-        for conversation_id, at, force in wakes:
-            if at is not None and at > now:
-                self._send(conversation_id, eta=at)
+        due: list[Wake] = []
+        for w in wakes:
+            if w.at is not None and w.at > now:
+                self._send(w)
             else:
-                due.append((conversation_id, not force and self._lease is not None))
+                due.append(w)
         if not due:
             return
-        checked = [c for c, check in due if check]
+        checked = [w.conversation_id for w in due if not w.force and self._lease is not None]
         marked = checked  # until the lease answers, any of them may carry our mark
         try:
-            if self._wake_push is not None:
-                assert self._messages is not None
-                items = [(c, check, self._messages.encode(c)) for c, check in due]
-                keys, args = wake_push_args(self._messages.queue, items)
-                self._wake_push(keys=keys, args=args, client=self._redis)
+            if self._wake is not None:
+                assert self.turns is not None
+                items = [(self.due(w), not w.force) for w in due]
+                keys, args = self.turns.wake_args(
+                    items, [lease_keys(w.conversation_id) for w in due]
+                )
+                self._wake(keys=keys, args=args, client=self._redis)
                 return
             if checked:
                 assert self._lease is not None
                 needed = iter(self._lease.wakes_needed(checked))
-                due = [(c, check) for c, check in due if not check or next(needed)]
-                marked = [c for c, check in due if check]
-            if self._messages is None:
-                for conversation_id, _ in due:
-                    args = [str(conversation_id)]
-                    self._app.send_task("fleet.drain", args=args, queue=self._queue)
+                due = [w for w in due if w.force or self._lease is None or next(needed)]
+                marked = [w.conversation_id for w in due if not w.force]
+            if self.turns is None:  # not a plain Redis broker: a turn per wake-up, unordered
+                for w in due:
+                    self._app.send_task("fleet.drain", args=_args(w), queue=self._queue)
             elif due:
-                pipe = self._redis.pipeline(transaction=False)
-                self._messages.push(pipe, [c for c, _ in due])
-                pipe.execute()
+                self.turns.add([(self.due(w), w.force) for w in due])
         except (OperationalError, RedisError, OSError) as exc:
             # What was admitted is committed: failing now would only invite a duplicate retry.
             log.warning("wake-ups for %d conversation(s) not sent: %s", len(wakes), exc)
@@ -162,10 +180,13 @@ class CeleryWaker:
                 with contextlib.suppress(RedisError, OSError):
                     self._lease.forget_wake(*marked)
 
-    def _send(self, conversation_id: uuid.UUID, *, eta: datetime) -> None:
+    def _send(self, wake: Wake) -> None:
         try:
-            self._app.send_task(
-                "fleet.drain", args=[str(conversation_id)], queue=self._queue, eta=eta
-            )
+            self._app.send_task("fleet.drain", args=_args(wake), queue=self._queue, eta=wake.at)
         except (OperationalError, RedisError, OSError) as exc:
-            log.warning("wake-up for conversation %s not sent: %s", conversation_id, exc)
+            log.warning("wake-up for conversation %s not sent: %s", wake.conversation_id, exc)
+
+
+def _args(wake: Wake) -> list[Any]:
+    """``fleet.drain``'s arguments: the conversation, and whose turn it is when it is due."""
+    return [str(wake.conversation_id), wake.tenant, wake.priority]

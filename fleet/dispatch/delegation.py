@@ -85,7 +85,10 @@ class Delegations:
         if admission.dropped is not None:
             self.hints.changed(admission.dropped)
         if not admission.duplicate and admission.delivered_to == "queued":
-            self.waker.wake(admission.task.conversation_id, admission.task.not_before)
+            task = admission.task
+            self.waker.wake(
+                task.conversation_id, task.not_before, tenant=task.tenant, priority=task.priority
+            )
         metrics.admitted(admission)
         return admission
 
@@ -121,7 +124,8 @@ class Delegations:
         if to is None or dep is None:  # the caller's deployment is gone: nothing to report to
             self.store.mark_reported(task.id, task.id, now)
             return
-        found = self.store.lookup(to.deployment, to.scope, to.key)  # (creates nothing)
+        # (creates nothing; a started task is its caller's tenant's)
+        found = self.store.lookup(to.deployment, to.scope, to.key, tenant=task.tenant)
         now_is = (str(found.id), found.generation) if found is not None else None
         if rules.report_fate(to, now_is) == "drop":
             log.info(
@@ -159,6 +163,8 @@ class Delegations:
                 # the chain of the task it reports, which ends with this conversation: a
                 # start_agent ping-pong grows it a round at a time (``rules.round_trips``)
                 delegation=rules.Record("result", record.chain),
+                tenant=task.tenant,
+                priority=inputs.priority(dep.priority, task.priority),
             )
         )
         self.store.mark_reported(task.id, admission.task.id, now)
@@ -210,6 +216,7 @@ class RunDelegation:
                 f"{conv[0]}:{conv[1]}",
                 None,
                 dep.namespace,
+                task.tenant,
             )
             policy.check(owner.authorize, access)
         queued = owner._policy_of(dep.conversations)
@@ -229,6 +236,9 @@ class RunDelegation:
                 caller_scope=rules.scope_of(task.deployment),
                 caller=task.caller,
                 resource_id=task.resource_id,
+                # inside the fleet: the delegating task's tenant, never another's
+                tenant=task.tenant,
+                priority=inputs.priority(dep.priority, task.priority),
                 delegation=rules.Record(
                     "call" if wait else "start",
                     chain,
@@ -268,8 +278,10 @@ class RunDelegation:
         )
 
     def cancel(self, task_id: str) -> None:
-        with contextlib.suppress(NotFound, InputError):
-            self._owner._cancel(uuid.UUID(task_id))
+        with contextlib.suppress(NotFound, InputError, ValueError):
+            target = self._owner.store.get_task(uuid.UUID(task_id))
+            if target.tenant == self._task.tenant:
+                self._owner._cancel(target.id)
 
     def signal(self, task_id: str, message: str, *, call_id: str) -> rules.Signalled:
         owner, task = self._owner, self._task
@@ -277,6 +289,8 @@ class RunDelegation:
             target = owner.store.get_task(uuid.UUID(task_id))
         except (ValueError, NotFound):
             raise rules.Refused(f"no task with id {task_id!r}") from None
+        if target.tenant != task.tenant:  # another tenant's task: as if it did not exist
+            raise rules.Refused(f"no task with id {task_id!r}")
         rules.check_signal(
             str(target.id), target.deployment, caller_task=str(task.id), delegates=self.delegates
         )
@@ -292,6 +306,7 @@ class RunDelegation:
                 f"{target.scope}:{target.key}",
                 target.conversation_id,
                 dep.namespace,
+                target.tenant,
             )
             policy.check(owner.authorize, access)
         parts, size = inputs.parse(message, owner.config.agents[dep.agent].max_input_bytes)

@@ -12,6 +12,7 @@ import uuid
 from fleet.dispatch.manager import Dispatcher
 from fleet.dispatch.pids import pid_alive
 from fleet.dispatch.waker import LocalWaker
+from fleet.domain.fairness import Turn
 from fleet.domain.values import Task
 
 log = logging.getLogger(__name__)
@@ -49,9 +50,12 @@ def run_until_done(
         task = dispatcher.store.get_task(task_id)
         if task.status.terminal or time.monotonic() >= deadline:
             return task
-        conversation = waker.pop_due(dispatcher.clock())
-        if conversation is not None:
-            dispatcher.drain(conversation)
+        turn = waker.pop_due(dispatcher.clock())
+        if turn is not None:
+            try:
+                dispatcher.drain(turn.conversation_id, tenant=turn.tenant, priority=turn.priority)
+            finally:
+                waker.done(turn.conversation_id)
             continue
         due = waker.next_due()
         if due is None:
@@ -117,8 +121,8 @@ class EmbeddedLoop:
         #: Conversations handed to a thread and not finished yet (at most ``concurrency``).
         self._busy: set[uuid.UUID] = set()
         #: Woken while busy: woken again when their drain ends (a second thread would only knock).
-        self._again: set[uuid.UUID] = set()
-        self._work: queue.SimpleQueue[uuid.UUID | None] = queue.SimpleQueue()
+        self._again: dict[uuid.UUID, Turn] = {}
+        self._work: queue.SimpleQueue[Turn | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="fleet-embedded", daemon=True)
         self._drainers = [
             threading.Thread(target=self._drain_loop, name=f"fleet-drain-{i}", daemon=True)
@@ -176,27 +180,31 @@ class EmbeddedLoop:
     def _hand_out(self) -> None:
         """Give due conversations to idle threads while there are any."""
         while self._free() and not self._stop.is_set():
-            conversation = self._waker.pop_due(self._dispatcher.clock())
-            if conversation is None:
+            turn = self._waker.pop_due(self._dispatcher.clock())
+            if turn is None:
                 return
             with self._lock:
-                if conversation in self._busy:
-                    self._again.add(conversation)
+                if turn.conversation_id in self._busy:
+                    self._again[turn.conversation_id] = turn
+                    self._waker.done(turn.conversation_id)
                     continue
-                self._busy.add(conversation)
-            self._work.put(conversation)
+                self._busy.add(turn.conversation_id)
+            self._work.put(turn)
 
     def _drain_loop(self) -> None:
-        while (conversation := self._work.get()) is not None:
+        while (turn := self._work.get()) is not None:
+            conversation = turn.conversation_id
             try:
-                self._dispatcher.drain(conversation)
+                self._dispatcher.drain(conversation, tenant=turn.tenant, priority=turn.priority)
             except Exception:  # keep serving; the sweeper retries what failed
                 log.exception("embedded loop: drain failed")
             finally:
                 with self._lock:
                     self._busy.discard(conversation)
-                    again = conversation in self._again
-                    self._again.discard(conversation)
-                if again:
-                    self._waker.wake(conversation, force=True)
+                    again = self._again.pop(conversation, None)
+                self._waker.done(conversation)
+                if again is not None:
+                    self._waker.wake(
+                        conversation, force=True, tenant=again.tenant, priority=again.priority
+                    )
                 self._waker.changed.set()  # a thread is free: the loop may hand out more

@@ -115,6 +115,7 @@ class Execution:
             watch=journal.must_stop,
             timeout_of=box.timeout_of,
             context_tokens=agent.context_tokens,
+            budget=d.quotas.budget(task.tenant, task.id),
             report_on_interrupt=conversations.report_on_interrupt,
             inbox_waiting=task.inbox > 0,
             tracer=telemetry.tracer(),
@@ -131,6 +132,7 @@ class Execution:
                 task.conversation,
                 task.conversation_id,
                 namespace,
+                task.tenant,
             )
             policy.check(d.policy, access)
 

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from fleet import metrics, policy
 from fleet.config import ConversationsConfig
+from fleet.constants import DEFAULT_TENANT
 from fleet.domain import inputs, keys
 from fleet.domain.admission import QUEUE_MODES, QueuePolicy, Submission
 from fleet.domain.labels import merge_labels
+from fleet.domain.quota import QuotaExceeded
 from fleet.domain.values import Admission
 from fleet.errors import InputError, NotFound, QueueFull
 
@@ -68,8 +70,12 @@ class Admissions:
         caller: str | None = None,
         delivery: str | None = None,
         resource_id: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        priority: int | None = None,
+        gated: bool = False,
     ) -> Submission:
-        """``submit``'s checks (input, key, authorize policy), as the submission to admit."""
+        """``submit``'s checks (input, key, authorize policy, the tenant's quotas), as the
+        submission to admit."""
         d = self.d
         try:
             dep = d.config.deployment(deployment)
@@ -79,7 +85,7 @@ class Admissions:
         parts, size = inputs.parse(input, agent.max_input_bytes)
         ref = keys.resolve(dep.kind, scope, key)
         if d.policy is not policy.allow_all:
-            found = d.store.find_conversation(dep.name, ref.scope, ref.key)
+            found = d.store.find_conversation(dep.name, ref.scope, ref.key, tenant=tenant)
             policy.check(
                 d.policy,
                 policy.Access(
@@ -90,9 +96,10 @@ class Admissions:
                     f"{ref.scope}:{ref.key}",
                     found,
                     dep.namespace,
+                    tenant,
                 ),
             )
-        return Submission(
+        sub = Submission(
             deployment=dep.name,
             scope=ref.scope,
             key=ref.key,
@@ -106,7 +113,10 @@ class Admissions:
             caller_scope=scope,
             caller=caller,
             resource_id=inputs.resource_id(resource_id),
+            tenant=tenant,
+            priority=inputs.priority(priority, dep.priority),
         )
+        return d.quotas.admit(sub, scope, gated=gated)
 
     def admit(self, sub: Submission) -> Admission:
         """Admit a checked submission (``submission``), then what follows (``admitted``)."""
@@ -114,6 +124,9 @@ class Admissions:
             admission = self.d.store.admit(sub, self.d.clock())
         except QueueFull:
             metrics.rejected(sub.deployment)
+            raise
+        except QuotaExceeded as exc:  # max_queued_tasks, counted in the admission
+            self.d.quotas.refused(sub.tenant, exc.quota)
             raise
         return self.admitted(admission)
 
@@ -129,6 +142,9 @@ class Admissions:
         if not admission.duplicate and admission.delivered_to == "queued":
             # De-duplicated also for an idle conversation: the mark this wake-up leaves keeps a
             # burst of submissions (before the first is picked up) from sending one drain each.
-            self.d.waker.wake(admission.task.conversation_id, admission.task.not_before)
+            task = admission.task
+            self.d.waker.wake(
+                task.conversation_id, task.not_before, tenant=task.tenant, priority=task.priority
+            )
         metrics.admitted(admission)
         return admission

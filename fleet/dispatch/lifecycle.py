@@ -15,8 +15,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from fleet import metrics
+from fleet.constants import DEFAULT_TENANT
 from fleet.domain import lifecycle as rules
-from fleet.domain.keys import ConversationRef
+from fleet.domain.keys import ConversationRef, split_scoped
 from fleet.domain.values import TaskStatus
 from fleet.errors import Conflict, InputError, NotFound
 from fleet.store import ConversationInfo, Tombstone
@@ -58,7 +59,9 @@ class Lifecycle:
 
     # -- naming ---------------------------------------------------------------------------------
 
-    def ref(self, deployment: str, key: str) -> tuple[str, ConversationRef]:
+    def ref(
+        self, deployment: str, key: str, tenant: str = DEFAULT_TENANT
+    ) -> tuple[str, ConversationRef]:
         """The deployment (which must exist) and the conversation an operator names."""
         deps = self.d.config.deployments
         if deployment not in deps:
@@ -66,12 +69,36 @@ class Lifecycle:
             raise InputError(
                 f"no deployment named {deployment!r}; configured: {known}", field="deployment"
             )
-        return deployment, rules.operator_ref(deps[deployment].kind, key)
+        return deployment, rules.operator_ref(deps[deployment].kind, key, tenant)
 
-    def show(self, deployment: str, key: str) -> ConversationInfo:
-        """The conversation with its counts; NotFound (and nothing created) for an unknown key."""
-        name, ref = self.ref(deployment, key)
-        found = self.store.lookup(name, ref.scope, ref.key)
+    def tenant_of(self, key: str, tenant: str | None = None) -> str:
+        """The tenant of the conversation an operator names: the one given, else the one its
+        key's scope tells (``api:acme:…``, a trigger's, a caller's), else ``default``."""
+        if tenant is not None:
+            return tenant
+        config = self.d.config
+        named = rules.operator_tenant(key, config.tenant_names)
+        if named is not None:
+            return named
+        scope, _ = split_scoped(key)
+        return (config.tenant_of_scope(scope) if scope else None) or DEFAULT_TENANT
+
+    def show(
+        self,
+        deployment: str,
+        key: str,
+        *,
+        tenant: str | None = None,
+        reach: frozenset[str] | None = None,
+    ) -> ConversationInfo:
+        """The conversation with its counts; NotFound (and nothing created) for an unknown key,
+        and alike for one of a tenant outside ``reach`` (None: every tenant). ``tenant``: whose
+        it is (default: what the key tells, ``tenant_of``)."""
+        tenant = self.tenant_of(key, tenant)
+        name, ref = self.ref(deployment, key, tenant)
+        found = None
+        if reach is None or tenant in reach:
+            found = self.store.lookup(name, ref.scope, ref.key, tenant=tenant)
         if found is None:
             raise NotFound(
                 f"no conversation '{ref.scope}:{ref.key}' in deployment {name!r}",
@@ -89,11 +116,15 @@ class Lifecycle:
         keep_notes: bool = False,
         cancel_running: bool = False,
         wait_s: float = STOP_WAIT_S,
+        tenant: str | None = None,
+        reach: frozenset[str] | None = None,
     ) -> tuple[ConversationInfo, Reset]:
         """Start a new generation: earlier history (and notes, unless kept) is no longer
         recalled; queued tasks of the old generation are cancelled with a reason."""
         for attempt in range(ATTEMPTS):
-            info = self._stopped(deployment, key, "reset", cancel_running, wait_s)
+            info = self._stopped(
+                deployment, key, "reset", cancel_running, wait_s, tenant=tenant, reach=reach
+            )
             try:
                 done = self.store.reset_conversation(info.id, self.d.clock(), keep_notes=keep_notes)
             except Conflict:
@@ -121,11 +152,15 @@ class Lifecycle:
         by: str,
         cancel_running: bool = False,
         wait_s: float = STOP_WAIT_S,
+        tenant: str | None = None,
+        reach: frozenset[str] | None = None,
     ) -> Tombstone:
         """Delete the conversation and all it holds; its key is remembered (a tombstone) so that
         a later submission with it starts fresh and is told so."""
         for attempt in range(ATTEMPTS):
-            info = self._stopped(deployment, key, "delete", cancel_running, wait_s)
+            info = self._stopped(
+                deployment, key, "delete", cancel_running, wait_s, tenant=tenant, reach=reach
+            )
             try:
                 stone = self.store.delete_conversation(
                     info.id, self.d.clock(), by=by, drop_pending=cancel_running
@@ -140,10 +175,18 @@ class Lifecycle:
         raise AssertionError("unreachable")
 
     def _stopped(
-        self, deployment: str, key: str, action: rules.Action, cancel_running: bool, wait_s: float
+        self,
+        deployment: str,
+        key: str,
+        action: rules.Action,
+        cancel_running: bool,
+        wait_s: float,
+        *,
+        tenant: str | None,
+        reach: frozenset[str] | None,
     ) -> ConversationInfo:
         """The conversation once no run of it is active (refused, or stopped first)."""
-        info = self.show(deployment, key)
+        info = self.show(deployment, key, tenant=tenant, reach=reach)
         busy = rules.Busy(
             str(info.active) if info.active else None,
             info.queued,
@@ -158,7 +201,7 @@ class Lifecycle:
         self.d.cancel(info.active)
         if not self._wait_stopped(info.active, wait_s):
             raise rules.stop_timed_out(action, info.conversation, str(info.active), wait_s)
-        return self.show(deployment, key)
+        return self.show(deployment, key, tenant=info.tenant)
 
     def _wait_stopped(self, task_id: uuid.UUID, wait_s: float) -> bool:
         return self.d.wait(task_id, wait_s, poll_s=0.1).status.terminal
@@ -186,23 +229,26 @@ class Lifecycle:
         dry_run: bool = False,
         max_batches: int | None = None,
         cap_after_id: int = 0,
+        tenants: frozenset[str] | None = None,
     ) -> PruneReport:
         """Delete messages past retention (or ``older_than_s``) and past each conversation's
-        stored cap (oldest first), in short batches; ``dry_run`` only counts."""
+        stored cap (oldest first), in short batches; ``dry_run`` only counts. ``tenants``:
+        only their conversations (an operator's reach; None: every tenant's)."""
         now = self.d.clock()
         report = PruneReport(dry_run=dry_run)
         budget = [max_batches if max_batches is not None else 1 << 30]
         for name, (retention_s, cap) in self._limits(deployment).items():
             cutoff = rules.retention_cutoff(now, older_than_s or retention_s)
             if dry_run:
-                report.retention[name] = self.store.count_older([name], cutoff)
+                report.retention[name] = self.store.count_older([name], cutoff, tenants=tenants)
             else:
                 report.retention[name] = self._drain(
-                    lambda n=name, cut=cutoff: self.store.delete_older([n], cut), budget
+                    lambda n=name, cut=cutoff: self.store.delete_older([n], cut, tenants=tenants),
+                    budget,
                 )
                 metrics.pruned(name, "retention", report.retention[name])
             gone = 0
-            for conv in self.store.overfull([name], cap, after_id=cap_after_id):
+            for conv in self.store.overfull([name], cap, after_id=cap_after_id, tenants=tenants):
                 excess = rules.over_cap(conv.stored, cap)
                 if dry_run:
                     gone += excess
@@ -252,6 +298,7 @@ def info_json(info: ConversationInfo) -> dict[str, object]:
     return {
         "id": str(info.id),
         "deployment": info.deployment,
+        "tenant": info.tenant,
         "conversation": info.conversation,
         "generation": info.generation,
         "messages": info.messages,
@@ -281,6 +328,7 @@ def delete_json(stone: Tombstone) -> dict[str, object]:
     return {
         "conversation": f"{stone.scope}:{stone.key}",
         "deployment": stone.deployment,
+        "tenant": stone.tenant,
         "deleted": True,
         "deletedAt": _iso(stone.deleted_at),
         "deletedBy": stone.deleted_by,

@@ -16,11 +16,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from fleet import logs, metrics, policy
 from fleet.agents import prompt, telemetry
 from fleet.config import AgentConfig, FleetConfig, Settings
+from fleet.constants import DEFAULT_PRIORITY, DEFAULT_TENANT
 from fleet.delivery import Deliverer
 from fleet.dispatch.delegation import Delegations
 from fleet.dispatch.execute import Execution, agent_of
@@ -28,12 +29,14 @@ from fleet.dispatch.hints import Hints, NoHints
 from fleet.dispatch.intake import Admissions, queue_policy
 from fleet.dispatch.lease import Lease, LeaseHandle
 from fleet.dispatch.lifecycle import Lifecycle
+from fleet.dispatch.quotas import Quotas
 from fleet.dispatch.shutdown import HandBack, InFlight, stop_runs
 from fleet.dispatch.sources import RunSources
 from fleet.dispatch.waker import Waker
 from fleet.domain import inputs, shutdown
+from fleet.domain.fairness import Turn
 from fleet.domain.runs import Outcome
-from fleet.domain.values import CLAIMABLE, Admission, Task, TaskStatus
+from fleet.domain.values import ACTIVE, CLAIMABLE, Admission, Task, TaskStatus
 from fleet.errors import Conflict, LeaseLost
 from fleet.store import CancelResult, Chain, Claim, Head, Prepared, Started, Store
 
@@ -47,6 +50,13 @@ def utcnow() -> datetime:
 def worker_name() -> str:
     """``host:pid`` of this process (also how embedded mode tells a dead holder from a live one)."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Turns(Protocol):
+    """The fair queue of turns as a worker's turn sees it (``fleet.dispatch.fair``)."""
+
+    def pick(self, done: Turn | None = None, *, take: bool = True) -> Turn | None:
+        """End the turn ``done`` (if given); then (``take``) the next turn, if any is allowed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +122,8 @@ class Dispatcher:
         self.execution = Execution(self)
         #: Submissions' checks, admission and what follows it (``submit``'s steps).
         self.admissions = Admissions(self)
+        #: Tenants' quotas and budgets (the runtime gives it Redis in a fleet).
+        self.quotas = Quotas(config, store, clock)
 
     # -- intake ---------------------------------------------------------------------------------
 
@@ -127,6 +139,9 @@ class Dispatcher:
         caller: str | None = None,
         delivery: str | None = None,
         resource_id: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        priority: int | None = None,
+        gated: bool = False,
     ) -> Admission:
         """Admit a submission (one transaction), then send a wake-up hint for its conversation.
 
@@ -144,6 +159,9 @@ class Dispatcher:
             caller=caller,
             delivery=delivery,
             resource_id=resource_id,
+            tenant=tenant,
+            priority=priority,
+            gated=gated,
         )
         return self.admissions.admit(sub)
 
@@ -178,25 +196,71 @@ class Dispatcher:
         if result.effect == "cancelled":
             self.hints.changed(result.task.id)
             # The conversation's next task may start now.
-            self.waker.wake(result.task.conversation_id, force=True)
+            self.wake_next(result.task)
         return result
+
+    def tenant_share(self, tenant: str) -> tuple[int, int]:
+        """A tenant's (weight, ``max_running`` or 0) as the config says: what its wake-ups carry
+        into the fair queue of turns."""
+        cfg = self.config.tenant(tenant)
+        return cfg.weight, cfg.max_running or 0
+
+    def wake_next(self, task: Task, at: datetime | None = None) -> None:
+        """Wake ``task``'s conversation (forced) as a turn of its tenant."""
+        self.waker.wake(
+            task.conversation_id, at, force=True, tenant=task.tenant, priority=task.priority
+        )
 
     # -- workers --------------------------------------------------------------------------------
 
-    def drain(self, conversation_id: uuid.UUID) -> int:
+    def take_turns(self, turns: Turns) -> int:
+        """A worker's turn (``fleet.turn``): drain the conversation the fair queue picks, then
+        pick again while there is due work and the drain budget lasts; returns the tasks run.
+
+        Picking again after each drain keeps every due conversation moving while any worker is
+        busy, whether or not its token arrived (a worker killed with tokens in hand)."""
+        deadline = time.monotonic() + self.settings.drain_budget
+        ran, done = 0, None
+        try:
+            while not self.stopping.is_set():
+                turn = turns.pick(done)
+                done = None
+                if turn is None:
+                    break
+                done = turn
+                ran += self.drain(turn.conversation_id, tenant=turn.tenant, priority=turn.priority)
+                if time.monotonic() > deadline:
+                    break
+        finally:
+            if done is not None:
+                turns.pick(done, take=False)
+        return ran
+
+    def drain(
+        self,
+        conversation_id: uuid.UUID,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        priority: int = DEFAULT_PRIORITY,
+    ) -> int:
         """Run the conversation's due tasks in seq order while holding its lease; returns how many.
 
         The lease is held (and kept alive) across consecutive due tasks. A wake-up that finds it
         taken knocks; the release reports the knock and the holder looks again, so a task
-        admitted while the lease was held is never left behind.
+        admitted while the lease was held is never left behind. ``tenant`` and ``priority`` are
+        the turn's: a wake-up the drain leaves for its conversation is a turn of the same.
         """
+
+        def again(at: datetime | None = None, *, force: bool = False) -> None:
+            self.waker.wake(conversation_id, at, force=force, tenant=tenant, priority=priority)
+
         deadline = time.monotonic() + self.settings.drain_budget
         ran = 0
         idle = 0
         with self.store.pinned():
             while True:
                 if self.stopping.is_set():  # leave the conversation to a worker that stays
-                    self.waker.wake(conversation_id, force=True)
+                    again(force=True)
                     return ran
                 handle = self.lease.acquire(conversation_id)
                 if handle is None:
@@ -211,6 +275,9 @@ class Dispatcher:
                             if isinstance(nxt, Started):
                                 continue  # the settle claimed it (the drain could go on): run it
                             head = nxt
+                            if not did and head is not None and self._orphaned(head):
+                                nxt = None
+                                continue  # its worker was lost: recovered, claim it again
                             if (
                                 not did
                                 or head is None
@@ -225,23 +292,41 @@ class Dispatcher:
                     return ran  # another worker holds the conversation now
                 if head is not None and head.claimable:
                     if head.not_before > self.clock():
-                        self.waker.wake(conversation_id, head.not_before)
+                        again(head.not_before)
                         return ran
                     if self.stopping.is_set():  # handed back, or not started: another worker
-                        self.waker.wake(conversation_id, force=True)
+                        again(force=True)
                         return ran
                     if time.monotonic() > deadline:
-                        self.waker.wake(conversation_id)  # yield to other conversations / workers
+                        again()  # yield to other conversations / workers
                         return ran
                     idle = 0 if did else idle + 1
                     if idle <= 3:
                         continue
                 if knocked:
                     if self.stopping.is_set():
-                        self.waker.wake(conversation_id)
+                        again()
                         return ran
                     continue
                 return ran
+
+    def _orphaned(self, head: Head) -> bool:
+        """The head task is leased or running while this drain holds its conversation's lease:
+        its worker lost the lease (died, or stalled past the TTL; fencing stops a stalled one's
+        writes). Recover it now, as the sweeper would, rather than wait for the next sweep.
+        Embedded mode leaves it to the sweeper, which asks whether the holder's process lives
+        (each process has its own in-process lease there)."""
+        if self.settings.embedded or head.status not in ACTIVE:
+            return False
+        status = self.store.recover(
+            head.task_id, head.fence, "worker lost mid-run (lease expired)", self.clock()
+        )
+        if status is None:
+            return False
+        self.hints.changed(head.task_id)
+        metrics.recovered(status)
+        log.warning("task %s recovered by a drain: its worker lost the lease", head.task_id)
+        return True
 
     def _may_go_on(self, handle: LeaseHandle, deadline: float) -> bool:
         """May a drain take another task: lease held, budget left, no shutdown under way?"""
@@ -355,6 +440,7 @@ class Dispatcher:
             chain=chain,
         )
         self.hints.changed(started.task.id)
+        metrics.tokens(started.task.tenant, int(outcome.usage.get("total_tokens", 0) or 0))
         if isinstance(done.next, Started):
             self.hints.changed(done.next.task.id)
         self.sources.settled(self._agent(started.task.deployment), started.task)
@@ -401,16 +487,16 @@ class Dispatcher:
                 self.hints.changed(task_id)
                 recovered += 1
                 metrics.recovered(status)
-                self.waker.wake(conv, force=True)
-        for task_id, conv in self.store.inbox_orphans():
+                self.wake_next(self.store.get_task(task_id))
+        for task_id, _conv in self.store.inbox_orphans():
             # a worker died between its settle and the requeue of its run's inbox
             if self.store.requeue_inbox(task_id, now):
                 self.hints.changed(task_id)
-                self.waker.wake(conv, force=True)
+                self.wake_next(self.store.get_task(task_id))
         grace = timedelta(seconds=self.settings.sweep_interval)
         due = self.store.due_conversations(now - grace, limit=1000)
-        for conv in due:
-            self.waker.wake(conv, force=True)
+        for conv, tenant, priority in due:
+            self.waker.wake(conv, force=True, tenant=tenant, priority=priority)
         self.delegations.report_due()
         self.deliveries.sweep(self.settings.sweep_interval)
         pruned = self.lifecycle.enforce()  # last: recovery never waits behind it

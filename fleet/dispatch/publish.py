@@ -1,26 +1,26 @@
-"""Wake-up messages pushed straight onto the Redis list a Celery worker consumes.
+"""Turn tokens pushed straight onto the Redis list a Celery worker consumes.
 
 ``send_task`` spends about 2 ms of Python per message (producer pool, retry policy, declare,
 signals) for what is one ``LPUSH``; under load that was a third of ``fleet serve``'s CPU. A
-wake-up is always the same message, ``fleet.drain(conversation)`` with no options, so it is
-built here in Celery's task protocol 2 as kombu's Redis transport stores it (priority 0 goes on
-the list named after the queue), and a batch of them goes out in one pipeline.
-``tests/unit/test_publish.py`` checks the result against what ``send_task`` writes, field by
-field; a delayed (ETA) wake-up still goes through ``send_task``.
+token is always the same message, ``fleet.turn()`` with no options, so it is built here in
+Celery's task protocol 2 as kombu's Redis transport stores it (priority 0 goes on the list named
+after the queue), with a mark where the fair queue's scripts put each token's unique ids
+(``fleet.dispatch.fair``). ``tests/integration/test_publish.py`` checks it against what
+``send_task`` writes, field by field; a delayed (ETA) wake-up still goes through ``send_task``.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import uuid
-from collections.abc import Sequence
-from typing import Any
 
 from celery import Celery
 from celery.utils.nodenames import anon_nodename
 
-TASK = "fleet.drain"
+#: A token for the fair queue: "some worker should take a turn" (``fleet.dispatch.fair``).
+TURN = "fleet.turn"
+#: Where a token's unique ids go in ``WakeMessages.turn_template`` (filled in by Redis).
+ID_MARK = "@ID@"
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
 
@@ -34,17 +34,20 @@ def redis_broker(app: Celery) -> bool:
 
 
 class WakeMessages:
-    """Encodes ``fleet.drain`` messages for one queue, as one Celery app would send them."""
+    """Encodes ``fleet.turn`` messages for one queue, as one Celery app would send them."""
 
     def __init__(self, app: Celery, queue: str) -> None:
         self.queue = queue
         self._reply_to = app.thread_oid
         self._origin = anon_nodename()
 
-    def encode(self, conversation_id: uuid.UUID) -> str:
-        task_id = str(uuid.uuid4())
-        conversation = str(conversation_id)
-        body = json.dumps([[conversation], {}, _EMBED]).encode()
+    def turn_template(self) -> str:
+        """A ``fleet.turn`` message (no arguments) whose task id, root id, correlation id and
+        delivery tag read ``@ID@``: the fair queue's scripts fill in a unique id per token."""
+        return self._message(TURN, [], ID_MARK, ID_MARK)
+
+    def _message(self, name: str, args: list[str], task_id: str, tag: str) -> str:
+        body = json.dumps([args, {}, _EMBED]).encode()
         return json.dumps(
             {
                 "body": base64.b64encode(body).decode(),
@@ -52,7 +55,7 @@ class WakeMessages:
                 "content-type": "application/json",
                 "headers": {
                     "lang": "py",
-                    "task": TASK,
+                    "task": name,
                     "id": task_id,
                     "shadow": None,
                     "eta": None,
@@ -63,7 +66,7 @@ class WakeMessages:
                     "timelimit": [None, None],
                     "root_id": task_id,
                     "parent_id": None,
-                    "argsrepr": repr([conversation]),
+                    "argsrepr": repr(args) if args else "()",  # as send_task writes it
                     "kwargsrepr": "{}",
                     "origin": self._origin,
                     "ignore_result": None,
@@ -78,12 +81,7 @@ class WakeMessages:
                     "delivery_info": {"exchange": "", "routing_key": self.queue},
                     "priority": 0,
                     "body_encoding": "base64",
-                    "delivery_tag": str(uuid.uuid4()),
+                    "delivery_tag": tag,
                 },
             }
         )
-
-    def push(self, pipe: Any, conversation_ids: Sequence[uuid.UUID]) -> None:
-        """Queue one ``LPUSH`` of all the messages on ``pipe`` (a Redis pipeline or client)."""
-        if conversation_ids:
-            pipe.lpush(self.queue, *(self.encode(c) for c in conversation_ids))

@@ -98,7 +98,7 @@ def stop_runs(dispatcher: Dispatcher, grace_s: float) -> int:
             continue  # it finished, or was handed back, meanwhile
         run.handle.lost.set()  # its step's watch stops it; its later writes are refused
         dispatcher.lease.release(run.handle)
-        dispatcher.waker.wake(run.started.task.conversation_id, force=True)
+        dispatcher.wake_next(run.started.task)
         abandoned += 1
     dispatcher.inflight.wait_empty(SETTLE_WAIT_S)
     return abandoned

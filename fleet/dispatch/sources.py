@@ -67,7 +67,9 @@ class RunSources:
         record: dict[str, Any] = {"namespace": namespace}
         text = ""
         if agent.memory:
-            found = self.store.blocks_named(namespace, [a.block for a in agent.memory])
+            found = self.store.blocks_named(
+                namespace, [a.block for a in agent.memory], tenant=task.tenant
+            )
             text, record["blocks"] = render.blocks_text(agent.memory, found)
         notes = None
         if agent.notes:
@@ -140,6 +142,7 @@ class RunSources:
             return extra
         port = StoreMemory(
             self.store,
+            tenant=task.tenant,
             namespace=self.config.deployment(task.deployment).namespace,
             conversation_id=task.conversation_id,
             run_id=run_id,

@@ -14,6 +14,7 @@ from celery.signals import worker_process_init, worker_process_shutdown, worker_
 
 from fleet import gcpause
 from fleet.agents import telemetry
+from fleet.constants import DEFAULT_PRIORITY, DEFAULT_TENANT
 from fleet.dispatch import shutdown
 from fleet.dispatch.celery_app import app
 from fleet.runtime import Runtime, build
@@ -70,12 +71,35 @@ def _close(**_: Any) -> None:
         _process["rt"].close()
 
 
-@app.task(name="fleet.drain", ignore_result=True)  # type: ignore[untyped-decorator]
-def drain(conversation_id: str) -> int:
-    """Run the conversation's due tasks in order while holding its lease."""
+@app.task(name="fleet.turn", ignore_result=True)  # type: ignore[untyped-decorator]
+def turn() -> int:
+    """A token of the fair queue: take turns at due conversations, fairly across tenants."""
     rt = runtime()
+    turns = rt.turns
+    if turns is None:  # not a plain Redis broker: wake-ups come as fleet.drain, one each
+        return 0
     with shutdown.sigterm_stops(rt.dispatcher, rt.settings.shutdown_grace, _abandoned):
-        return rt.dispatcher.drain(uuid.UUID(conversation_id))
+        return rt.dispatcher.take_turns(turns)
+
+
+@app.task(name="fleet.drain", ignore_result=True)  # type: ignore[untyped-decorator]
+def drain(conversation_id: str, tenant: str | None = None, priority: int | None = None) -> int:
+    """A delayed wake-up that is due: the conversation joins the fair queue as its tenant's
+    turn. Without a tenant (a broker the fair queue cannot use, or a message sent before
+    tenants), run the conversation's due tasks at once while holding its lease."""
+    rt = runtime()
+    conversation = uuid.UUID(conversation_id)
+    if tenant is not None and rt.turns is not None:
+        rt.dispatcher.waker.wake(
+            conversation, tenant=tenant, priority=DEFAULT_PRIORITY if priority is None else priority
+        )
+        return 0
+    with shutdown.sigterm_stops(rt.dispatcher, rt.settings.shutdown_grace, _abandoned):
+        return rt.dispatcher.drain(
+            conversation,
+            tenant=tenant or DEFAULT_TENANT,
+            priority=DEFAULT_PRIORITY if priority is None else priority,
+        )
 
 
 def _abandoned(count: int) -> None:

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 from uuid import UUID
 
-from fleet.constants import MAX_LABELS
+from fleet.constants import DEFAULT_PRIORITY, DEFAULT_TENANT, MAX_LABELS
 from fleet.domain.delegation import Record
 from fleet.domain.values import TaskStatus
 from fleet.errors import Conflict
@@ -243,6 +243,13 @@ class Submission:
     resource_id: str | None = None
     #: A delegated task (or a result reported back): its record, written with the task.
     delegation: Record | None = None
+    #: The tenant whose wall the conversation lies within (its quotas, budget and turn).
+    tenant: str = DEFAULT_TENANT
+    #: Among its tenant's due work, higher runs first (0-9).
+    priority: int = DEFAULT_PRIORITY
+    #: The tenant's ``max_queued_tasks`` when this submission may be refused by it (an API or
+    #: A2A caller's); None: not checked.
+    queued_cap: int | None = None
 
     @property
     def idempotency_scope(self) -> str:

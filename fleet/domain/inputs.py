@@ -9,7 +9,12 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from fleet.constants import MAX_IDEMPOTENCY_KEY_CHARS, MAX_SAFE_INTEGER
+from fleet.constants import (
+    DEFAULT_PRIORITY,
+    MAX_IDEMPOTENCY_KEY_CHARS,
+    MAX_PRIORITY,
+    MAX_SAFE_INTEGER,
+)
 from fleet.domain.values import DataPart, Part, TextPart
 from fleet.errors import InputError
 
@@ -108,3 +113,17 @@ def idempotency_key(value: str | None) -> str | None:
             field="idempotencyKey",
         )
     return value
+
+
+def priority(own: int | None, deployment: int | None = None) -> int:
+    """A task's priority among its tenant's due work: its own, else its deployment's, else
+    ``DEFAULT_PRIORITY`` (0-9, higher runs first)."""
+    chosen = own if own is not None else deployment
+    if chosen is None:
+        return DEFAULT_PRIORITY
+    if isinstance(chosen, bool) or not isinstance(chosen, int) or not 0 <= chosen <= MAX_PRIORITY:
+        raise InputError(
+            f"priority {chosen!r} must be a whole number from 0 to {MAX_PRIORITY} (higher first)",
+            field="priority",
+        )
+    return chosen

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from fleet.constants import LIMITS, MAX_CONVERSATION_KEY_CHARS
+from fleet.constants import DEFAULT_TENANT, LIMITS, MAX_CONVERSATION_KEY_CHARS
 from fleet.domain.keys import (
     SINGLETON_KEY,
     SINGLETON_SCOPE,
     ConversationRef,
     DeploymentKind,
+    api_scope,
     check_scope,
     split_scoped,
 )
@@ -40,19 +42,39 @@ _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 86400.0}
 _KEY = re.compile(r"^[^\x00-\x1f\x7f\ud800-\udfff]+$")
 
 
-def operator_ref(kind: DeploymentKind, value: str) -> ConversationRef:
-    """The conversation an operator names: ``api:ticket-4711``, ``webhook:t:k``, ``a2a:c:k``; a
-    bare key is an ``api`` one; a singleton deployment has its one conversation."""
+def operator_tenant(value: str, tenants: Collection[str]) -> str | None:
+    """The tenant an operator's key names by its API scope, read tenant first:
+    ``api:acme:ticket-4711`` is tenant acme's when acme is a configured tenant (else the
+    ``default`` tenant's key ``acme:ticket-4711``); ``api:k`` and a bare key are ``default``'s.
+    None for other scopes (their trigger's or caller's tenant, or the one given)."""
+    head, sep, rest = value.partition(":")
+    if not sep:
+        return DEFAULT_TENANT
+    if head != "api":
+        return None
+    tenant, sep2, key = rest.partition(":")
+    if sep2 and key and tenant in tenants and tenant != DEFAULT_TENANT:
+        return tenant
+    return DEFAULT_TENANT
+
+
+def operator_ref(kind: DeploymentKind, value: str, tenant: str = DEFAULT_TENANT) -> ConversationRef:
+    """The conversation an operator names in ``tenant``: ``api:acme:ticket-4711``,
+    ``webhook:t:k``, ``a2a:c:k``; a bare key is an API one (``api:<tenant>``); a singleton
+    deployment has its one conversation."""
     if kind == "singleton":
         return ConversationRef(SINGLETON_SCOPE, SINGLETON_KEY)
-    scope, bare = split_scoped(value)
+    own = api_scope(tenant)
+    scope, bare = split_scoped(value, own)
+    if scope == "api":
+        scope = own
     if scope == SINGLETON_SCOPE:
         raise InputError(
             f"conversation key {value!r}: only a singleton deployment has the "
             f"{SINGLETON_SCOPE!r} scope",
             field="conversationKey",
         )
-    scope = check_scope(scope or "api")
+    scope = check_scope(scope or own)
     if not bare or len(bare) > MAX_CONVERSATION_KEY_CHARS or not _KEY.fullmatch(bare):
         raise InputError(
             f"conversation key {value!r} must be 1-{MAX_CONVERSATION_KEY_CHARS} characters "

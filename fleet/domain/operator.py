@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from fleet.constants import DEFAULT_TENANT
+
 #: Due work not started for this long makes its conversation stuck (no worker takes it).
 STUCK_DUE_S = 60.0
 #: A run going on for this long makes its conversation stuck (a hung tool, a lost worker).
@@ -48,6 +50,7 @@ class ConversationRow:
     reason: str = ""
     #: Seconds it has been stuck (0 unless it is).
     stuck_s: float = 0.0
+    tenant: str = DEFAULT_TENANT
 
     @property
     def conversation(self) -> str:

@@ -10,6 +10,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from fleet.constants import DEFAULT_PRIORITY, DEFAULT_TENANT
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -83,6 +85,10 @@ class Task(_Frozen):
     key: str
     seq: int
     status: TaskStatus
+    #: The tenant whose wall its conversation lies within.
+    tenant: str = DEFAULT_TENANT
+    #: Among its tenant's due work, higher runs first (0-9).
+    priority: int = DEFAULT_PRIORITY
     input: tuple[TextPart | DataPart, ...]
     submissions: int = 1
     not_before: datetime
@@ -109,7 +115,8 @@ class Task(_Frozen):
 
     @property
     def conversation(self) -> str:
-        """The conversation key with its scope (``api:ticket-4711``): send it back to continue."""
+        """The conversation key with its scope (``api:acme:ticket-4711``): send it back to
+        continue."""
         return f"{self.scope}:{self.key}"
 
     @property

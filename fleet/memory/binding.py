@@ -11,12 +11,14 @@ from fleet.store import Store
 
 
 class StoreMemory:
-    """Blocks of ``namespace`` and notes of one conversation, written as ``run:<run id>``."""
+    """Blocks of the tenant's ``namespace`` and notes of one conversation, written as
+    ``run:<run id>``."""
 
     def __init__(
         self,
         store: Store,
         *,
+        tenant: str,
         namespace: str,
         conversation_id: uuid.UUID,
         run_id: uuid.UUID,
@@ -24,6 +26,7 @@ class StoreMemory:
         authorize: Callable[[str], None] = lambda action: None,
     ) -> None:
         self._store = store
+        self._tenant = tenant
         self._namespace = namespace
         self._conversation = conversation_id
         self._author = f"run:{run_id}"
@@ -37,11 +40,17 @@ class StoreMemory:
         return self._clock()
 
     def block(self, name: str) -> Block | None:
-        return self._store.get_block(self._namespace, name)
+        return self._store.get_block(self._namespace, name, tenant=self._tenant)
 
     def update_block(self, name: str, edit: Edit, *, receipt: str) -> Block:
         return self._store.edit_block(
-            self._namespace, name, edit, author=self._author, now=self._clock(), receipt=receipt
+            self._namespace,
+            name,
+            edit,
+            tenant=self._tenant,
+            author=self._author,
+            now=self._clock(),
+            receipt=receipt,
         )
 
     def notes(self) -> list[NoteValue]:

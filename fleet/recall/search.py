@@ -121,7 +121,12 @@ def recall(
     if cfg.scope == "resource" and task.resource_id is None:
         record["note"] = "the task has no resourceId: searched its own conversation"
     where: dict[str, Any] = (
-        {"scope": task.scope, "namespace": namespace, "resource_id": task.resource_id}
+        {
+            "tenant": task.tenant,
+            "scope": task.scope,
+            "namespace": namespace,
+            "resource_id": task.resource_id,
+        }
         if by_resource
         else {"conversation_id": task.conversation_id}
     )

@@ -17,7 +17,9 @@ from fleet.store.memory import MemoryStore
 from fleet.store.nearest import VectorStore
 from fleet.store.operator import OperatorStore
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
+from fleet.store.quotas import QuotaStore, TenantFigures
 from fleet.store.recall import ObservationStore, RecallStore
+from fleet.store.tenancy import TenancyStore
 
 __all__ = [
     "Block",
@@ -33,6 +35,7 @@ __all__ = [
     "Started",
     "Store",
     "TaskFilter",
+    "TenantFigures",
     "Tombstone",
     "TraceRow",
 ]
@@ -51,6 +54,8 @@ class Store(
     DelegationStore,
     DeliveryStore,
     LifecycleStore,
+    TenancyStore,
+    QuotaStore,
 ):
     """Everything fleet reads or writes in its database."""
 

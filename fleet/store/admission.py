@@ -11,16 +11,17 @@ from sqlalchemy import Connection, select
 from sqlalchemy.exc import IntegrityError
 
 from fleet.domain import admission as policy
+from fleet.domain import quota
 from fleet.domain.values import Admission, Task, TaskStatus
 from fleet.errors import QueueFull
 from fleet.store import pg, rows
 from fleet.store import statements as q
-from fleet.store.base import StoreBase
 from fleet.store.delegation import insert_record
+from fleet.store.quotas import QuotaStore, waiting_in
 from fleet.store.schema import conversation_tombstones as tomb
 
 
-class AdmissionStore(StoreBase):
+class AdmissionStore(QuotaStore):
     def admit(self, sub: policy.Submission, now: datetime) -> Admission:
         """Admit ``sub`` in one transaction; concurrent repeats of one key yield one task."""
         single = self.admit_statement(sub, now)
@@ -54,12 +55,15 @@ class AdmissionStore(StoreBase):
             and sub.policy.max_queued is None
             and sub.idempotency_key is None
             and sub.delegation is None
+            and sub.queued_cap is None
         ):
             return None
         params = {
             "conv_id": uuid.uuid4(),
             "task_id": uuid.uuid4(),
             "deployment": sub.deployment,
+            "tenant": sub.tenant,
+            "priority": sub.priority,
             "scope": sub.scope,
             "key": sub.key,
             "now": now,
@@ -113,16 +117,32 @@ class AdmissionStore(StoreBase):
         )
         return row
 
+    def _within_quota(self, conn: Connection, sub: policy.Submission) -> None:
+        """Refuse a submission over its tenant's ``max_queued_tasks`` (when it may be refused):
+        counted under the tenant's lock, so concurrent ones cannot both take the last place."""
+        if sub.queued_cap is None:
+            return
+        self.lock_tenant(conn, sub.tenant)
+        refused = quota.queued_refusal(sub.tenant, waiting_in(conn, sub.tenant), sub.queued_cap)
+        if refused is not None:
+            raise refused
+
     def _admit(self, conn: Connection, sub: policy.Submission, now: datetime) -> Admission:
         if sub.idempotency_key is not None:
             original = conn.execute(
-                q.IDEMPOTENT, {"b_scope": sub.idempotency_scope, "b_key": sub.idempotency_key}
+                q.IDEMPOTENT,
+                {
+                    "b_tenant": sub.tenant,
+                    "b_scope": sub.idempotency_scope,
+                    "b_key": sub.idempotency_key,
+                },
             ).first()
             if original is not None:
                 task = rows.task(original)
                 policy.check_duplicate(task.deployment, sub.deployment, sub.idempotency_key)
                 return Admission(task=task, duplicate=True)
 
+        self._within_quota(conn, sub)
         followup = sub.policy.mode == "followup" and sub.policy.max_queued is None
         # followup always makes a task, so the upsert takes its seq right away.
         conv_id, last_seq, generation = conn.execute(
@@ -130,6 +150,7 @@ class AdmissionStore(StoreBase):
             {
                 "b_id": uuid.uuid4(),
                 "b_deployment": sub.deployment,
+                "b_tenant": sub.tenant,
                 "b_scope": sub.scope,
                 "b_key": sub.key,
                 "b_now": now,
@@ -227,6 +248,8 @@ class AdmissionStore(StoreBase):
                     "created_at": now,
                     "caller": sub.caller,
                     "resource_id": sub.resource_id,
+                    "tenant": sub.tenant,
+                    "priority": sub.priority,
                 },
             ).one()
         task = rows.task(row)
@@ -234,6 +257,7 @@ class AdmissionStore(StoreBase):
             conn.execute(
                 q.INSERT_IDEMPOTENCY_KEY,
                 {
+                    "tenant": sub.tenant,
                     "scope": sub.idempotency_scope,
                     "key": sub.idempotency_key,
                     "task_id": task.id,
@@ -246,6 +270,7 @@ class AdmissionStore(StoreBase):
             outcome["fresh_after_delete"] = conn.execute(
                 select(tomb.c.deleted_at).where(
                     tomb.c.deployment == sub.deployment,
+                    tomb.c.tenant == sub.tenant,
                     tomb.c.scope == sub.scope,
                     tomb.c.key == sub.key,
                 )

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from fleet.domain.context import Record
+from fleet.domain.quota import ledger_rows
 from fleet.domain.runs import Outcome, TraceRow
 from fleet.domain.values import CLAIMABLE, Task, TaskStatus, render_parts
 from fleet.errors import LeaseLost
@@ -183,6 +184,7 @@ class PgHotPath(StoreBase):
             "details": json.dumps(outcome.details),
             "now": now,
             "traces": json.dumps([self._trace_row(tr) for tr in outcome.traces], default=str),
+            "ledger": _ledger_json(outcome.traces),
             "messages": json.dumps(said),
             "history": history_cap + 1,
         }
@@ -274,6 +276,7 @@ class PgHotPath(StoreBase):
                 "fence": task.fence,
                 "run": run_id,
                 "traces": json.dumps([self._trace_row(tr) for tr in traces], default=str),
+                "ledger": _ledger_json(traces),
                 "take": take_inbox_as is not None,
                 "inbox_step": take_inbox_as,
                 "now": now,
@@ -295,3 +298,10 @@ class PgHotPath(StoreBase):
             "call_id": tr.call_id,
             "replayed": tr.replayed,
         }
+
+
+def _ledger_json(traces: Sequence[TraceRow]) -> str:
+    """The token ledger's rows of ``traces`` as the hot-path statements take them."""
+    return json.dumps(
+        [{"step": st, "day": day.isoformat(), "tokens": n} for st, day, n in ledger_rows(traces)]
+    )

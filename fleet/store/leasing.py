@@ -11,10 +11,13 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from fleet.domain import lifecycle
 from fleet.domain.context import Record
+from fleet.domain.quota import ledger_rows
 from fleet.domain.runs import InboxItem, Outcome, Signals, TraceRow
 from fleet.domain.values import (
     ACTIVE,
@@ -31,6 +34,7 @@ from fleet.store import schema as s
 from fleet.store import statements as q
 from fleet.store.claims import Chain, Claim, Head, Prepared, Settled, Started
 from fleet.store.hotpath import REPLIED, PgHotPath
+from fleet.store.schema_types import utcnow
 
 t = s.tasks
 
@@ -375,6 +379,8 @@ class LeasingStore(PgHotPath):
                         "created_at": now,
                         "caller": msg.caller,
                         "resource_id": task.resource_id,
+                        "tenant": task.tenant,
+                        "priority": task.priority,
                     },
                 )
                 conn.execute(
@@ -385,7 +391,11 @@ class LeasingStore(PgHotPath):
                 if msg.idempotency_key is not None:
                     conn.execute(
                         update(ik)
-                        .where(ik.c.key == msg.idempotency_key, ik.c.task_id == task_id)
+                        .where(
+                            ik.c.tenant == task.tenant,
+                            ik.c.key == msg.idempotency_key,
+                            ik.c.task_id == task_id,
+                        )
                         .values(task_id=new_id)
                     )
                 made.append(new_id)
@@ -448,12 +458,13 @@ class LeasingStore(PgHotPath):
             ).all()
         return [(r.id, r.conversation_id, r.fence, r.worker) for r in found]
 
-    def due_conversations(self, before: datetime, limit: int) -> list[uuid.UUID]:
-        """Conversations with claimable work due before ``before`` and no active task."""
+    def due_conversations(self, before: datetime, limit: int) -> list[tuple[uuid.UUID, str, int]]:
+        """Conversations with claimable work due before ``before`` and no active task: each with
+        its tenant and the highest priority of that work (whose turn a wake-up is)."""
         a = s.tasks.alias("a")
         with self.read() as conn:
             found = conn.execute(
-                select(t.c.conversation_id)
+                select(t.c.conversation_id, t.c.tenant, func.max(t.c.priority))
                 .where(
                     q.status_in(t.c.status, CLAIMABLE),
                     t.c.not_before <= before,
@@ -463,16 +474,37 @@ class LeasingStore(PgHotPath):
                     )
                     .exists(),
                 )
-                .distinct()
+                .group_by(t.c.conversation_id, t.c.tenant)
                 .limit(limit)
             ).all()
-        return [r.conversation_id for r in found]
+        return [(r[0], r[1], int(r[2])) for r in found]
 
     def _insert_traces(
         self, conn: Connection, task: Task, run_id: uuid.UUID, traces: Sequence[TraceRow]
     ) -> None:
         if not traces:
             return
+        counted = ledger_rows(traces)
+        if counted:  # the token ledger: a model step once, however often it is committed
+            insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
+            conn.execute(
+                insert(s.token_usage)
+                .values(
+                    [
+                        {
+                            "run_id": run_id,
+                            "step": step,
+                            "task_id": task.id,
+                            "tenant": task.tenant,
+                            "day": day,
+                            "tokens": tokens,
+                            "created_at": utcnow(),
+                        }
+                        for step, day, tokens in counted
+                    ]
+                )
+                .on_conflict_do_nothing(index_elements=["run_id", "step"])
+            )
         conn.execute(
             q.UPSERT_TRACES[self.dialect],
             [

@@ -8,8 +8,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, and_, case, delete, func, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    and_,
+    case,
+    delete,
+    func,
+    insert,
+    select,
+    true,
+    update,
+)
 
+from fleet.constants import DEFAULT_TENANT
 from fleet.domain import lifecycle as rules
 from fleet.domain.values import ACTIVE, CLAIMABLE, TaskStatus
 from fleet.errors import Conflict, NotFound
@@ -41,6 +53,7 @@ class ConversationInfo:
     active: uuid.UUID | None
     #: Its status (``interrupted``: handed back mid-run, waiting to resume).
     active_status: TaskStatus | None = None
+    tenant: str = DEFAULT_TENANT
 
     @property
     def conversation(self) -> str:
@@ -56,6 +69,7 @@ class Tombstone:
     deleted_by: str
     tasks: int
     messages: int
+    tenant: str = DEFAULT_TENANT
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +91,18 @@ class Overfull:
 
 
 class LifecycleStore(StoreBase):
-    def lookup(self, deployment: str, scope: str, key: str) -> ConversationInfo | None:
-        """The conversation with its counts, or None; creates nothing."""
+    def lookup(
+        self, deployment: str, scope: str, key: str, *, tenant: str
+    ) -> ConversationInfo | None:
+        """The tenant's conversation with its counts, or None; creates nothing."""
         with self.read() as conn:
             row = conn.execute(
-                select(c).where(c.c.deployment == deployment, c.c.scope == scope, c.c.key == key)
+                select(c).where(
+                    c.c.deployment == deployment,
+                    c.c.tenant == tenant,
+                    c.c.scope == scope,
+                    c.c.key == key,
+                )
             ).first()
             if row is None:
                 return None
@@ -123,13 +144,17 @@ class LifecycleStore(StoreBase):
             queued=sum(int(by_status.get(st, 0)) for st in CLAIMABLE),
             active=None if active is None else active.id,
             active_status=None if active is None else TaskStatus(active.status),
+            tenant=row.tenant,
         )
 
-    def tombstone(self, deployment: str, scope: str, key: str) -> Tombstone | None:
+    def tombstone(self, deployment: str, scope: str, key: str, *, tenant: str) -> Tombstone | None:
         with self.read() as conn:
             row = conn.execute(
                 select(tomb).where(
-                    tomb.c.deployment == deployment, tomb.c.scope == scope, tomb.c.key == key
+                    tomb.c.deployment == deployment,
+                    tomb.c.tenant == tenant,
+                    tomb.c.scope == scope,
+                    tomb.c.key == key,
                 )
             ).first()
         return None if row is None else Tombstone(**row._mapping)
@@ -189,7 +214,7 @@ class LifecycleStore(StoreBase):
                 update(c)
                 .where(c.c.id == conversation_id)
                 .values(updated_at=now)
-                .returning(c.c.deployment, c.c.scope, c.c.key)
+                .returning(c.c.deployment, c.c.scope, c.c.key, c.c.tenant)
             ).first()
             if row is None:
                 raise NotFound(f"no conversation with id {conversation_id}", field="id")
@@ -213,11 +238,12 @@ class LifecycleStore(StoreBase):
                 select(func.count()).select_from(m).where(m.c.conversation_id == conversation_id)
             ).scalar_one()
             stone = Tombstone(
-                row.deployment, row.scope, row.key, now, by[:200], int(tasks), int(said)
+                row.deployment, row.scope, row.key, now, by[:200], int(tasks), int(said), row.tenant
             )
             conn.execute(
                 delete(tomb).where(
                     tomb.c.deployment == row.deployment,
+                    tomb.c.tenant == row.tenant,
                     tomb.c.scope == row.scope,
                     tomb.c.key == row.key,
                 )
@@ -257,34 +283,52 @@ class LifecycleStore(StoreBase):
 
     # -- pruning --------------------------------------------------------------------------------
 
-    def count_older(self, deployments: Iterable[str], cutoff: datetime) -> int:
-        """Messages of these deployments' conversations said before ``cutoff``."""
+    def count_older(
+        self,
+        deployments: Iterable[str],
+        cutoff: datetime,
+        *,
+        tenants: frozenset[str] | None = None,
+    ) -> int:
+        """Messages of these deployments' conversations (of ``tenants``; None: all) said
+        before ``cutoff``."""
         names = sorted(deployments)
         with self.read() as conn:
             return int(
                 conn.execute(
                     select(func.count())
                     .select_from(m.join(c, c.c.id == m.c.conversation_id))
-                    .where(m.c.created_at < cutoff, c.c.deployment.in_(names))
+                    .where(m.c.created_at < cutoff, c.c.deployment.in_(names), _of(tenants))
                 ).scalar_one()
             )
 
     def delete_older(
-        self, deployments: Iterable[str], cutoff: datetime, limit: int = rules.PRUNE_BATCH
+        self,
+        deployments: Iterable[str],
+        cutoff: datetime,
+        limit: int = rules.PRUNE_BATCH,
+        *,
+        tenants: frozenset[str] | None = None,
     ) -> int:
         """Delete at most ``limit`` of the oldest such messages (one short transaction)."""
         names = sorted(deployments)
         victims = (
             select(m.c.id)
             .join(c, c.c.id == m.c.conversation_id)
-            .where(m.c.created_at < cutoff, c.c.deployment.in_(names))
+            .where(m.c.created_at < cutoff, c.c.deployment.in_(names), _of(tenants))
             .order_by(m.c.created_at, m.c.id)
             .limit(limit)
         )
         return self._delete_messages(victims)
 
     def overfull(
-        self, deployments: Iterable[str], cap: int, *, after_id: int = 0, limit: int = 1000
+        self,
+        deployments: Iterable[str],
+        cap: int,
+        *,
+        after_id: int = 0,
+        limit: int = 1000,
+        tenants: frozenset[str] | None = None,
     ) -> list[Overfull]:
         """Conversations of these deployments whose current generation holds more than ``cap``
         messages; only those with a message newer than ``after_id`` are looked at."""
@@ -293,7 +337,7 @@ class LifecycleStore(StoreBase):
         query = (
             select(c.c.id, c.c.deployment, c.c.generation, func.count(m.c.id))
             .join(m, and_(m.c.conversation_id == c.c.id, m.c.generation == c.c.generation))
-            .where(c.c.deployment.in_(names))
+            .where(c.c.deployment.in_(names), _of(tenants))
             .group_by(c.c.id, c.c.deployment, c.c.generation)
             .having(func.count(m.c.id) > cap)
             .limit(limit)
@@ -326,9 +370,15 @@ class LifecycleStore(StoreBase):
             return int(conn.execute(delete(m).where(m.c.id.in_(ids))).rowcount or 0)
 
 
+def _of(tenants: frozenset[str] | None) -> ColumnElement[bool]:
+    """Conversations of these tenants (None: every tenant)."""
+    return true() if tenants is None else c.c.tenant.in_(sorted(tenants))
+
+
 def _fields(stone: Tombstone) -> dict[str, object]:
     return {
         "deployment": stone.deployment,
+        "tenant": stone.tenant,
         "scope": stone.scope,
         "key": stone.key,
         "deleted_at": stone.deleted_at,

@@ -33,25 +33,30 @@ def _block(row: object) -> Block:
 
 
 class MemoryStore(StoreBase):
-    def get_block(self, namespace: str, name: str) -> Block | None:
+    def get_block(self, namespace: str, name: str, *, tenant: str) -> Block | None:
         with self.read() as conn:
             row = conn.execute(
-                select(b).where(b.c.namespace == namespace, b.c.name == name)
+                select(b).where(b.c.tenant == tenant, b.c.namespace == namespace, b.c.name == name)
             ).first()
         return None if row is None else _block(row)
 
-    def blocks_named(self, namespace: str, names: Sequence[str]) -> dict[str, Block]:
-        """The blocks of ``namespace`` called one of ``names`` (missing ones are left out)."""
+    def blocks_named(
+        self, namespace: str, names: Sequence[str], *, tenant: str
+    ) -> dict[str, Block]:
+        """The tenant's blocks of ``namespace`` called one of ``names`` (missing ones are left
+        out)."""
         if not names:
             return {}
         with self.read() as conn:
             rows = conn.execute(
-                select(b).where(b.c.namespace == namespace, b.c.name.in_(list(names)))
+                select(b).where(
+                    b.c.tenant == tenant, b.c.namespace == namespace, b.c.name.in_(list(names))
+                )
             ).all()
         return {r.name: _block(r) for r in rows}
 
-    def list_blocks(self, namespace: str | None = None) -> list[Block]:
-        query = select(b).order_by(b.c.namespace, b.c.name)
+    def list_blocks(self, namespace: str | None = None, *, tenant: str) -> list[Block]:
+        query = select(b).where(b.c.tenant == tenant).order_by(b.c.namespace, b.c.name)
         if namespace is not None:
             query = query.where(b.c.namespace == namespace)
         with self.read() as conn:
@@ -63,6 +68,7 @@ class MemoryStore(StoreBase):
         name: str,
         edit: blocks.Edit,
         *,
+        tenant: str,
         author: str,
         now: datetime,
         title: str | None = None,
@@ -81,7 +87,9 @@ class MemoryStore(StoreBase):
         for _ in range(5):
             with self.tx() as conn:
                 row = conn.execute(
-                    select(b).where(b.c.namespace == namespace, b.c.name == name)
+                    select(b).where(
+                        b.c.tenant == tenant, b.c.namespace == namespace, b.c.name == name
+                    )
                 ).first()
                 current = _block(row) if row is not None else None
                 if row is not None and receipt is not None:
@@ -105,6 +113,7 @@ class MemoryStore(StoreBase):
                         insert(b)
                         .values(
                             id=block_id,
+                            tenant=tenant,
                             namespace=namespace,
                             name=name,
                             title=title or "",
@@ -114,7 +123,7 @@ class MemoryStore(StoreBase):
                             created_at=now,
                             updated_at=now,
                         )
-                        .on_conflict_do_nothing(index_elements=["namespace", "name"])
+                        .on_conflict_do_nothing(index_elements=["tenant", "namespace", "name"])
                         .returning(b.c.id)
                     ).first()
                     if created is None:  # another writer created it meanwhile: read it again
@@ -161,17 +170,17 @@ class MemoryStore(StoreBase):
                         receipt=receipt,
                     )
                 )
-            found = self.get_block(namespace, name)
+            found = self.get_block(namespace, name, tenant=tenant)
             assert found is not None
             return found
         raise Conflict("the block kept changing; try again")
 
-    def block_history(self, namespace: str, name: str) -> list[BlockVersion]:
+    def block_history(self, namespace: str, name: str, *, tenant: str) -> list[BlockVersion]:
         with self.read() as conn:
             rows = conn.execute(
                 select(v.c.version, v.c.value, v.c.author, v.c.created_at)
                 .join(b, b.c.id == v.c.block_id)
-                .where(b.c.namespace == namespace, b.c.name == name)
+                .where(b.c.tenant == tenant, b.c.namespace == namespace, b.c.name == name)
                 .order_by(v.c.version)
             ).all()
         if not rows:

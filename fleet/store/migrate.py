@@ -48,6 +48,16 @@ def current(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
+def crossed(before: str | None, revision: str) -> bool:
+    """Did an upgrade from ``before`` (None: an empty database, which holds nothing to move)
+    apply ``revision``?"""
+    if before is None:
+        return False
+    script = ScriptDirectory.from_config(alembic_config())
+    applied = {r.revision for r in script.iterate_revisions(before, "base")}
+    return revision not in applied
+
+
 def upgrade(engine: Engine, revision: str = "head") -> None:
     cfg = alembic_config()
     with engine.begin() as conn:

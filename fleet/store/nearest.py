@@ -57,6 +57,7 @@ class VectorStore(StoreBase):
         exclude: Set[int],
         keep: Callable[[Mapping[str, Any]], bool] | None = None,
         conversation_id: uuid.UUID | None = None,
+        tenant: str | None = None,
         scope: str | None = None,
         namespace: str | None = None,
         resource_id: str | None = None,
@@ -82,7 +83,10 @@ class VectorStore(StoreBase):
             inner = inner.where(e.c.conversation_id == conversation_id)
         else:
             inner = inner.where(
-                e.c.scope == scope, e.c.namespace == namespace, e.c.resource_id == resource_id
+                e.c.tenant == tenant,
+                e.c.scope == scope,
+                e.c.namespace == namespace,
+                e.c.resource_id == resource_id,
             )
         sub = inner.subquery()
         counted = select(sub, func.count().over().label("n"))

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import case, func, select, true
 
+from fleet.constants import DEFAULT_TENANT
 from fleet.domain import operator as op
 from fleet.domain.events import RunMark
 from fleet.domain.values import CLAIMABLE, UNFINISHED, Task, TaskStatus
@@ -31,6 +32,8 @@ class ConversationFilter:
     scope: str | None = None
     state: op.State | None = None
     limit: int = 100
+    #: Only these tenants' conversations (an operator's reach); None: every tenant's.
+    tenants: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,7 @@ class Conversation:
     created_at: datetime
     updated_at: datetime
     tasks: tuple[Task, ...]
+    tenant: str = DEFAULT_TENANT
 
     @property
     def conversation(self) -> str:
@@ -52,12 +56,20 @@ class Conversation:
 
 
 class OperatorStore(StoreBase):
-    def figures(self, deployments: list[str], now: datetime) -> dict[str, op.DeploymentFigures]:
-        """Backlog (unfinished tasks, oldest due) and the last hour's outcomes per deployment."""
+    def figures(
+        self,
+        deployments: list[str],
+        now: datetime,
+        *,
+        tenants: frozenset[str] | None = None,
+    ) -> dict[str, op.DeploymentFigures]:
+        """Backlog (unfinished tasks, oldest due) and the last hour's outcomes per deployment,
+        over ``tenants``' tasks (None: every tenant's)."""
         cutoff = now - timedelta(seconds=op.RECENT_S)
+        of = true() if tenants is None else t.c.tenant.in_(sorted(tenants))
         backlog = (
             select(t.c.deployment, t.c.status, func.count(), func.min(t.c.not_before))
-            .where(t.c.status.in_(UNFINISHED), t.c.deployment.in_(deployments))
+            .where(t.c.status.in_(UNFINISHED), t.c.deployment.in_(deployments), of)
             .group_by(t.c.deployment, t.c.status)
         )
         recent = (
@@ -66,6 +78,7 @@ class OperatorStore(StoreBase):
                 t.c.status.in_(_FINAL),
                 t.c.finished_at >= cutoff,
                 t.c.deployment.in_(deployments),
+                of,
             )
             .group_by(t.c.deployment, t.c.status)
         )
@@ -111,7 +124,10 @@ class OperatorStore(StoreBase):
                     "running_since"
                 ),
             )
-            .where(t.c.status.in_(UNFINISHED))
+            .where(
+                t.c.status.in_(UNFINISHED),
+                true() if flt.tenants is None else t.c.tenant.in_(sorted(flt.tenants)),
+            )
             .group_by(t.c.conversation_id)
             .limit(MAX_LISTED)
             .subquery()
@@ -126,6 +142,8 @@ class OperatorStore(StoreBase):
                 q = q.where(c.c.deployment == flt.deployment)
             if flt.scope is not None:
                 q = q.where(c.c.scope == flt.scope)
+            if flt.tenants is not None:
+                q = q.where(c.c.tenant.in_(sorted(flt.tenants)))
             if query == "busy":
                 busy = q
             else:
@@ -155,6 +173,7 @@ class OperatorStore(StoreBase):
                 st,
                 reason,
                 stuck,
+                m["tenant"],
             )
         listed = sorted(out.values(), key=op.listing_order)
         if flt.state is not None:
@@ -200,6 +219,7 @@ class OperatorStore(StoreBase):
             created_at=m["created_at"],
             updated_at=m["updated_at"],
             tasks=tuple(rows.task(r) for r in reversed(found)),
+            tenant=m["tenant"],
         )
 
 

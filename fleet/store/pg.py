@@ -22,7 +22,7 @@ _TASK_COLUMNS = (
     "id, conversation_id, seq, generation, deployment, scope, conversation_key, status, input, "
     "submissions, input_bytes, not_before, idempotency_key, labels, attempts, max_attempts, "
     "fence, cancel_requested, worker, created_at, leased_at, started_at, finished_at, error, "
-    "result, caller, inbox, interrupt_requested, resource_id"
+    "result, caller, inbox, interrupt_requested, resource_id, tenant, priority"
 )
 
 #: The conversation's lowest unfinished task, with the frozen context of its latest run (a retry
@@ -121,6 +121,16 @@ def _upsert_traces(fenced: str) -> str:
     usage = EXCLUDED.usage, duration_ms = EXCLUDED.duration_ms, status = EXCLUDED.status"""
 
 
+def _ledger(fenced: str) -> str:
+    """The token ledger's rows of the model steps just journaled (``fleet.domain.quota``
+    ``ledger_rows``), once per run and step."""
+    return f"""INSERT INTO token_usage (run_id, step, task_id, tenant, day, tokens, created_at)
+  SELECT %(run)s, x.step, f.id, f.tenant, x.day, x.tokens, %(now)s
+  FROM {fenced} f, jsonb_to_recordset(CAST(%(ledger)s AS jsonb)) AS x(
+    step int, day date, tokens bigint)
+  ON CONFLICT (run_id, step) DO NOTHING"""
+
+
 #: A step boundary: store the run's finished steps if it still owns its task (fenced like the
 #: settle; the no-op update locks the task row, so a recovery cannot slip in between), and say
 #: whether a cancel was requested. No row back: the run lost its task.
@@ -135,7 +145,7 @@ WITH fenced AS (
   WHERE id = %(task)s AND fence = %(fence)s AND status = 'running'
     AND EXISTS (SELECT 1 FROM runs r WHERE r.id = %(run)s AND r.task_id = tasks.id
                 AND r.status = 'running')
-  RETURNING id, labels, cancel_requested, interrupt_requested, inbox
+  RETURNING id, labels, cancel_requested, interrupt_requested, inbox, tenant
 ), taken AS (
   UPDATE run_inbox SET status = 'delivered', run_id = %(run)s, step = %(inbox_step)s,
     delivered_at = %(now)s
@@ -144,6 +154,8 @@ WITH fenced AS (
   RETURNING run_inbox.id, run_inbox.source, run_inbox.input
 ), traced AS (
   {_upsert_traces("fenced")}
+), counted AS (
+  {_ledger("fenced")}
 ), inboxed AS (
   INSERT INTO traces (run_id, task_id, step, kind, name, input, output, error, usage, labels,
                       started_at, duration_ms, status, call_id, replayed)
@@ -166,7 +178,7 @@ WITH settled AS (
   WHERE id = %(task)s AND fence = %(fence)s AND status = 'running'
     AND EXISTS (SELECT 1 FROM runs r WHERE r.id = %(run)s AND r.task_id = tasks.id
                 AND r.status = 'running')
-  RETURNING id, conversation_id, seq, status, generation, labels, inbox, push_pending
+  RETURNING id, conversation_id, seq, status, generation, labels, inbox, push_pending, tenant
 ), closed AS (
   UPDATE runs SET usage = CAST(%(usage)s AS jsonb), finished_at = %(now)s,
     status = CASE WHEN s.status = 'superseded' THEN 'interrupted' ELSE s.status END,
@@ -175,6 +187,8 @@ WITH settled AS (
   FROM settled s WHERE runs.id = %(run)s
 ), traced AS (
   {_upsert_traces("settled")}
+), counted AS (
+  {_ledger("settled")}
 ), said AS (
   INSERT INTO messages (id, conversation_id, generation, task_id, run_id, role, content,
                         delivery, created_at)
@@ -259,26 +273,27 @@ SELECT s.status, s.inbox, s.push_pending, (SELECT id FROM chained_run) AS chaine
 #: its key (``fresh_after``: when a conversation of that key was deleted).
 ADMIT_FOLLOWUP = f"""
 WITH conv AS (
-  INSERT INTO conversations (id, deployment, scope, key, generation, last_seq, created_at,
-                             updated_at)
-  VALUES (%(conv_id)s, %(deployment)s, %(scope)s, %(key)s, 0, 1, %(now)s, %(now)s)
-  ON CONFLICT (deployment, scope, key)
+  INSERT INTO conversations (id, deployment, tenant, scope, key, generation, last_seq,
+                             created_at, updated_at)
+  VALUES (%(conv_id)s, %(deployment)s, %(tenant)s, %(scope)s, %(key)s, 0, 1, %(now)s, %(now)s)
+  ON CONFLICT (deployment, tenant, scope, key)
   DO UPDATE SET updated_at = EXCLUDED.updated_at, last_seq = conversations.last_seq + 1
   RETURNING id, last_seq, generation
 )
 INSERT INTO tasks (id, conversation_id, seq, generation, deployment, scope, conversation_key,
                    status, input, submissions, input_bytes, not_before, idempotency_key, labels,
                    attempts, max_attempts, fence, cancel_requested, created_at, caller,
-                   resource_id)
+                   resource_id, tenant, priority)
 SELECT %(task_id)s, conv.id, conv.last_seq, conv.generation, %(deployment)s, %(scope)s,
        %(key)s, 'queued', CAST(%(input)s AS jsonb), 1, %(input_bytes)s, %(now)s, NULL,
        CAST(%(labels)s AS jsonb), 0, %(max_attempts)s, 0, false, %(now)s, %(caller)s,
-       %(resource)s
+       %(resource)s, %(tenant)s, %(priority)s
 FROM conv
 RETURNING {_TASK_COLUMNS},
   CASE WHEN seq = 1 THEN (
     SELECT ct.deleted_at FROM conversation_tombstones ct
-    WHERE ct.deployment = %(deployment)s AND ct.scope = %(scope)s AND ct.key = %(key)s
+    WHERE ct.deployment = %(deployment)s AND ct.tenant = %(tenant)s AND ct.scope = %(scope)s
+      AND ct.key = %(key)s
   ) END AS fresh_after
 """
 

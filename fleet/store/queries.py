@@ -43,6 +43,8 @@ class TaskFilter:
     changed_after: datetime | None = None
     #: Only tasks whose id starts with this prefix (``fleet tasks show 67bdb6``).
     id_prefix: IdPrefix | None = None
+    #: Only tasks of these tenants (a caller's own, an operator's reach); None means any.
+    tenants: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,8 @@ class QueryStore(StoreBase):
             query = query.where(t.c.status == flt.status)
         if flt.deployments is not None:
             query = query.where(t.c.deployment.in_(sorted(flt.deployments)))
+        if flt.tenants is not None:
+            query = query.where(t.c.tenant.in_(sorted(flt.tenants)))
         if flt.statuses is not None:
             query = query.where(t.c.status.in_(sorted(flt.statuses)))
         if flt.changed_after is not None:
@@ -185,12 +189,16 @@ class QueryStore(StoreBase):
             ).all()
         return [dict(r._mapping) for r in found]
 
-    def find_conversation(self, deployment: str, scope: str, key: str) -> uuid.UUID | None:
-        """The conversation's id, or None; creates nothing."""
+    def find_conversation(
+        self, deployment: str, scope: str, key: str, *, tenant: str
+    ) -> uuid.UUID | None:
+        """The tenant's conversation's id, or None; creates nothing."""
         c = s.conversations.c
         with self.read() as conn:
             found: uuid.UUID | None = conn.execute(
-                select(c.id).where(c.deployment == deployment, c.scope == scope, c.key == key)
+                select(c.id).where(
+                    c.deployment == deployment, c.tenant == tenant, c.scope == scope, c.key == key
+                )
             ).scalar()
         return found
 

@@ -13,6 +13,7 @@ import numpy as np
 from sqlalchemy import and_, func, insert, literal, select, union_all, update
 from sqlalchemy.exc import IntegrityError
 
+from fleet.constants import DEFAULT_TENANT
 from fleet.store import schema as s
 from fleet.store.base import StoreBase
 
@@ -36,6 +37,7 @@ class Unembedded:
     role: str
     content: str
     labels: dict[str, Any]
+    tenant: str = DEFAULT_TENANT
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,7 @@ class RecallStore(StoreBase):
                     m.c.role,
                     m.c.content,
                     t.c.labels,
+                    c.c.tenant,
                 )
                 .join(c, c.c.id == m.c.conversation_id)
                 .outerjoin(t, t.c.id == m.c.task_id)
@@ -91,7 +94,8 @@ class RecallStore(StoreBase):
                 .limit(limit)
             ).all()
         return [
-            Unembedded(r[0], r[1], r[2], r[3], r[4], r[5], r[6], dict(r[7] or {})) for r in found
+            Unembedded(r[0], r[1], r[2], r[3], r[4], r[5], r[6], dict(r[7] or {}), r[8])
+            for r in found
         ]
 
     def save_embeddings(
@@ -118,6 +122,7 @@ class RecallStore(StoreBase):
                     "message_id": row.message_id,
                     "conversation_id": row.conversation_id,
                     "generation": row.generation,
+                    "tenant": row.tenant,
                     "scope": row.scope,
                     "namespace": namespace,
                     "resource_id": row.resource_id,
@@ -142,6 +147,7 @@ class RecallStore(StoreBase):
         model: str,
         limit: int,
         conversation_id: uuid.UUID | None = None,
+        tenant: str | None = None,
         scope: str | None = None,
         namespace: str | None = None,
         resource_id: str | None = None,
@@ -169,7 +175,10 @@ class RecallStore(StoreBase):
             query = query.where(e.c.conversation_id == conversation_id)
         else:
             query = query.where(
-                e.c.scope == scope, e.c.namespace == namespace, e.c.resource_id == resource_id
+                e.c.tenant == tenant,
+                e.c.scope == scope,
+                e.c.namespace == namespace,
+                e.c.resource_id == resource_id,
             )
         with self.read() as conn:
             found = conn.execute(query).all()

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from fleet.constants import DEFAULT_PRIORITY, DEFAULT_TENANT
 from fleet.domain.runs import TraceRow
 from fleet.domain.values import DataPart, Message, Run, Step, Task, TaskStatus, TextPart
 from fleet.store import schema as s
@@ -52,6 +53,8 @@ def task(row: Any) -> Task:
         inbox=m.get("inbox") or 0,
         resource_id=m.get("resource_id"),
         interrupt_requested=bool(m.get("interrupt_requested")),
+        tenant=m.get("tenant") or DEFAULT_TENANT,
+        priority=m.get("priority", DEFAULT_PRIORITY),
     )
 
 

@@ -8,16 +8,18 @@ in ``schema_types``. This module re-exports them all and names every Core table 
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, cast
 
 from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
+    Date,
     ForeignKey,
     Index,
     Integer,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -56,13 +58,16 @@ TASK_STATUSES = (
 
 
 class Conversation(Base):
-    """Identity (deployment, scope, key), reset generation and the per-conversation seq counter."""
+    """Identity (deployment, tenant, scope, key), reset generation and the per-conversation seq
+    counter."""
 
     __tablename__ = "conversations"
-    __table_args__ = (UniqueConstraint("deployment", "scope", "key"),)
+    __table_args__ = (UniqueConstraint("deployment", "tenant", "scope", "key"),)
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     deployment: Mapped[str] = mapped_column(String(100))
+    #: The tenant whose wall it lies within (every read and write of it names the tenant).
+    tenant: Mapped[str] = mapped_column(String(63), default="default", server_default="default")
     scope: Mapped[str] = mapped_column(String(200))
     key: Mapped[str] = mapped_column(String(200))
     generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
@@ -79,6 +84,9 @@ class ConversationTombstone(Base):
     __tablename__ = "conversation_tombstones"
 
     deployment: Mapped[str] = mapped_column(String(100), primary_key=True)
+    tenant: Mapped[str] = mapped_column(
+        String(63), primary_key=True, default="default", server_default="default"
+    )
     scope: Mapped[str] = mapped_column(String(200), primary_key=True)
     key: Mapped[str] = mapped_column(String(200), primary_key=True)
     deleted_at: Mapped[datetime] = mapped_column()
@@ -140,6 +148,14 @@ class Task(Base):
             postgresql_where=text(_UNFINISHED),
             sqlite_where=text(_UNFINISHED),
         ),
+        # A tenant's unfinished tasks (its queued quota, ``fleet tenants``): few per tenant.
+        Index(
+            "ix_tasks_tenant_unfinished",
+            "tenant",
+            "status",
+            postgresql_where=text(_UNFINISHED),
+            sqlite_where=text(_UNFINISHED),
+        ),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
@@ -149,6 +165,10 @@ class Task(Base):
     seq: Mapped[int] = mapped_column(Integer)
     generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     deployment: Mapped[str] = mapped_column(String(100))
+    #: The conversation's tenant (denormalized: quotas, fairness and walls read it per task).
+    tenant: Mapped[str] = mapped_column(String(63), default="default", server_default="default")
+    #: Among its tenant's due work, higher runs first (0-9).
+    priority: Mapped[int] = mapped_column(SmallInteger, default=5, server_default="5")
     scope: Mapped[str] = mapped_column(String(200))
     #: The conversation's key (denormalized so task reads need no join).
     conversation_key: Mapped[str] = mapped_column(String(200))
@@ -197,6 +217,9 @@ class IdempotencyKey(Base):
 
     __tablename__ = "idempotency_keys"
 
+    tenant: Mapped[str] = mapped_column(
+        String(63), primary_key=True, default="default", server_default="default"
+    )
     scope: Mapped[str] = mapped_column(String(200), primary_key=True)
     key: Mapped[str] = mapped_column(String(200), primary_key=True)
     task_id: Mapped[uuid.UUID] = mapped_column(
@@ -288,6 +311,39 @@ class Trace(Base):
     replayed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
 
 
+class TokenUsage(Base):
+    """The token ledger: one row per model step a run made (not a replayed one), with its
+    tenant and UTC day, for tenants' budgets. No foreign keys: deleting a conversation does
+    not give its tokens back."""
+
+    __tablename__ = "token_usage"
+    __table_args__ = (
+        Index("ix_token_usage_tenant_day", "tenant", "day"),
+        Index("ix_token_usage_task", "task_id"),
+    )
+
+    run_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    step: Mapped[int] = mapped_column(Integer, primary_key=True)
+    task_id: Mapped[uuid.UUID] = mapped_column(Uuid)
+    tenant: Mapped[str] = mapped_column(String(63))
+    #: The UTC day the step was made (budgets reset at 00:00 UTC).
+    day: Mapped[date] = mapped_column(Date)
+    #: Prompt and completion tokens as the model reported them.
+    tokens: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class QuotaRefusal(Base):
+    """Embedded mode's count of submissions refused by a tenant's quota, per UTC day (a fleet
+    counts them in Redis, where a flood of refusals costs no database write)."""
+
+    __tablename__ = "quota_refusals"
+
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(63), primary_key=True)
+    count: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
 class InboxMessage(Base):
     """A message for a running run, delivered at its next step boundary (steer, signals).
 
@@ -346,6 +402,8 @@ delegations = cast(Table, Delegation.__table__)
 deliveries = cast(Table, Delivery.__table__)
 push_configs = cast(Table, PushConfig.__table__)
 conversation_tombstones = cast(Table, ConversationTombstone.__table__)
+token_usage = cast(Table, TokenUsage.__table__)
+quota_refusals = cast(Table, QuotaRefusal.__table__)
 
 __all__ = [
     "TASK_STATUSES",
@@ -367,8 +425,10 @@ __all__ = [
     "NoteOperation",
     "Observation",
     "PushConfig",
+    "QuotaRefusal",
     "Run",
     "Task",
+    "TokenUsage",
     "Trace",
     "UTCDateTime",
     "WorkingMemory",
@@ -386,9 +446,11 @@ __all__ = [
     "notes",
     "observations",
     "push_configs",
+    "quota_refusals",
     "run_inbox",
     "runs",
     "tasks",
+    "token_usage",
     "traces",
     "utcnow",
     "working_memory",

@@ -30,9 +30,11 @@ class MemoryBlock(Base):
     """Durable named text in a namespace; ``version`` bumps on every change."""
 
     __tablename__ = "memory_blocks"
-    __table_args__ = (UniqueConstraint("namespace", "name"),)
+    __table_args__ = (UniqueConstraint("tenant", "namespace", "name"),)
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    #: Namespaces are per tenant: one tenant's runs never see another's blocks.
+    tenant: Mapped[str] = mapped_column(String(63), default="default", server_default="default")
     namespace: Mapped[str] = mapped_column(String(100))
     name: Mapped[str] = mapped_column(String(100))
     title: Mapped[str] = mapped_column(String(200), default="")
@@ -103,7 +105,14 @@ class MessageEmbedding(Base):
     __tablename__ = "message_embeddings"
     __table_args__ = (
         Index("ix_message_embeddings_conversation", "conversation_id", "message_id"),
-        Index("ix_message_embeddings_resource", "scope", "namespace", "resource_id", "message_id"),
+        Index(
+            "ix_message_embeddings_resource",
+            "tenant",
+            "scope",
+            "namespace",
+            "resource_id",
+            "message_id",
+        ),
     )
 
     message_id: Mapped[int] = mapped_column(
@@ -113,6 +122,8 @@ class MessageEmbedding(Base):
         ForeignKey("conversations.id", ondelete="CASCADE")
     )
     generation: Mapped[int] = mapped_column(Integer)
+    #: Its conversation's tenant: a resource's recall never reaches another tenant's messages.
+    tenant: Mapped[str] = mapped_column(String(63), default="default", server_default="default")
     scope: Mapped[str] = mapped_column(String(200))
     namespace: Mapped[str] = mapped_column(String(100))
     resource_id: Mapped[str | None] = mapped_column(String(200))

@@ -244,7 +244,11 @@ k = s.idempotency_keys
 IDEMPOTENT = (
     select(*rows.TASK_COLUMNS)
     .join(k, k.c.task_id == t.c.id)
-    .where(k.c.scope == bindparam("b_scope"), k.c.key == bindparam("b_key"))
+    .where(
+        k.c.tenant == bindparam("b_tenant"),
+        k.c.scope == bindparam("b_scope"),
+        k.c.key == bindparam("b_key"),
+    )
 )
 
 
@@ -253,6 +257,7 @@ def _upsert_conversation(insert: Any, step: int) -> Any:
     stmt = insert(c).values(
         id=bindparam("b_id"),
         deployment=bindparam("b_deployment"),
+        tenant=bindparam("b_tenant"),
         scope=bindparam("b_scope"),
         key=bindparam("b_key"),
         generation=0,
@@ -261,7 +266,7 @@ def _upsert_conversation(insert: Any, step: int) -> Any:
         updated_at=bindparam("b_now"),
     )
     return stmt.on_conflict_do_update(
-        index_elements=["deployment", "scope", "key"],
+        index_elements=["deployment", "tenant", "scope", "key"],
         set_={"updated_at": stmt.excluded.updated_at, "last_seq": c.c.last_seq + step},
     ).returning(c.c.id, c.c.last_seq, c.c.generation)
 

@@ -86,7 +86,8 @@ def test_context_id_continues_a_conversation_per_caller(base: str, version: str)
             with pytest.raises(TaskNotFoundError):
                 await bob.client.get_task(GetTaskRequest(id=second.id))
 
-        # A singleton deployment has one conversation, whoever calls and whatever contextId.
+        # A singleton deployment has one conversation per tenant, whatever contextId: alice
+        # and bob are two tenants (each caller its own), so each has its own.
         async with (
             A2A(base, "solo", key=ALICE, version=version) as alice,
             A2A(base, "solo", key=BOB, version=version) as bob,
@@ -94,9 +95,11 @@ def test_context_id_continues_a_conversation_per_caller(base: str, version: str)
             one = await alice.send("one")
             two = await bob.send("two", context_id="mine")
             assert one.context_id == two.context_id == "singleton"
-            assert reply_text(two) == "echo: two [history: 2]"
-            shared = await bob.client.get_task(GetTaskRequest(id=one.id))
-            assert shared.status.state == COMPLETED
+            assert reply_text(two) == "echo: two [history: 0]"
+            three = await alice.send("three", context_id="other")
+            assert reply_text(three) == "echo: three [history: 2]"
+            with pytest.raises(TaskNotFoundError):
+                await bob.client.get_task(GetTaskRequest(id=one.id))
 
     asyncio.run(go())
 

@@ -76,7 +76,7 @@ def test_a_result_for_a_deleted_conversation_creates_nothing(rt: Runtime) -> Non
     rt.dispatcher.lifecycle.delete("lead", "k", by="ops")
     rt.dispatcher.drain(child.conversation_id)
     assert tasks_of(rt, "lead") == []
-    assert rt.store.lookup("lead", "api", "k") is None
+    assert rt.store.lookup("lead", "api", "k", tenant="default") is None
     assert reported(rt, child)
 
 

@@ -157,14 +157,16 @@ def test_delete_with_cancel_running_stops_the_run_and_the_key_starts_fresh(
     done = fleet_cli(url, "conversations", "delete", "k", "-d", "desk", "--cancel-running")
     assert done.returncode == 0, done
     assert "deleted: 3 tasks" in done.stdout
-    wait_for(lambda: rt.store.lookup("desk", "api", "k") is None, 5, what="the delete")
+    wait_for(
+        lambda: rt.store.lookup("desk", "api", "k", tenant="default") is None, 5, what="the delete"
+    )
     again = rt.dispatcher.submit("desk", "a clean start", key="k")
     assert again.fresh_after_delete is not None
     assert again.task.conversation_id != conv
     ran = finished(rt, again.task.id)
     assert ran.reply == "echo: a clean start [history: 0]"
     nothing_old_in(rt, ran)
-    assert rt.store.tombstone("desk", "api", "k") is not None
+    assert rt.store.tombstone("desk", "api", "k", tenant="default") is not None
 
 
 def test_the_sweeper_keeps_the_stored_cap_newest_first_and_runs_stay_in_order(

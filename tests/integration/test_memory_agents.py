@@ -80,6 +80,7 @@ def test_an_agent_updates_a_block_and_the_next_run_sees_it(rt: Runtime) -> None:
         author="user",
         now=T0,
         title="Shop facts",
+        tenant="default",
     )
     first = run(
         rt, "keep", '/tool memory_update {"block": "prefs", "op": "append", "text": "Prefers tea."}'
@@ -100,7 +101,7 @@ def test_an_agent_updates_a_block_and_the_next_run_sees_it(rt: Runtime) -> None:
     ]
     elsewhere = run(rt, "other", "hello")
     assert "Memory" not in frozen(rt, elsewhere.id)["messages"][0]["content"]
-    history = rt.store.block_history("acme", "prefs")
+    history = rt.store.block_history("acme", "prefs", tenant="default")
     runs = rt.store.runs_of(first.id)
     assert [h.author for h in history] == [f"run:{runs[0].id}"]
     # read mode gives no tool for the block
@@ -137,7 +138,9 @@ def test_two_runs_on_real_workers_race_one_block(
         home=tmp_path / "home", database_url=pg_url, redis_url=redis_url, config_dir=config
     )
     rt = build(settings)
-    rt.store.edit_block("default", "shared", Edit("replace", "v1"), author="user", now=T0)
+    rt.store.edit_block(
+        "default", "shared", Edit("replace", "v1"), author="user", now=T0, tenant="default"
+    )
     version = ', "expectedVersion": 1' if expected else ""
     try:
         with running_fleet(
@@ -160,7 +163,7 @@ def test_two_runs_on_real_workers_race_one_block(
                 what="both runs",
             )
         outputs = sorted(tool_output(rt, t.id) for t in done)
-        history = rt.store.block_history("default", "shared")
+        history = rt.store.block_history("default", "shared", tenant="default")
         authors = {f"run:{rt.store.runs_of(t.id)[0].id}" for t in done}
         if expected:
             assert outputs[0].startswith("error: the block is at version 2, not 1")
@@ -171,7 +174,9 @@ def test_two_runs_on_real_workers_race_one_block(
             assert [h.version for h in history] == [1, 2, 3]
             assert {h.author for h in history[1:]} == authors  # no lost update
             assert {h.value for h in history[1:]} == {"from a", "from b"}
-            assert rt.store.get_block("default", "shared").value == history[2].value  # type: ignore[union-attr]
+            assert (
+                rt.store.get_block("default", "shared", tenant="default").value == history[2].value
+            )  # type: ignore[union-attr]
         assert history[0].author == "user"
     finally:
         rt.close()

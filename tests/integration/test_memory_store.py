@@ -29,8 +29,12 @@ def conversation(store: Store) -> uuid.UUID:
 def test_blocks_and_notes_survive_a_process_restart(db_url: str) -> None:
     writer = Store.open(db_url, Redactor())
     conv = conversation(writer)
-    writer.edit_block("ns", "prefs", Edit("replace", "metric"), author="user", now=T0)
-    writer.edit_block("ns", "prefs", Edit("append", "likes tea"), author="run:1", now=T0)
+    writer.edit_block(
+        "ns", "prefs", Edit("replace", "metric"), author="user", now=T0, tenant="default"
+    )
+    writer.edit_block(
+        "ns", "prefs", Edit("append", "likes tea"), author="run:1", now=T0, tenant="default"
+    )
     writer.set_note(conv, "size", "L", T0)
     writer.dispose()
     # another process opens the same database and reads both back
@@ -56,7 +60,7 @@ def test_blocks_and_notes_survive_a_process_restart(db_url: str) -> None:
     assert json.loads(proc.stdout) == ["metric\nlikes tea", 2, ["user", "run:1"], "L"]
     reopened = Store.open(db_url, Redactor())  # and a new store object in this one
     try:
-        block = reopened.get_block("ns", "prefs")
+        block = reopened.get_block("ns", "prefs", tenant="default")
         assert block is not None and (block.value, block.version) == ("metric\nlikes tea", 2)
         note = reopened.get_note(conv, "size", T0)
         assert note is not None and note.body == "L"
@@ -66,10 +70,18 @@ def test_blocks_and_notes_survive_a_process_restart(db_url: str) -> None:
 
 def test_blocks_keep_every_version(store: Store) -> None:
     first = store.edit_block(
-        "ns", "prefs", Edit("replace", "metric"), author="user", now=T0, title="Prefs"
+        "ns",
+        "prefs",
+        Edit("replace", "metric"),
+        author="user",
+        now=T0,
+        title="Prefs",
+        tenant="default",
     )
     assert (first.version, first.value, first.title) == (1, "metric", "Prefs")
-    second = store.edit_block("ns", "prefs", Edit("append", "likes Go"), author="run:1", now=T0)
+    second = store.edit_block(
+        "ns", "prefs", Edit("append", "likes Go"), author="run:1", now=T0, tenant="default"
+    )
     assert (second.version, second.value, second.title) == (2, "metric\nlikes Go", "Prefs")
     third = store.edit_block(
         "ns",
@@ -77,35 +89,48 @@ def test_blocks_keep_every_version(store: Store) -> None:
         Edit("str_replace", "Rust", old="Go", expected_version=2),
         author="run:2",
         now=T0,
+        tenant="default",
     )
     assert third.value == "metric\nlikes Rust"
-    history = store.block_history("ns", "prefs")
+    history = store.block_history("ns", "prefs", tenant="default")
     assert [(h.version, h.author) for h in history] == [(1, "user"), (2, "run:1"), (3, "run:2")]
-    assert [b.name for b in store.list_blocks("ns")] == ["prefs"]
-    assert store.list_blocks("other") == []
+    assert [b.name for b in store.list_blocks("ns", tenant="default")] == ["prefs"]
+    assert store.list_blocks("other", tenant="default") == []
 
 
 def test_a_stale_expected_version_is_refused_and_changes_nothing(store: Store) -> None:
-    store.edit_block("ns", "b", Edit("replace", "one"), author="user", now=T0)
-    store.edit_block("ns", "b", Edit("replace", "two"), author="user", now=T0)
+    store.edit_block("ns", "b", Edit("replace", "one"), author="user", now=T0, tenant="default")
+    store.edit_block("ns", "b", Edit("replace", "two"), author="user", now=T0, tenant="default")
     with pytest.raises(Conflict, match="version 2, not 1"):
         store.edit_block(
-            "ns", "b", Edit("replace", "three", expected_version=1), author="x", now=T0
+            "ns",
+            "b",
+            Edit("replace", "three", expected_version=1),
+            author="x",
+            now=T0,
+            tenant="default",
         )
     with pytest.raises(InputError, match="exactly once"):
-        store.edit_block("ns", "b", Edit("str_replace", "x", old="absent"), author="x", now=T0)
-    block = store.get_block("ns", "b")
+        store.edit_block(
+            "ns", "b", Edit("str_replace", "x", old="absent"), author="x", now=T0, tenant="default"
+        )
+    block = store.get_block("ns", "b", tenant="default")
     assert block is not None and (block.value, block.version) == ("two", 2)
 
 
 def test_blocks_are_redacted_and_unknown_ones_are_not_found(store: Store) -> None:
     store.edit_block(
-        "ns", "s", Edit("replace", "token sk-test-secret-value-1234567890"), author="user", now=T0
+        "ns",
+        "s",
+        Edit("replace", "token sk-test-secret-value-1234567890"),
+        author="user",
+        now=T0,
+        tenant="default",
     )
-    block = store.get_block("ns", "s")
+    block = store.get_block("ns", "s", tenant="default")
     assert block is not None and "sk-test-secret" not in block.value
     with pytest.raises(NotFound):
-        store.block_history("ns", "missing")
+        store.block_history("ns", "missing", tenant="default")
 
 
 def test_notes_set_get_list_remove_and_expire(store: Store) -> None:

@@ -1,4 +1,5 @@
-"""Wake-ups pushed straight onto Redis: the same message ``send_task`` writes, de-duplicated."""
+"""Wake-ups pushed straight onto Redis: turn tokens written as ``send_task`` writes them,
+de-duplicated by the lease and the fair queue; delayed ones wait in Celery with their ETA."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ import redis
 from fleet.dispatch.celery_app import CeleryWaker, make_app
 from fleet.dispatch.leases.redis import RedisLease, knock_key
 from fleet.dispatch.loop_waker import LoopWaker
-from fleet.dispatch.publish import WakeMessages, redis_broker
-from fleet.dispatch.waker import BackgroundWaker
+from fleet.dispatch.publish import ID_MARK, WakeMessages, redis_broker
+from fleet.dispatch.waker import BackgroundWaker, Wake
+
+pytestmark = pytest.mark.redis
 
 QUEUE = "fleet-publish-test"
 
@@ -38,28 +41,38 @@ def _body(message: dict[str, Any]) -> Any:
     return json.loads(base64.b64decode(message["body"]))
 
 
-def test_a_pushed_wake_up_is_the_message_send_task_writes(redis_url: str, client: Any) -> None:
+def _due(waker: CeleryWaker) -> set[str]:
+    """The conversations due in the fair queue, whoever's turn they are."""
+    assert waker.turns is not None
+    prefix = waker.turns.prefix
+    client = waker._redis
+    out: set[str] = set()
+    for key in client.scan_iter(prefix + "t:*"):
+        out |= {m.decode() for m in client.zrange(key, 0, -1)}
+    return out
+
+
+def test_a_turn_token_is_the_message_send_task_writes(redis_url: str, client: Any) -> None:
     app = make_app(redis_url)
     assert redis_broker(app)
-    conversation = uuid.uuid4()
-    app.send_task("fleet.drain", args=[str(conversation)], queue=QUEUE)
-    WakeMessages(app, QUEUE).push(client, [conversation])
+    app.send_task("fleet.turn", queue=QUEUE)
+    template = WakeMessages(app, QUEUE).turn_template()
+    client.lpush(QUEUE, template.replace(ID_MARK, "id-1"))
     sent, pushed = _messages(client)
 
-    assert _body(pushed) == _body(sent)
-    assert _body(sent)[:2] == [[str(conversation)], {}]
+    assert _body(pushed) == _body(sent) and _body(sent)[:2] == [[], {}]
     for key in ("content-encoding", "content-type"):
         assert pushed[key] == sent[key]
     unique = {"id", "root_id"}
     assert pushed["headers"].keys() == sent["headers"].keys()
     for key in sent["headers"].keys() - unique:
         assert pushed["headers"][key] == sent["headers"][key], key
-    assert pushed["headers"]["id"] == pushed["headers"]["root_id"] != sent["headers"]["id"]
+    assert pushed["headers"]["id"] == pushed["headers"]["root_id"] == "id-1"
     unique = {"correlation_id", "delivery_tag"}
     assert pushed["properties"].keys() == sent["properties"].keys()
     for key in sent["properties"].keys() - unique:
         assert pushed["properties"][key] == sent["properties"][key], key
-    assert pushed["properties"]["correlation_id"] == pushed["headers"]["id"]
+    assert pushed["properties"]["correlation_id"] == pushed["properties"]["delivery_tag"] == "id-1"
 
 
 def test_a_batch_is_de_duplicated_by_the_lease_and_forced_ones_always_go(
@@ -70,11 +83,13 @@ def test_a_batch_is_de_duplicated_by_the_lease_and_forced_ones_always_go(
     waker = CeleryWaker(app, lease, queue=QUEUE)
     a, b, held = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     assert lease.acquire(held) is not None
-    waker.wake_many([(a, None, False), (a, None, False), (b, None, True), (b, None, True)])
-    waker.wake_many([(held, None, False), (a, None, False)])
-    woken = [_body(m)[0][0] for m in _messages(client)]
-    # a once (the second and third were not needed), b twice (forced), held: knocked instead.
-    assert woken == [str(a), str(b), str(b)]
+    waker.wake_many([Wake(a), Wake(a), Wake(b, force=True), Wake(b, force=True)])
+    waker.wake_many([Wake(held), Wake(a)])
+    # a once (the second and third were not needed), b twice (forced: a token each, one entry),
+    # held: knocked instead
+    assert len(_messages(client)) == 3
+    assert {m["headers"]["task"] for m in _messages(client)} == {"fleet.turn"}
+    assert _due(waker) == {str(a), str(b)}
     assert client.exists(knock_key(held))
 
 
@@ -83,10 +98,12 @@ def test_a_wake_up_not_yet_due_waits_in_celery_with_its_eta(redis_url: str, clie
     waker = CeleryWaker(app, RedisLease(client, ttl_s=30), queue=QUEUE)
     conversation = uuid.uuid4()
     at = datetime.now(UTC) + timedelta(minutes=5)
-    waker.wake(conversation, at)
+    waker.wake(conversation, at, tenant="acme", priority=7)
     (message,) = _messages(client)
-    assert message["headers"]["eta"] is not None
+    assert message["headers"]["task"] == "fleet.drain"
     assert datetime.fromisoformat(message["headers"]["eta"]) == at
+    assert _body(message)[0] == [str(conversation), "acme", 7]  # whose turn, when it is due
+    assert _due(waker) == set()
 
 
 def test_a_broker_outage_forgets_the_marks_so_the_next_admission_tries_again(
@@ -123,12 +140,11 @@ def test_the_event_loop_publisher_de_duplicates_like_the_waker_and_sends_etas_th
     asyncio.run(main())
     background.close()
     messages = _messages(client)
-    assert [_body(m)[0][0] for m in messages if m["headers"]["eta"] is None] == [
-        str(a),
-        str(b),
-        str(b),
-    ]
+    assert [m["headers"]["task"] for m in messages if m["headers"]["eta"] is None] == [
+        "fleet.turn"
+    ] * 3
     (delayed,) = [m for m in messages if m["headers"]["eta"] is not None]
     assert _body(delayed)[0][0] == str(later)
+    assert _due(inner) == {str(a), str(b)}
     assert client.exists(knock_key(held))
     assert not lease.wake_needed(a)  # the mark the publish left is there

@@ -108,7 +108,7 @@ def test_submit_answers_202_with_the_scoped_key_and_the_documented_shape(client)
     body = r.json()
     SubmitTaskResponse.model_validate(body)  # views.admission_json matches the documented model
     assert r.headers["location"] == f"/v1/tasks/{body['id']}"
-    assert body["conversation"] == "api:ticket-4711"
+    assert body["conversation"] == "api:ops:ticket-4711"  # caller ops is its own tenant
     assert (body["status"], body["seq"], body["mergedInto"], body["duplicate"]) == (
         "queued",
         1,
@@ -123,9 +123,11 @@ def test_the_scoped_key_sent_back_continues_the_same_conversation(client, rt):
     first = submit(client, conversationKey="ticket-4711")
     again = submit(client, conversationKey=first["conversation"])
     bare = submit(client, conversationKey="ticket-4711")
-    assert [t["conversation"] for t in (first, again, bare)] == ["api:ticket-4711"] * 3
-    assert [t["seq"] for t in (first, again, bare)] == [1, 2, 3]
-    ids = {rt.store.get_task(uuid.UUID(t["id"])).conversation_id for t in (first, again, bare)}
+    legacy = submit(client, conversationKey="api:ticket-4711")  # before tenants: the same one
+    sent = (first, again, bare, legacy)
+    assert [t["conversation"] for t in sent] == ["api:ops:ticket-4711"] * 4
+    assert [t["seq"] for t in sent] == [1, 2, 3, 4]
+    ids = {rt.store.get_task(uuid.UUID(t["id"])).conversation_id for t in sent}
     assert len(ids) == 1
 
 
@@ -188,7 +190,9 @@ def test_messages_of_a_conversation(client, rt):
     r = client.get("/v1/conversations/api:m/messages", params={"deployment": "chat"})
     assert r.status_code == 200, r.text
     MessageList.model_validate(r.json())
-    assert r.json()["conversation"] == "api:m" and r.json()["messages"] == []
+    assert r.json()["conversation"] == "api:ops:m" and r.json()["messages"] == []
+    scoped = client.get("/v1/conversations/api:ops:m/messages", params={"deployment": "chat"})
+    assert scoped.status_code == 200 and scoped.json()["conversation"] == "api:ops:m"
     slash = submit(client, conversationKey="org/repo#1")
     r = client.get("/v1/conversations/org%2Frepo%231/messages", params={"deployment": "chat"})
     assert r.status_code == 200 and r.json()["conversation"] == slash["conversation"]
@@ -435,6 +439,7 @@ def test_openapi_names_the_operations_and_documents_problems(client):
         "idempotencyKey",
         "delivery",
         "resourceId",
+        "priority",
     }
     assert schema["additionalProperties"] is False
     assert ops["ListConversationMessages"][0] == "/v1/conversations/{conversationKey}/messages"

@@ -8,9 +8,7 @@ import uuid
 from datetime import datetime
 
 from fleet.dispatch.loop_waker import LoopWaker
-from fleet.dispatch.waker import BackgroundWaker
-
-Wake = tuple[uuid.UUID, datetime | None, bool]
+from fleet.dispatch.waker import BackgroundWaker, Wake
 
 
 class Recording:
@@ -24,7 +22,7 @@ class Recording:
     def wake(
         self, conversation_id: uuid.UUID, at: datetime | None = None, *, force: bool = False
     ) -> None:
-        self.wake_many([(conversation_id, at, force)])
+        self.wake_many([Wake(conversation_id, at, force)])
 
     def wake_many(self, wakes: list[Wake]) -> None:
         self.batches.append(list(wakes))
@@ -43,7 +41,7 @@ def test_hints_sent_while_a_batch_is_out_go_together_and_close_sends_the_rest() 
         waker.wake(c, force=True)
     inner.release.set()
     waker.close()
-    assert inner.batches == [[(first, None, False)], [(c, None, True) for c in later]]
+    assert inner.batches == [[Wake(first)], [Wake(c, None, True) for c in later]]
 
 
 def test_hints_from_many_threads_all_arrive_each_thread_in_order() -> None:
@@ -62,7 +60,7 @@ def test_hints_from_many_threads_all_arrive_each_thread_in_order() -> None:
     for t in threads:
         t.join()
     waker.close()
-    sent = [c for batch in inner.batches for c, _, _ in batch]
+    sent = [c for batch in inner.batches for c, *_ in batch]
     assert sorted(sent) == sorted(c for ids in per_thread.values() for c in ids)
     for ids in per_thread.values():
         mine = set(ids)
@@ -81,7 +79,7 @@ def test_a_full_backlog_is_sent_inline_not_dropped() -> None:
     inline = uuid.uuid4()
     waker.wake(inline)
     waker.close()
-    sent = [c for batch in inner.batches for c, _, _ in batch]
+    sent = [c for batch in inner.batches for c, *_ in batch]
     assert sorted(sent[1:]) == sorted([*queued, inline])
 
 
@@ -94,9 +92,9 @@ class Batches:
     def wake(
         self, conversation_id: uuid.UUID, at: datetime | None = None, *, force: bool = False
     ) -> None:
-        self.calls.append([(conversation_id, at, force)])
+        self.calls.append([Wake(conversation_id, at, force)])
 
-    def wake_all(self, wakes: list[Wake]) -> None:
+    def wake_many(self, wakes: list[Wake]) -> None:
         self.calls.append(list(wakes))
 
 
@@ -118,7 +116,7 @@ def test_without_a_direct_push_a_loop_iteration_s_wake_ups_go_to_the_thread_toge
 
     asyncio.run(main())
     assert inner.calls == [
-        [(c, None, False) for c in ids],
-        [(ids[0], None, True)],
-        [(ids[1], None, False)],  # from another thread: straight through
+        [Wake(c) for c in ids],
+        [Wake(ids[0], None, True)],
+        [Wake(ids[1])],  # from another thread: straight through
     ]

@@ -11,15 +11,17 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from fleet import views
 from fleet.api.app import create_app
 from fleet.config import Settings
 from fleet.runtime import Runtime, build
 from tests.conftest import write_config
 
 KEYS = {"boss": "boss-key-0123456789", "narrow": "narrow-key-0123456789", "app": "app-key-01234"}
+# the operators reach every tenant; the conversations below are the default tenant's
 CALLERS = {
-    "boss": 'source = "api"\noperator = true\n',
-    "narrow": 'source = "api"\noperator = true\ndeployments = ["chat"]\n',
+    "boss": 'source = "api"\noperator = true\ntenants = ["*"]\n',
+    "narrow": 'source = "api"\noperator = true\ntenants = ["*"]\ndeployments = ["chat"]\n',
     "app": 'source = "api"\n',
 }
 PROBLEM = "application/problem+json"
@@ -87,7 +89,7 @@ def test_get_lists_and_shows_and_an_unknown_key_is_404_creating_nothing(
     assert (shown["generation"], shown["messages"], shown["activeTask"]) == (0, 2, None)
     missing = client.get("/v1/conversations/api:nope?deployment=chat", headers=auth("boss"))
     problem(missing, 404, "no conversation 'api:nope'")
-    assert rt.store.lookup("chat", "api", "nope") is None
+    assert rt.store.lookup("chat", "api", "nope", tenant="default") is None
     assert len(rt.store.conversations(_all(), datetime.now(UTC))) == 1
 
 
@@ -155,13 +157,18 @@ def test_reset_delete_and_prune(rt: Runtime, client: TestClient) -> None:
     gone = client.delete("/v1/conversations/api:k?deployment=chat", headers=auth("boss"))
     assert gone.status_code == 200, gone.text
     assert gone.json()["deletedBy"] == "operator:boss"
-    fresh = client.post(
+    assert gone.json()["tenant"] == "default"
+    # the conversation was the default tenant's (the open CLI's): its next task starts fresh
+    fresh = views.admission_json(rt.dispatcher.submit("chat", "hi", key="k"))
+    assert fresh["freshAfterDelete"] == gone.json()["deletedAt"]
+    assert "starts it fresh" in fresh["notice"]
+    # boss's own key k is another conversation (its tenant's): no tombstone of it
+    own = client.post(
         "/v1/tasks",
         json={"deployment": "chat", "input": "hi", "conversationKey": "k"},
         headers=auth("boss"),
     ).json()
-    assert fresh["freshAfterDelete"] == gone.json()["deletedAt"]
-    assert "starts it fresh" in fresh["notice"]
+    assert own["conversation"] == "api:boss:k" and "freshAfterDelete" not in own
 
 
 def test_reset_while_a_run_is_active_is_409(rt: Runtime, client: TestClient) -> None:

@@ -17,10 +17,11 @@ from fleet.runtime import Runtime, build
 from tests.conftest import DEPLOYMENTS, write_config
 
 KEYS = {"boss": "boss-key-0123456789", "shop": "shop-key-0123456789", "app": "app-key-01234"}
+# one customer's keys: one tenant, whose memory the operators manage
 CALLERS = {
-    "boss": 'source = "api"\noperator = true\n',
-    "shop": 'source = "api"\noperator = true\ndeployments = ["shopchat"]\n',
-    "app": 'source = "api"\n',
+    "boss": 'source = "api"\ntenant = "acme"\noperator = true\n',
+    "shop": 'source = "api"\ntenant = "acme"\noperator = true\ndeployments = ["shopchat"]\n',
+    "app": 'source = "api"\ntenant = "acme"\n',
 }
 PROBLEM = "application/problem+json"
 BLOCK = "/v1/memory/blocks/user-prefs"
@@ -70,7 +71,7 @@ def test_operations_are_for_operator_keys_only(rt: Runtime, client: TestClient) 
         r = client.request(method, path, headers=auth("app"), **kw)
         problem(r, 403, "not an operator")
         assert client.request(method, path, **kw).status_code == 401
-    assert rt.store.list_blocks() == []
+    assert rt.store.list_blocks(tenant="acme") == []
 
 
 def test_an_operator_bound_to_deployments_reaches_only_their_namespaces(
@@ -117,7 +118,7 @@ def test_set_get_list_and_versions_with_their_authors(rt: Runtime, client: TestC
         (2, "operator:boss", "likes coffee"),
     ]
     # the same store the CLI and the agents use
-    assert [v.author for v in rt.store.block_history("default", "user-prefs")] == [
+    assert [v.author for v in rt.store.block_history("default", "user-prefs", tenant="acme")] == [
         "operator:boss",
         "operator:boss",
     ]
@@ -136,8 +137,8 @@ def test_a_stale_expected_version_is_409_naming_the_current_one(
         "/v1/memory/blocks/new", json={"value": "x", "expectedVersion": 1}, headers=auth("boss")
     )
     problem(fresh, 409, "at version 0, not 1")
-    assert rt.store.get_block("default", "user-prefs").value == "two"  # type: ignore[union-attr]
-    assert rt.store.get_block("default", "new") is None
+    assert rt.store.get_block("default", "user-prefs", tenant="acme").value == "two"  # type: ignore[union-attr]
+    assert rt.store.get_block("default", "new", tenant="acme") is None
 
 
 def test_a_value_past_the_size_cap_is_refused_with_the_sizes(
@@ -179,4 +180,4 @@ def test_bad_input_is_problem_json(
     if "content" in kw:
         headers["content-type"] = "application/json"
     problem(client.request(method, path, headers=headers, **kw), status, says)
-    assert rt.store.list_blocks() == []
+    assert rt.store.list_blocks(tenant="acme") == []

@@ -65,6 +65,7 @@ def port(store: Store, conversation: uuid.UUID, *, run: uuid.UUID | None = None,
         run_id=run or uuid.uuid4(),
         clock=kw.pop("clock", Clock()),
         **kw,
+        tenant="default",
     )
 
 
@@ -101,7 +102,7 @@ def test_updates_are_versioned_with_their_author_and_applied_once(store, convers
     assert again.text == first.text.replace("version 1", "version 1")  # the same call: no v2
     edit = {"block": "prefs", "op": "str_replace", "old": "metric", "text": "imperial"}
     assert "version 2" in call(tool, edit, "c2").text
-    history = store.block_history("ns", "prefs")
+    history = store.block_history("ns", "prefs", tenant="default")
     assert [(h.version, h.value, h.author) for h in history] == [
         (1, "metric units", f"run:{run}"),
         (2, "imperial units", f"run:{run}"),
@@ -114,7 +115,7 @@ def test_a_stale_expected_version_is_refused_naming_the_current_one(store, conve
     call(tool, {"block": "prefs", "op": "replace", "text": "b"}, "c2")
     stale = call(tool, {"block": "prefs", "op": "replace", "text": "c", "expectedVersion": 1}, "c3")
     assert stale.error and "the block is at version 2, not 1" in stale.error
-    assert store.get_block("ns", "prefs").value == "b"  # type: ignore[union-attr]
+    assert store.get_block("ns", "prefs", tenant="default").value == "b"  # type: ignore[union-attr]
     ok = call(tool, {"block": "prefs", "op": "append", "text": "c", "expectedVersion": 2}, "c4")
     assert ok.error is None
 
@@ -137,7 +138,7 @@ def test_the_policy_can_refuse_a_memory_tool(store, conversation):
     tool = memory_tools.block_tool(ATTACHED, port(store, conversation, authorize=deny))
     result = call(tool, {"block": "prefs", "op": "replace", "text": "x"})
     assert result.error == "not allowed to use memory"
-    assert store.get_block("ns", "prefs") is None
+    assert store.get_block("ns", "prefs", tenant="default") is None
 
 
 def notes_of(store, conversation, **kw):
@@ -225,8 +226,9 @@ def test_blocks_render_under_their_label_and_unwritten_ones_render_nothing(store
         now=T0,
         title="User prefs",
         description="how the user likes answers",
+        tenant="default",
     )
-    found = store.blocks_named("ns", ["prefs", "never"])
+    found = store.blocks_named("ns", ["prefs", "never"], tenant="default")
     attached = (MemoryAttachment(block="prefs", mode="write"), MemoryAttachment(block="never"))
     text, shown = render.blocks_text(attached, found)
     assert text == (

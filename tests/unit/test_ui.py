@@ -23,10 +23,11 @@ KEYS = {
     "boss": "boss-key-0123456789",
     "narrow": "narrow-key-0123456789",
     "app": "app-key-0123456789",
+    "acme-ops": "acme-ops-key-0123456789",
 }
 CALLERS = {
-    "boss": 'source = "api"\noperator = true\n',
-    "narrow": 'source = "api"\noperator = true\ndeployments = ["chat"]\n',
+    "boss": 'source = "api"\noperator = true\ntenants = ["*"]\n',
+    "narrow": 'source = "api"\noperator = true\ntenants = ["*"]\ndeployments = ["chat"]\n',
     "app": 'source = "api"\n',
 }
 
@@ -230,3 +231,26 @@ def test_reset_needs_the_csrf_token_and_a_confirmation(rt: Runtime, client: Test
     assert "<dt>Generation</dt><dd>1</dd>" in shown
     missing = client.post(f"/ui/conversations/{uuid.uuid4()}/reset", data={"csrf": token})
     assert missing.status_code == 404
+
+
+def test_the_overview_shows_the_tenants_the_viewer_reaches(tmp_path: Path) -> None:
+    # acme's operator reaches acme alone; boss reaches every tenant
+    ops = 'source = "api"\ntenant = "acme"\noperator = true\n'
+    runtime = _runtime(tmp_path, {**CALLERS, "acme-ops": ops})
+    try:
+        for key in ("a", "b"):
+            runtime.dispatcher.submit("chat", "x", scope="api:acme", key=key, tenant="acme")
+        with TestClient(create_app(runtime, run_embedded=False), follow_redirects=False) as c:
+            sign_in(c, "boss")
+            every = c.get("/ui").text.split('<h2 id="tenants">')[1]
+            rows = re.findall(r'<th scope="row">([a-z-]+)</th>', every)
+            assert rows == ["acme", "app", "boss", "default", "narrow"]
+            acme = every.split('<th scope="row">acme</th>')[1].split("</tr>")[0]
+            cells = re.findall(r'<td class="num[^"]*"[^>]*>([^<]*)</td>', acme)
+            assert cells[:4] == ["1", "0", "0", "2"]  # weight, running, conversations, queued
+        with TestClient(create_app(runtime, run_embedded=False), follow_redirects=False) as c:
+            sign_in(c, "acme-ops")
+            own = c.get("/ui").text.split('<h2 id="tenants">')[1]
+            assert re.findall(r'<th scope="row">([a-z-]+)</th>', own) == ["acme"]
+    finally:
+        runtime.close()

@@ -51,43 +51,6 @@ end
 return 0
 """
 
-# ``_WAKE`` for each conversation of a batch, then the ``LPUSH`` of its wake-up message if one
-# is needed (or unchecked: a forced one), in one round trip. KEYS: the three keys of each
-# conversation, then the list; ARGV: the two TTLs, then per conversation "1" (check) or "0" and
-# its message. Only for a broker on the same Redis server and database as the lease.
-WAKE_PUSH = """
-local n = (#KEYS - 1) / 3
-local sent = {}
-for i = 1, n do
-  local k = (i - 1) * 3
-  local needed = 1
-  if ARGV[1 + 2 * i] == '1' then
-    if redis.call('exists', KEYS[k + 1]) == 1 then
-      redis.call('set', KEYS[k + 2], '1', 'PX', ARGV[2])
-      needed = 0
-    elseif not redis.call('set', KEYS[k + 3], '1', 'NX', 'PX', ARGV[1]) then
-      needed = 0
-    end
-  end
-  if needed == 1 then
-    redis.call('lpush', KEYS[#KEYS], ARGV[2 + 2 * i])
-  end
-  sent[i] = needed
-end
-return sent
-"""
-
-
-def wake_push_args(
-    queue: str, items: Sequence[tuple[uuid.UUID, bool, str]]
-) -> tuple[list[str], list[Any]]:
-    """``WAKE_PUSH``'s keys and arguments for (conversation, check the lease, message) items."""
-    keys = [k for conversation_id, _, _ in items for k in _keys(conversation_id)]
-    args: list[Any] = [int(WOKEN_TTL_S * 1000), int(KNOCK_TTL_S * 1000)]
-    for _, check, message in items:
-        args += ["1" if check else "0", message]
-    return [*keys, queue], args
-
 
 def same_server(a: Any, b: Any) -> bool:
     """Do two redis-py clients talk to the same server and database?"""
@@ -108,8 +71,12 @@ def woken_key(conversation_id: uuid.UUID) -> str:
     return WOKEN_KEY.format(conversation=conversation_id)
 
 
-def _keys(conversation_id: uuid.UUID) -> list[str]:
+def lease_keys(conversation_id: uuid.UUID) -> list[str]:
+    """The lease, knock and woken keys of a conversation (what the wake-up scripts check)."""
     return [lease_key(conversation_id), knock_key(conversation_id), woken_key(conversation_id)]
+
+
+_keys = lease_keys
 
 
 class RedisLease(Lease):

@@ -1,0 +1,145 @@
+"""``fleet tenants``: each tenant's weight, backlog, tokens today against its budget and today's
+refusals (operators).
+
+Against the store (embedded or fleet: the operator's own CLI sees every tenant) or, with
+``--server``, through ListTenants / GetTenant (an operator key in FLEET_API_KEY, which sees the
+tenants it reaches); both answer with ``fleet.tenant_views``' JSON shapes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, Protocol
+
+import typer
+from rich.table import Table
+
+from fleet.cli_common import out, print_json
+
+View = dict[str, Any]
+
+tenants_app = typer.Typer(
+    help="Tenants' weights, backlogs, token budgets and refusals (operators).",
+    no_args_is_help=True,
+)
+
+AsJson = Annotated[bool, typer.Option("--json", help="Print the JSON records.")]
+Name = Annotated[str, typer.Argument(help="The tenant's name.")]
+
+#: The table's number columns (after the tenant), short enough to leave the tenant's name about
+#: 20 of 80 columns: headers never wrap, a longer name folds. ``tokens/day`` is today's tokens
+#: over the daily budget (``12.3k/2.5M``), ``refused`` today's refusals.
+_COLUMNS = ("weight", "running", "queued", "oldest due", "tokens/day", "refused")
+
+
+class Tenants(Protocol):
+    def ls(self) -> list[View]: ...
+    def show(self, name: str) -> View: ...
+
+
+class LocalTenants:
+    """Straight on the store and today's refusals (Redis in a fleet): every tenant."""
+
+    def __init__(self, rt: Any) -> None:
+        self.rt = rt
+
+    def ls(self) -> list[View]:
+        from fleet.tenant_views import everyone, read_tenants
+
+        return read_tenants(self.rt, everyone)
+
+    def show(self, name: str) -> View:
+        from fleet.tenant_views import one_tenant
+
+        return one_tenant(self.ls(), name)
+
+
+class RemoteTenants:
+    """Through ``fleet serve``'s API (an operator key: the tenants it reaches)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def ls(self) -> list[View]:
+        found: list[View] = self.client.list_tenants()
+        return found
+
+    def show(self, name: str) -> View:
+        found: View = self.client.get_tenant(name)
+        return found
+
+
+@contextmanager
+def _open(ctx: typer.Context) -> Iterator[Tenants]:
+    server = (ctx.find_root().obj or {}).get("server")
+    if server:
+        from fleet.client import FleetClient
+
+        with FleetClient(server, os.environ.get("FLEET_API_KEY") or None) as client:
+            yield RemoteTenants(client)
+        return
+    from fleet.runtime import build
+
+    rt = build()
+    try:
+        yield LocalTenants(rt)
+    finally:
+        rt.close()
+
+
+def _cells(view: View) -> list[str]:
+    from fleet.tenant_views import budget_text, wait_text
+
+    refused = view["refusedToday"]
+    return [
+        str(view["weight"]),
+        str(view["running"]),
+        str(view["queued"]),
+        wait_text(view["oldestDueSeconds"]),
+        budget_text(view),
+        "?" if refused is None else str(refused),  # Redis could not be read
+    ]
+
+
+@tenants_app.command("ls")
+def ls(ctx: typer.Context, *, as_json: AsJson = False) -> None:
+    """List tenants: configured ones and any other with unfinished tasks or tokens today."""
+    with _open(ctx) as tenants:
+        found = tenants.ls()
+    if as_json:
+        print_json(found)
+        return
+    table = Table(box=None, pad_edge=False)
+    table.add_column("tenant", overflow="fold", min_width=6)
+    for header in _COLUMNS:
+        table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
+    for view in found:
+        table.add_row(view["tenant"], *_cells(view))
+    out.print(table)
+
+
+@tenants_app.command("show")
+def show(ctx: typer.Context, name: Name, *, as_json: AsJson = False) -> None:
+    """Show one tenant: its quotas and figures now (unknown or out of reach: exit 2)."""
+    with _open(ctx) as tenants:
+        found = tenants.show(name)
+    if as_json:
+        print_json(found)
+        return
+    from fleet.tenant_views import wait_text
+
+    quotas = ", ".join(f"{k} {v:,}" for k, v in found["quotas"].items()) or "none"
+    budget = "no budget" if found["tokensPerDay"] is None else f"of {found['tokensPerDay']:,}"
+    refused = "unknown (Redis)" if found["refusedToday"] is None else found["refusedToday"]
+    out.print(
+        f"{found['tenant']}  weight {found['weight']}\n"
+        f"  running {found['running']} tasks in {found['conversationsRunning']} conversations; "
+        f"queued {found['queued']}, oldest due {wait_text(found['oldestDueSeconds'])}\n"
+        f"  tokens today {found['tokensToday']:,} {budget} "
+        f"(the day resets {found['budgetResetsAt']})\n"
+        f"  refused today {refused}\n"
+        f"  quotas: {quotas}",
+        markup=False,
+    )
