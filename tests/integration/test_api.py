@@ -101,12 +101,12 @@ def assert_problem(r: httpx.Response, status: int) -> dict:
 
 def test_submit_wait_and_continue_the_conversation_with_the_scoped_key(api: Api) -> None:
     first = api.submit(input="my order is late", conversationKey="ticket-4711")
-    assert first["conversation"] == "api:ticket-4711" and first["seq"] == 1
+    assert first["conversation"] == "api:ops:ticket-4711" and first["seq"] == 1  # ops' tenant
     done = api.finished(first["id"])
     assert done["status"] == "succeeded"
     assert done["reply"] == "echo: my order is late [history: 0]"
     again = api.submit(input="it was order 1234", conversationKey=done["conversation"])
-    assert (again["conversation"], again["seq"]) == ("api:ticket-4711", 2)
+    assert (again["conversation"], again["seq"]) == ("api:ops:ticket-4711", 2)
     assert api.finished(again["id"])["reply"] == "echo: it was order 1234 [history: 2]"
     messages = api.http.get(
         "/v1/conversations/api:ticket-4711/messages", params={"deployment": "chat"}
@@ -235,7 +235,7 @@ def test_the_cli_talks_to_the_server(api: Api) -> None:
     second = cli("run", "chat", "again", "-c", "api:t1", "--json", server=api.url)
     assert second.returncode == 0, second.stderr
     task = json.loads(second.stdout)
-    assert task["reply"] == "echo: again [history: 2]" and task["conversation"] == "api:t1"
+    assert task["reply"] == "echo: again [history: 2]" and task["conversation"] == "api:ops:t1"
     assert task["duplicate"] is False and task["mergedInto"] is None
     listed = cli("tasks", "ls", "-c", "api:t1", "--json", server=api.url)
     tasks = json.loads(listed.stdout)

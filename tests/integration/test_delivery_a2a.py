@@ -42,9 +42,10 @@ def base(
     monkeypatch.setenv("FLEET_TEST_BOB", BOB)
     config = write_intake_config(
         tmp_path / "config",
+        # two A2A keys of one customer (tenant): a singleton's task is theirs to share
         callers={
-            "alice": caller_toml("a2a", "FLEET_TEST_ALICE"),
-            "bob": caller_toml("a2a", "FLEET_TEST_BOB"),
+            "alice": caller_toml("a2a", "FLEET_TEST_ALICE") + 'tenant = "acme"\n',
+            "bob": caller_toml("a2a", "FLEET_TEST_BOB") + 'tenant = "acme"\n',
         },
     )
     with running_fleet(

@@ -43,7 +43,7 @@ def config(tmp_path: Path) -> Path:
     (root / "callers").mkdir()
     digest = hashlib.sha256(OPS_KEY.encode()).hexdigest()
     (root / "callers" / "ops.toml").write_text(
-        f'source = "api"\noperator = true\nkey_sha256 = "{digest}"\n'
+        f'source = "api"\noperator = true\ntenants = ["*"]\nkey_sha256 = "{digest}"\n'
     )
     return root
 

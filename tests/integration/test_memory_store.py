@@ -45,10 +45,10 @@ def test_blocks_and_notes_survive_a_process_restart(db_url: str) -> None:
         from fleet.domain.redaction import Redactor
         from fleet.store import Store
         store = Store.open({db_url!r}, Redactor())
-        block = store.get_block("ns", "prefs")
+        block = store.get_block("ns", "prefs", tenant="default")
         conv, when = uuid.UUID({str(conv)!r}), datetime.fromisoformat({T0.isoformat()!r})
         note = store.get_note(conv, "size", when)
-        authors = [v.author for v in store.block_history("ns", "prefs")]
+        authors = [v.author for v in store.block_history("ns", "prefs", tenant="default")]
         print(json.dumps([block.value, block.version, authors, note.body]))
         store.dispose()
         """

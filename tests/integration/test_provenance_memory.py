@@ -42,7 +42,8 @@ class Done:
 
 
 def run(rt: Runtime, text: str) -> uuid.UUID:
-    task = rt.dispatcher.submit("full", text, key="k").task
+    # as caller ops submits (its own tenant), so its key reads the runs below
+    task = rt.dispatcher.submit("full", text, key="k", scope="api:ops", tenant="ops").task
     rt.dispatcher.drain(task.conversation_id)
     done = rt.store.get_task(task.id)
     assert done.status == TaskStatus.SUCCEEDED, done.error
@@ -83,7 +84,7 @@ def test_the_last_run_lists_everything_it_was_built_from(done: Done, tmp_path: P
     # recalled: the fact (a hit, with its score) and its neighbour, by conversation and seq
     recalled = ctx["recall"]["recalled"]
     fact = next(x for x in recalled if x["preview"].startswith("My sister Lucia"))
-    assert fact["conversation"] == "api:k" and fact["role"] == "user"
+    assert fact["conversation"] == "api:ops:k" and fact["role"] == "user"
     assert fact["seq"] == seq_of[done.tasks[0]] == 1
     assert fact["hit"] is True and isinstance(fact["score"], float)
     assert all({"conversation", "seq", "role", "preview"} <= set(x) for x in recalled)
@@ -127,10 +128,10 @@ def test_the_last_run_lists_everything_it_was_built_from(done: Done, tmp_path: P
     shown = cli.ok("tasks", "show", str(asked), "--context", COLUMNS="300")
     assert "recent: 2 messages" in shown
     fact_line = next(
-        line for line in shown.splitlines() if line.startswith("api:k") and "My sister" in line
+        line for line in shown.splitlines() if line.startswith("api:ops:k") and "My sister" in line
     )
     cells = fact_line.split()
-    assert cells[:2] == ["api:k", "1"] and cells[3] == "user"
+    assert cells[:2] == ["api:ops:k", "1"] and cells[3] == "user"
     assert cells[4] == str(fact["score"])
     assert f"recalled: {len(recalled)} message" in shown
     assert "item_limit" in shown

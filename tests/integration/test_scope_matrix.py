@@ -40,7 +40,8 @@ TRIGGERS = {
     """
 }
 KEY = "shared"  # every source uses the same bare key
-SCOPED = {"api": f"api:{KEY}", "hook": f"webhook:inbox:{KEY}", "alice": f"a2a:alice:{KEY}"}
+# (caller "app" is a tenant of its own: its API scope is api:app)
+SCOPED = {"api": f"api:app:{KEY}", "hook": f"webhook:inbox:{KEY}", "alice": f"a2a:alice:{KEY}"}
 
 
 def bearer(who: str) -> dict[str, str]:

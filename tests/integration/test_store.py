@@ -260,7 +260,10 @@ def test_due_conversations_skip_busy_and_future_ones(store: Store) -> None:
     store.admit(sub("b", key="busy"), T0)
     store.admit(sub("later", key="later", mode="collect", debounce=60), T0)
     assert start(store, busy.conversation_id, T0) is not None
-    assert store.due_conversations(T0 + timedelta(seconds=1), 100) == [idle.conversation_id]
+    # each with whose turn it is: its tenant and its work's highest priority
+    assert store.due_conversations(T0 + timedelta(seconds=1), 100) == [
+        (idle.conversation_id, "default", 5)
+    ]
     assert [a[0] for a in store.active()] == [busy.id]
 
 
