@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from fleet.errors import FleetError
+from fleet.errors import ConfigError, FleetError
 
 if TYPE_CHECKING:
-    from fleet.config import FleetConfig, McpServerConfig
+    from fleet.agents.tools.mcp import McpToolServer
+    from fleet.config import FleetConfig
 
 State = Literal["ok", "warn", "fail"]
 
@@ -36,14 +37,18 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
             from fleet.api.auth import KeyRing
 
             KeyRing.from_config(config)
-        results.append(
-            CheckResult(
-                "config",
-                "ok",
-                f"{settings.config_dir}: {len(config.agents)} agents, "
-                f"{len(config.deployments)} deployments ({', '.join(sorted(config.deployments))})",
+        problems = _refusals(config)
+        results.extend(CheckResult("config", "fail", p.message) for p in problems)
+        if not problems:
+            results.append(
+                CheckResult(
+                    "config",
+                    "ok",
+                    f"{settings.config_dir}: {len(config.agents)} agents, "
+                    f"{len(config.deployments)} deployments "
+                    f"({', '.join(sorted(config.deployments))})",
+                )
             )
-        )
         if any(a.model.provider == "openai" for a in config.agents.values()) and not (
             settings.openai_api_key
         ):
@@ -64,6 +69,20 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
     if not settings.embedded:
         results.append(_redis(settings))
     return results
+
+
+def _refusals(config: FleetConfig) -> list[ConfigError]:
+    """What a start refuses (an authorize policy that does not import, a secret too short to
+    redact) and a secret variable that is unset, each naming the file and the key."""
+    from fleet import policy
+    from fleet.config import secrets
+
+    found: list[ConfigError] = []
+    try:
+        policy.of(config)  # the very line `fleet run` and `fleet serve` refuse to start with
+    except ConfigError as exc:
+        found.append(exc)
+    return found + secrets.unset(config) + secrets.too_short(config)
 
 
 def _tenants(config: FleetConfig) -> list[CheckResult]:
@@ -255,22 +274,30 @@ def _mcp(config: FleetConfig, *, connect: bool) -> list[CheckResult]:
                 "starts or reaches each and lists its tools)",
             )
         ]
-    return [_connect(name, server) for name, server in servers]
+    from fleet.agents.tools.toolbox import tool_servers
+
+    return [
+        _connect(name, server)
+        for name, agent in sorted(config.agents.items())
+        for server in tool_servers(agent, config.root)  # started exactly as a run starts them
+    ]
 
 
-def _connect(agent: str, server: McpServerConfig) -> CheckResult:
+def _connect(agent: str, server: McpToolServer) -> CheckResult:
     from fleet.agents.tools import ToolContext
-    from fleet.agents.tools.mcp import McpToolServer
     from fleet.agents.tools.toolbox import ToolServerError
 
     try:
-        with McpToolServer(server).connect(ToolContext(task_id="check", run_id="check")) as tools:
+        with server.connect(ToolContext(task_id="check", run_id="check")) as tools:
             names = [t.name for t in tools]
     except ToolServerError as exc:
         return CheckResult("mcp", "fail", f"agent {agent!r}: {exc}")
     shown = ", ".join(names[:_SHOWN_TOOLS]) + (", …" if len(names) > _SHOWN_TOOLS else "")
     return CheckResult(
-        "mcp", "ok", f"agent {agent!r}: {server.label}: {len(names)} tools ({shown or 'none'})"
+        "mcp",
+        "ok",
+        f"agent {agent!r}: {server.label}: {len(names)} tool{'s' if len(names) != 1 else ''} "
+        f"({shown or 'none'})",
     )
 
 

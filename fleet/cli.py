@@ -22,6 +22,7 @@ import typer
 from fleet import __version__, cli_ops
 from fleet.cli_common import EXIT_BAD_INPUT, EXIT_FAILED, err, fail, out, print_json
 from fleet.cli_conversations import conversations_app
+from fleet.cli_keys import keys_app
 from fleet.cli_live import printer
 from fleet.cli_memory import memory_app
 from fleet.cli_runs import fetch_runs, show_context, show_runs, show_trace
@@ -50,6 +51,7 @@ tasks_app = typer.Typer(help="Inspect and cancel tasks.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(memory_app, name="memory")
 app.add_typer(conversations_app, name="conversations")
+app.add_typer(keys_app, name="keys")
 app.add_typer(tenants_app, name="tenants")
 
 
@@ -146,6 +148,8 @@ def run(
     from fleet.domain.labels import parse_label_args
 
     labels = parse_label_args(label or [])
+    if conversation == "":  # not "no key": that would start a new conversation every time
+        fail("--conversation '' is empty: give the key, or leave the option out for a new one")
     if text == "-":
         text = sys.stdin.read()
     with _tasks(ctx) as tasks:
@@ -170,7 +174,22 @@ def run(
             live = err.is_terminal and not as_json
         on_event = printer(err) if live else None
         task = admitted if no_wait else tasks.wait(admitted["id"], timeout, err, on_event)
+        late = None if no_wait or TaskStatus(task["status"]).terminal else task["status"]
+        if late is not None:
+            ended = tasks.give_up(task["id"])  # embedded: cancelled, as nothing else runs it
+            if ended is not None:
+                task = ended
     status = TaskStatus(task["status"])
+    if late is not None and status == TaskStatus.CANCELLED:
+        if as_json:
+            print_json(admitted | task)
+        else:
+            err.print(
+                f"fleet: task {task['id']} is still {late} after {timeout:g}s; cancelled it "
+                "(embedded, nothing runs it once this command exits)",
+                markup=False,
+            )
+        raise typer.Exit(EXIT_FAILED)
     if as_json:
         print_json(admitted | task)
     elif no_wait or not status.terminal:

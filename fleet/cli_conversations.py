@@ -16,8 +16,8 @@ from typing import Annotated, Any, Protocol
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
+from fleet.cli_tables import Col, fit
 from fleet.config.tenants import tenant_name
 from fleet.domain import lifecycle as rules
 
@@ -215,16 +215,24 @@ def ls(
     if as_json:
         _json(found)
         return
-    table = Table(box=None, pad_edge=False)
-    for col in ("conversation", "deployment", "state", "waiting", "updated"):
-        table.add_column(col)
+    rows = []
     for row in found:
         state_text = row["state"] + (f" ({row['reason']})" if row.get("reason") else "")
         updated = (row.get("updatedAt") or "-")[:19].replace("T", " ")
-        table.add_row(
-            row["conversation"], row["deployment"], state_text, str(row["waiting"]), updated
+        rows.append(
+            (row["conversation"], row["deployment"], state_text, str(row["waiting"]), updated)
         )
-    _out.print(table)
+    _out.print(fit(_LS_COLUMNS, rows, _out.width).table())
+
+
+#: ``conversations ls``: keys and states fold; the count and the time stay whole on one line.
+_LS_COLUMNS = (
+    Col("conversation", shrink=1),
+    Col("deployment", shrink=1),
+    Col("state"),
+    Col("waiting", "whole", justify="right"),
+    Col("updated", "whole", short=lambda when: when[5:]),
+)
 
 
 @conversations_app.command("show")

@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
+from fleet.cli_tables import Col, fit
 from fleet.config.tenants import tenant_name
 from fleet.constants import DEFAULT_TENANT
 from fleet.domain.blocks import Edit
@@ -120,9 +120,8 @@ def list_blocks(
             )
         )
         return
-    table = Table("namespace", "block", "title", "version", "bytes", "updated")
-    for b in found:
-        table.add_row(
+    rows = [
+        (
             b.namespace,
             b.name,
             b.title,
@@ -130,14 +129,38 @@ def list_blocks(
             str(len(b.value.encode())),
             b.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
         )
-    _out.print(table)
+        for b in found
+    ]
+    _out.print(fit(_LS_COLUMNS, rows, _out.width).table())
+
+
+def _undated_year(when: str) -> str:
+    return when[5:]
+
+
+#: ``memory ls``: names fold, the title first; version, size and time whole on one line.
+_LS_COLUMNS = (
+    Col("namespace", shrink=1),
+    Col("block", shrink=1),
+    Col("title"),
+    Col("version", "whole", justify="right"),
+    Col("bytes", "whole", justify="right"),
+    Col("updated", "whole", short=_undated_year),
+)
+#: ``memory history``: who wrote each version and when, whole; the value's start, cut.
+_HISTORY_COLUMNS = (
+    Col("version", "whole", justify="right"),
+    Col("author", shrink=1),
+    Col("written", "whole", short=_undated_year),
+    Col("value", "cut", floor=10),
+)
 
 
 @memory_app.command("get")
 def get_block(
     block: str, namespace: Namespace = "default", tenant: Tenant = DEFAULT_TENANT
 ) -> None:
-    """Print a block's current value."""
+    """Print a block's current value (ending in a newline, as a shell prompt expects)."""
     store = _store()
     try:
         found = store.get_block(namespace, block, tenant=tenant)
@@ -145,7 +168,7 @@ def get_block(
         store.dispose()
     if found is None:
         raise NotFound(f"no memory block {block!r} in namespace {namespace!r}", field="block")
-    sys.stdout.write(found.value)
+    sys.stdout.write(found.value if found.value.endswith("\n") else found.value + "\n")
 
 
 @memory_app.command("history")
@@ -177,8 +200,9 @@ def history(
             )
         )
         return
-    table = Table("version", "author", "written", "value")
+    rows = []
     for v in versions:
-        preview = v.value if len(v.value) <= 60 else v.value[:60] + "…"
-        table.add_row(str(v.version), v.author, v.created_at.strftime("%Y-%m-%d %H:%M:%S"), preview)
-    _out.print(table)
+        preview = " ".join(v.value.split())  # one line
+        preview = preview if len(preview) <= 60 else preview[:60] + "…"
+        rows.append((str(v.version), v.author, v.created_at.strftime("%Y-%m-%d %H:%M:%S"), preview))
+    _out.print(fit(_HISTORY_COLUMNS, rows, _out.width).table())

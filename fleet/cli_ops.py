@@ -7,11 +7,14 @@ import math
 import os
 import subprocess
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from fleet.cli_common import EXIT_BAD_INPUT, EXIT_FAILED, fail, out, print_json
+
+if TYPE_CHECKING:
+    from fleet.runtime import Runtime
 
 
 def migrate(
@@ -180,14 +183,8 @@ def serve(
         from fleet.dispatch import worker_metrics
 
         worker_metrics.prepare_multiprocess()
-    from fleet.api.auth import KeyRing
-    from fleet.runtime import build
-
-    rt = build()  # fail fast on bad config, caller keys or an unmigrated database
-    try:
-        KeyRing.from_config(rt.config)
-    finally:
-        rt.close()
+    rt = _build_checked()
+    rt.close()
     from fleet import logs
 
     # SIGTERM / Ctrl-C: uvicorn stops accepting, lets in-flight requests finish (for at most
@@ -244,6 +241,20 @@ def beat_cmd(
     sweeper.main(level, parent_pid=parent_pid)
 
 
+def _build_checked() -> Runtime:
+    """The runtime, after the caller keys (as the API reads them): fail fast on bad config,
+    caller keys or an unmigrated database, and create nothing when refusing."""
+    from fleet.api.auth import KeyRing
+    from fleet.config import load_config, load_settings
+    from fleet.runtime import build, preflight
+
+    settings = load_settings()
+    config = load_config(settings.config_dir)
+    preflight(config)
+    KeyRing.from_config(config)
+    return build(settings, config)
+
+
 def _need_fleet_mode() -> None:
     from fleet.config import load_settings
 
@@ -258,14 +269,8 @@ def _celery_argv(argv: list[str], *, sweeper: str | None = None) -> None:
     its connections.
     """
     _need_fleet_mode()
-    from fleet.api.auth import KeyRing
-    from fleet.runtime import build
-
-    rt = build()  # fail fast on bad config, caller keys or an unmigrated database
-    try:
-        KeyRing.from_config(rt.config)
-    finally:
-        rt.close()
+    rt = _build_checked()
+    rt.close()
     from fleet.dispatch.celery_app import app as celery_app
 
     child = None

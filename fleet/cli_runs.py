@@ -16,10 +16,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fleet.cli_tables import Col, Fitted, fit
 from fleet.cli_tasks import LocalTasks, RemoteTasks, Tasks
 
 View = dict[str, Any]
 
+#: Short identifying cells of the context tables: kept whole, on one line.
+_IDS = ("seq", "id", "role", "bytes", "tokens", "score")
 #: Characters of a tool's arguments or result, a model's reply or an error in the trace table
 #: (``--json`` has them whole).
 TRACE_CELL_CHARS = 60
@@ -64,16 +67,23 @@ def _cut(value: Any, limit: int | None = TRACE_CELL_CHARS) -> str:
     return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _table(*columns: str, whole: tuple[str, ...] = ()) -> Table:
-    """Columns fold their text when the terminal is narrow, except the ``whole`` ones."""
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for name in columns:
-        table.add_column(name, overflow="fold", no_wrap=name in whole)
-    return table
+class _Rows:
+    """A table's rows, printed to fit the width (``fleet.cli_tables``): no header is split, and
+    the ``whole`` columns keep each cell on one line."""
 
+    def __init__(self, *columns: str | Col, whole: tuple[str, ...] = ()) -> None:
+        self.cols = [
+            c if isinstance(c, Col) else Col(c, "whole" if c in whole else "fold") for c in columns
+        ]
+        self.rows: list[tuple[str, ...]] = []
 
-def _row(table: Table, *cells: Any) -> None:
-    table.add_row(*(Text(str(c)) for c in cells))  # Text: never read as Rich markup
+    def add(self, *cells: Any) -> None:
+        self.rows.append(tuple(str(c) for c in cells))  # printed as Text: never Rich markup
+
+    def print(self, out: Console) -> Fitted:
+        fitted = fit(self.cols, self.rows, out.width)
+        out.print(fitted.table())
+        return fitted
 
 
 def _heading(out: Console, run: View, what: str) -> None:
@@ -84,16 +94,22 @@ def _heading(out: Console, run: View, what: str) -> None:
 def show_runs(out: Console, runs: list[View]) -> None:
     """The runs table under a task: who ran each attempt, when, how it ended, what it cost.
 
-    ``replayed`` and ``error`` columns appear when a run has one (80 columns fit the rest).
+    ``replayed`` and ``error`` columns appear when a run has one. Narrow, an error too long
+    for its column goes under the table, whole (a column would wrap it into a sliver), then
+    the start loses its year and ``replayed`` goes.
     """
     if not runs:
         return
     replays = any(r["replayedSteps"] for r in runs)
     errors = any(r["error"] for r in runs)
-    columns = ["attempt", "worker", "started", "finished", "status", "tokens", "steps"]
-    extra = [name for name, shown in (("replayed", replays), ("error", errors)) if shown]
-    whole = ("attempt", "started", "finished", "status", "tokens")
-    table = _table(*columns, *extra, whole=whole)
+    table = _Rows(
+        Col("attempt", "whole"),
+        Col("worker"),
+        Col("started", "whole", short=lambda when: when[5:], shorten=1),  # without its year
+        *(Col(name, "whole") for name in ("finished", "status", "tokens", "steps")),
+        *([Col("replayed", "whole", drop=2)] if replays else []),  # (--trace marks them too)
+        *([Col("error", "whole", drop=0)] if errors else []),
+    )
     for r in runs:
         usage = r["usage"]
         started, finished = _when(r["startedAt"]), _when(r["finishedAt"])
@@ -111,11 +127,18 @@ def show_runs(out: Console, runs: list[View]) -> None:
         if replays:
             cells.append(", ".join(str(n) for n in r["replayedSteps"]) or "-")
         if errors:
-            cells.append(r["error"] or "")
-        _row(table, *cells)
+            cells.append(_cut(r["error"], None))
+        table.add(*cells)
     out.print()
     out.print(Text("runs (tokens: prompt/completion)", style="bold"))
-    out.print(table)
+    if "error" in table.print(out).left_out:  # each whole, folded at its spaces
+        below = Table(show_header=False, box=None, pad_edge=False)
+        below.add_column(no_wrap=True)
+        below.add_column(overflow="fold")
+        for r in runs:
+            if r["error"]:
+                below.add_row(Text(f"attempt {r['attempt']} error"), Text(r["error"]))
+        out.print(below)
 
 
 def _count(found: list[Any]) -> str:
@@ -152,20 +175,22 @@ def show_context(out: Console, runs: list[View]) -> None:
         listed = "" if len(shown) == recent["count"] else f", the newest {len(shown)} listed"
         out.print(Text(f"recent: {_count([None] * recent['count'])}{listed}"))
         if shown:
-            table = _table("seq", "id", "role", "bytes", *tokens, "preview")
+            table = _Rows("seq", "id", "role", "bytes", *tokens, "preview", whole=_IDS)
             for m in shown:
                 cost = [m.get("tokens", "-")] if priced else []
                 cells = [_seq(m), m["id"], m["role"], m["bytes"], *cost]
-                _row(table, *cells, _cut(m["preview"], None))
-            out.print(table)
+                table.add(*cells, _cut(m["preview"], None))
+            table.print(out)
         out.print(Text(f"dropped: {_count(dropped)}"))
         if dropped:
-            table = _table("seq", "id", "role", "bytes", *tokens, "reason", "preview")
+            table = _Rows(
+                "seq", "id", "role", "bytes", *tokens, "reason", "preview", whole=(*_IDS, "reason")
+            )
             for m in dropped:
                 cost = [m.get("tokens", "-")] if priced else []
                 cells = [_seq(m), m["id"], m["role"], m["bytes"], *cost, m["reason"]]
-                _row(table, *cells, _cut(m["preview"], None))
-            out.print(table)
+                table.add(*cells, _cut(m["preview"], None))
+            table.print(out)
         if ctx["olderUnseen"]:
             out.print(Text("older messages not examined: the history read stops at the item limit"))
         _show_memory(out, ctx.get("memory") or {}, ctx.get("recall"))
@@ -201,19 +226,18 @@ def _show_memory(out: Console, memory: View, recall: View | None) -> None:
     if observed is not None:
         out.print(Text(f"observations: {len(observed)}"))
         if observed:
-            table = _table("level", "seqs", "messages", "tokens", "model")
+            table = _Rows("level", "seqs", "messages", "tokens", "model", whole=("level", "tokens"))
             for o in observed:
                 seqs = f"{_seq({'seq': o.get('fromSeq')})} to {_seq({'seq': o.get('toSeq')})}"
                 span = f"#{o['fromMessageId']} to #{o['toMessageId']}"
-                _row(
-                    table,
+                table.add(
                     "reflection" if o["level"] else "observation",
                     seqs,
                     span,
                     o["tokens"],
                     o["model"],
                 )
-            out.print(table)
+            table.print(out)
     if recall is not None:
         head = (
             f"recall ({recall['scope']}, {recall['method']}, {recall['embedder']}): "
@@ -226,11 +250,10 @@ def _show_memory(out: Console, memory: View, recall: View | None) -> None:
             shown = recall.get("hits") or []
         out.print(Text(f"recalled: {_count(shown)}"))
         if shown:
-            table = _table("conversation", "seq", "id", "role", "score", "preview")
+            table = _Rows("conversation", "seq", "id", "role", "score", "preview", whole=_IDS)
             for h in shown:
                 score = h.get("score")
-                _row(
-                    table,
+                table.add(
                     h["conversation"],
                     _seq(h),
                     h["id"],
@@ -238,7 +261,7 @@ def _show_memory(out: Console, memory: View, recall: View | None) -> None:
                     "neighbour" if score is None else score,
                     _cut(h["preview"], None),
                 )
-            out.print(table)
+            table.print(out)
 
 
 def _marks(step: View, shortened: dict[Any, Any]) -> str:
@@ -287,8 +310,8 @@ def show_trace(out: Console, runs: list[View]) -> None:
         shortened = {r["callId"]: r["step"] for r in run.get("shortened") or ()}
         marks = [_marks(st, shortened) for st in steps]
         columns = ["step", "call", "in", "out", "ms", *(["mark"] if any(marks) else [])]
-        table = _table(*columns, whole=("step", "ms"))
+        table = _Rows(*columns, whole=("step", "ms"))
         for st, mark in zip(steps, marks, strict=True):
             cells = [st["step"], *_call(st), f"{st['durationMs']:.1f}"]
-            _row(table, *cells, *([mark] if any(marks) else []))
-        out.print(table)
+            table.add(*cells, *([mark] if any(marks) else []))
+        table.print(out)

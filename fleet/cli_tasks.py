@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from fleet.cli_live import POLL_MAX_S, POLL_MIN_S, OnEvent, StoreFollower
+from fleet.cli_tables import Col, fit
 from fleet.domain.ids import IdPrefix, short
 from fleet.domain.values import Task, TaskStatus
 from fleet.errors import InputError, NotFound
@@ -31,7 +31,6 @@ Ids = list[str]
 AMBIGUOUS_SHOWN = 10
 #: ``tasks ls`` shows at most this many characters of a reply or error.
 SUMMARY_CHARS = 60
-_COLUMNS = ("id", "deployment", "conversation", "seq", "status", "created", "reply/error")
 
 
 class Tasks(Protocol):
@@ -54,6 +53,12 @@ class Tasks(Protocol):
     ) -> View:
         """The task once finished (or as it is after ``timeout``); ``on_event`` gets its events
         as they are stored, else a spinner shows on ``status``."""
+        ...
+
+    def give_up(self, task_id: str) -> View | None:
+        """The command stops waiting for an unfinished task: embedded, nothing would finish it
+        once the command exits, so it is cancelled (its view then); else None (a worker or the
+        server goes on)."""
         ...
 
     def get(self, task_id: uuid.UUID) -> View: ...
@@ -111,10 +116,10 @@ class LocalTasks:
 
         tid = uuid.UUID(task_id)
         if self.rt.local_waker is not None:
-            from fleet.dispatch.embedded import run_until_done
+            from fleet.dispatch.embedded import run_within
 
             def work() -> Task:
-                return run_until_done(self.rt.dispatcher, self.rt.local_waker, tid, timeout)
+                return run_within(self.rt.dispatcher, self.rt.local_waker, tid, timeout)
 
             if on_event is None:
                 return task_json(work())
@@ -132,6 +137,14 @@ class LocalTasks:
                 return task_json(task)
             time.sleep(min(pause, left))  # a poll interval, not a synchronization
             pause = min(pause * 2, POLL_MAX_S)
+
+    def give_up(self, task_id: str) -> View | None:
+        if self.rt.local_waker is None:
+            return None  # fleet mode: the workers go on
+        from fleet.dispatch.embedded import give_up
+        from fleet.views import task_json
+
+        return task_json(give_up(self.rt.dispatcher, uuid.UUID(task_id)))
 
     def get(self, task_id: uuid.UUID) -> View:
         from fleet.views import task_with_deliveries
@@ -228,6 +241,9 @@ class RemoteTasks:
                 return final
         found: View = self.client.get_task(task_id)
         return found
+
+    def give_up(self, task_id: str) -> View | None:
+        return None  # the server goes on
 
     def get(self, task_id: uuid.UUID) -> View:
         view: View = self.client.get_task(str(task_id))
@@ -342,11 +358,15 @@ def _delivery_line(d: View) -> str:
     if d.get("nextAttemptAt"):
         line += f"  next {_when(d['nextAttemptAt'])}"
     for a in d.get("journal") or ():
-        code = a.get("httpStatus")
+        code, error, detail = a.get("httpStatus"), a.get("error"), a.get("detail")
+        status = f" (HTTP {code})" if code else ""
         line += f"\n  #{a.get('attempt')} {_when(a.get('at'))} {a.get('outcome')}"
-        line += f" (HTTP {code})" if code else ""
-        if a.get("outcome") != "sent" and (a.get("detail") or a.get("error")):
-            line += f": {a.get('error') or a.get('detail')}"
+        if a.get("outcome") == "sent" or not (error or detail):
+            line += status
+        elif error:  # what failed first: ``HTTP 500 from https://…: <the answer>``
+            line += f": {error}"
+        else:  # (journaled before errors said what failed)
+            line += f"{status}: {detail}"
     return line
 
 
@@ -356,20 +376,27 @@ def _summary(view: View) -> str:
     return " ".join(text.split())[:SUMMARY_CHARS]
 
 
-def _fit(widths: list[int], floors: list[int], order: list[list[int]], room: int) -> list[int]:
-    """Narrow columns group by group, widest first, down to their floors until they fit."""
-    widths = list(widths)
-    for group in order:
-        while sum(widths) > room:
-            slack = [(widths[i], i) for i in group if widths[i] > floors[i]]
-            if not slack:
-                break
-            widths[max(slack)[1]] -= 1
-    return widths  # still too wide only when narrower than every floor: Rich cuts what it must
+def _undated_year(when: str) -> str:
+    """``2026-11-30 06:12:34`` → ``11-30 06:12:34`` (the list's created time, when narrow)."""
+    return when[5:] if len(when) == 19 else when
+
+
+#: ``tasks ls``: ids, seqs, statuses and times whole; keys fold; the summary is one cut line.
+#: Narrow, the created time loses its year, then the deployment and the summary columns go.
+_LIST_COLUMNS = (
+    Col("id", "whole"),
+    Col("deployment", shrink=1, drop=1),
+    Col("conversation", shrink=1),
+    Col("seq", "whole", justify="right"),
+    Col("status", "whole"),
+    Col("created", "whole", short=_undated_year, shorten=0, drop=3),
+    Col("reply/error", "cut", drop=2),
+)
 
 
 def show_task_list(out: Console, views: list[View]) -> None:
-    """Ids, seqs and statuses whole, keys folded rather than cut, the summary ending in "…"."""
+    """Ids, seqs, statuses and times whole, keys folded rather than cut, the summary ending in
+    "…"; never a header split (columns go first: ``tasks show`` and ``--json`` have them)."""
     rows = [
         (
             short(v["id"]),
@@ -382,29 +409,7 @@ def show_task_list(out: Console, views: list[View]) -> None:
         )
         for v in views
     ]
-    natural = [max([cell_len(h), *(cell_len(r[i]) for r in rows)]) for i, h in enumerate(_COLUMNS)]
-    # Floors: id, seq and status whole; other headers whole; the date of `created` on one line.
-    floors = [
-        n if h in ("id", "seq", "status") else max(cell_len(h), 10 if h == "created" else 0)
-        for h, n in zip(_COLUMNS, natural, strict=True)
-    ]
-    floors = [min(f, n) for f, n in zip(floors, natural, strict=True)]
-    # `created` wraps at its space first, then the summary narrows, then the keys fold.
-    at = _COLUMNS.index
-    order = [[at("created")], [at("reply/error")], [at("deployment"), at("conversation")]]
-    widths = _fit(natural, floors, order, out.width - 2 * (len(_COLUMNS) - 1))
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for name, width in zip(_COLUMNS, widths, strict=True):
-        table.add_column(
-            name,
-            width=width,
-            no_wrap=name == "reply/error",  # one line, ending in an ellipsis when cut
-            overflow="ellipsis" if name == "reply/error" else "fold",
-            justify="right" if name == "seq" else "left",
-        )
-    for row in rows:
-        table.add_row(*(Text(cell) for cell in row))  # Text: never read as Rich markup
-    out.print(table)
+    out.print(fit(_LIST_COLUMNS, rows, out.width).table())
 
 
 CANCEL_MESSAGES = {

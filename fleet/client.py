@@ -147,10 +147,16 @@ class FleetClient:
         except ValueError:
             raise Unavailable(f"{self.shown_url}{path} did not answer with JSON") from None
 
-    @staticmethod
-    def _raise(response: httpx.Response) -> None:
+    def _raise(self, response: httpx.Response) -> None:
         if response.status_code >= 500:
             raise Unavailable(_problem(response)[0])
+        if response.status_code == 401 and not self._headers:
+            # (the server's "send it as 'Authorization: Bearer <key>'" is for HTTP clients)
+            raise ApiError(
+                f"{self.shown_url} needs an API key: set FLEET_API_KEY to your caller's key",
+                status=401,
+                field="FLEET_API_KEY",
+            )
         if response.status_code >= 400:
             detail, field = _problem(response)
             raise ApiError(detail, status=response.status_code, field=field)

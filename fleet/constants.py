@@ -128,6 +128,8 @@ CHANGED_CHANNEL = "fleet:changed:{task}"
 MAX_DELIVERY_BODY_BYTES = 262_144
 #: Reply delivery: characters of a receiver's answer kept in the journal (redacted).
 DELIVERY_ANSWER_CHARS = 200
+#: Characters of the receiver's answer a failed delivery's error quotes (after what failed).
+DELIVERY_ERROR_ANSWER_CHARS = 80
 #: Reply delivery: attempts when the config names none, and the most it may name.
 DEFAULT_DELIVERY_ATTEMPTS = 5
 MAX_DELIVERY_ATTEMPTS = 20

@@ -14,9 +14,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from fleet.errors import ConfigError, Forbidden
+
+if TYPE_CHECKING:
+    from fleet.config import FleetConfig
 
 Action = Literal["dispatch", "recall", "notes", "memory"]
 
@@ -66,6 +69,16 @@ def load(ref: str | None, where: str = "config/fleet.toml") -> Policy:
     except ToolLoadError as exc:
         raise ConfigError(where, "authorize", str(exc)) from None
     return fn
+
+
+def of(config: FleetConfig) -> Policy:
+    """The policy ``config/fleet.toml`` names, imported with the config folder on the path
+    (``fleet check``, every start and the dispatcher import it alike); ConfigError if it
+    cannot be, naming the file and ``authorize``."""
+    from fleet.agents.tools.toolbox import importable
+
+    importable(config.root)
+    return load(config.app.authorize, str(config.root / "fleet.toml"))
 
 
 def check(policy: Policy, access: Access) -> None:

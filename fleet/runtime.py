@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet import logs, metrics
+from fleet import logs, metrics, policy
 from fleet.config import FleetConfig, Settings, load_config, load_settings
 from fleet.dispatch.fair import SharedTurns
 from fleet.dispatch.lease import Lease
@@ -124,6 +124,16 @@ def ensure_schema(store: Store) -> None:
     )
 
 
+def preflight(config: FleetConfig) -> None:
+    """Refuse a start that could not work, before anything is created: an authorize policy
+    that does not import, a configured secret too short to redact (ConfigError names each)."""
+    from fleet.config import secrets
+
+    policy.of(config)
+    for problem in secrets.too_short(config):
+        raise problem
+
+
 def build(
     settings: Settings | None = None,
     config: FleetConfig | None = None,
@@ -134,6 +144,7 @@ def build(
 ) -> Runtime:
     settings = settings or load_settings()
     config = config or load_config(settings.config_dir)
+    preflight(config)  # before the store: a refused start creates nothing
     metrics.know_tenants(config.tenant_names)
     store = open_store(settings, config=config)
     if check_schema:

@@ -360,6 +360,11 @@ class Fleet:
     ) -> Conversation:
         """The conversation ``key`` of ``deployment`` (created by its first run); no key: a new
         one on the first run. ``resource`` names who its submissions are about."""
+        if key == "":  # not "no key": that would start a new conversation every time
+            raise InputError(
+                "conversation key '' is empty: give the key, or none for a new conversation",
+                field="key",
+            )
         self._open()
         self._backend.check_deployment(deployment)
         return Conversation(self._backend, deployment, key, resource)

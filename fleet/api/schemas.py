@@ -18,6 +18,7 @@ from pydantic import (
     StrictInt,
     TypeAdapter,
     ValidationError,
+    field_validator,
 )
 from pydantic.alias_generators import to_camel
 
@@ -83,8 +84,9 @@ class SubmitTaskRequest(_Camel):
         description=(
             "Conversation to join: a bare key (`ticket-4711`) or the scoped key a task showed "
             "(`api:acme:ticket-4711`); always one of the caller's tenant. Omitted: a new "
-            "conversation. Ignored by singleton deployments."
+            "conversation (an empty key is refused). Ignored by singleton deployments."
         ),
+        json_schema_extra={"minLength": 1},  # (the validator below says what to do instead)
     )
     labels: dict[str, str] | None = Field(
         default=None,
@@ -114,6 +116,13 @@ class SubmitTaskRequest(_Camel):
         "deployment's `priority`, else 5). Tenants share free capacity by weight whatever "
         "their tasks' priorities.",
     )
+
+    @field_validator("conversation_key")
+    @classmethod
+    def _key(cls, v: str | None) -> str | None:
+        if v == "":  # (not "no key": a client that lost its key would start over each time)
+            raise ValueError("is empty; send the conversation's key, or omit it to start a new one")
+        return v
 
     def input_value(self) -> str | list[dict[str, Any]]:
         if isinstance(self.input, str):
@@ -174,10 +183,14 @@ class DeliveryView(_Camel):
     attempts: int
     max_attempts: int
     next_attempt_at: datetime | None
-    error: str | None
+    error: str | None = Field(
+        description="Why the last attempt failed: what failed first (`HTTP 500 from "
+        "https://host/path`), then the start of the receiver's answer; redacted."
+    )
     journal: list[dict[str, Any]] = Field(
         description="Every attempt: `attempt`, `at`, `outcome`, `httpStatus`, `durationMs`, "
-        "`detail` (the start of the answer, or what went wrong; redacted)."
+        "`detail` (the start of the answer, or what went wrong; redacted) and, when it failed, "
+        "`error` (as the delivery's)."
     )
     created_at: datetime
     updated_at: datetime

@@ -167,22 +167,12 @@ class FleetConfig(BaseModel):
 
     def secret_values(self, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
         """Values of the environment variables config names as secrets (MCP headers and
-        variables, webhook signing secrets, caller keys): redaction removes them everywhere."""
+        variables, webhook signing secrets, caller keys, reply headers): redaction removes
+        them everywhere."""
+        from fleet.config import secrets
+
         env = os.environ if environ is None else environ
-        names: list[str] = []
-        for agent in self.agents.values():
-            for server in agent.mcp_servers:
-                names.extend(server.secret_sources().values())
-        for trigger in self.triggers.values():
-            if trigger.signature is not None:
-                names.append(trigger.signature.secret_env)
-        names.extend(c.key_env for c in self.callers.values() if c.key_env)
-        replies = [d.reply for d in self.deployments.values()]
-        replies += [t.reply for t in self.triggers.values()]
-        for reply in replies:
-            if reply is not None:
-                names.extend(reply.env_names().values())
-        return tuple(v for v in (env.get(n) for n in names) if v)
+        return tuple(v for v in (env.get(s.env) for s in secrets.named(self)) if v)
 
     def agent_for(self, deployment: str) -> AgentConfig:
         return self.agents[self.deployment(deployment).agent]

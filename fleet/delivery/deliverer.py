@@ -173,7 +173,9 @@ class Deliverer:
             "durationMs": sent.duration_ms,
             "detail": sent.detail,
         }
-        error = None if sent.result == "sent" else sent.detail
+        error = None
+        if sent.result != "sent":  # what failed first, the receiver's answer after it
+            error = entry["error"] = rules.attempt_error(sent.http_status, request.url, sent.detail)
         if not self.store.record_attempt(rec.id, token, nxt, entry, done, error=error):
             log.warning("delivery %s: the attempt's claim was lost; its outcome dropped", rec.id)
             return None

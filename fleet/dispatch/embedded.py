@@ -21,6 +21,9 @@ log = logging.getLogger(__name__)
 IDLE_POLL_S = 0.1
 #: After the runs are handed back, how long ``stop`` waits for its threads to end.
 JOIN_S = 2.0
+#: How long a run cancelled by ``give_up`` may take to stop before it is handed back (a tool
+#: call sees the cancel within ``CANCEL_POLL_S``; a model call may not look at all).
+GIVE_UP_GRACE_S = 2.0
 
 
 def holder_alive(worker: str | None) -> bool:
@@ -61,6 +64,40 @@ def run_until_done(
                 rest.wait(IDLE_POLL_S)
             continue
         rest.wait(max(0.0, min(due - time.time(), deadline - time.monotonic())))
+
+
+def run_within(
+    dispatcher: Dispatcher, waker: LocalWaker, task_id: uuid.UUID, timeout_s: float
+) -> Task:
+    """``run_until_done`` on a thread of its own, so that ``timeout_s`` holds while a run
+    executes: the task once terminal, or as it is when time is up (its run still going: see
+    ``give_up``)."""
+    ended: list[Task] = []
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            ended.append(run_until_done(dispatcher, waker, task_id, timeout_s))
+        except BaseException as exc:  # raised again in the waiting thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=work, name="fleet-run", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if failed:
+        raise failed[0]
+    return ended[0] if ended else dispatcher.store.get_task(task_id)
+
+
+def give_up(dispatcher: Dispatcher, task_id: uuid.UUID, grace_s: float = GIVE_UP_GRACE_S) -> Task:
+    """Cancel a task this process stops waiting for: embedded, nothing else would finish it
+    once the process exits. A queued task is cancelled at once; a running one stops at its
+    watch's next look (a tool call is stopped), or is handed back after ``grace_s`` with the
+    cancel winning; any other run of the process is handed back, resumable. The task as
+    stored then (it may have finished just before)."""
+    dispatcher.cancel(task_id)
+    dispatcher.shut_down(grace_s)
+    return dispatcher.store.get_task(task_id)
 
 
 class EmbeddedLoop:

@@ -20,7 +20,6 @@ from typing import Any, Protocol
 
 from fleet import logs, metrics, policy
 from fleet.agents import prompt, telemetry
-from fleet.agents.tools import toolbox
 from fleet.config import AgentConfig, FleetConfig, Settings
 from fleet.constants import DEFAULT_PRIORITY, DEFAULT_TENANT
 from fleet.delivery import Deliverer
@@ -92,9 +91,8 @@ class Dispatcher:
         self.hints: Hints = hints or NoHints()
         #: Memory, recall and the jobs that keep them current.
         self.sources = RunSources(store, config, settings, clock)
-        toolbox.importable(config.root)
         #: The authorize policy of config/fleet.toml (or the scope rules alone).
-        self.policy = policy.load(config.app.authorize, str(config.root / "fleet.toml"))
+        self.policy = policy.of(config)
         #: The most history any agent may need (bounds the claim's history read).
         self._history_cap = max(
             (prompt.history_reads(a.history.max_items) for a in config.agents.values()), default=1

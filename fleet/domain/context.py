@@ -1,9 +1,11 @@
 """Context selection: which past messages a run's prompt holds, and a record of why (pure).
 
-Newest whole messages first, within an item, a byte and (optionally) a token budget; rendered
-oldest first. A message larger than a whole budget is omitted (``oversized``) and selection goes
-on; the first one that does not fit in what is left ends it (``byte_limit``, ``token_limit``), so
-the history stays contiguous.
+Newest whole turns first, within an item, a byte and (optionally) a token budget; rendered oldest
+first. A turn is a task's messages: its input (and any message steered into its run) with the
+reply that answered them, so the model never sees an answer without its question. A turn larger
+than a whole budget is omitted (``oversized``) and selection goes on; the first one that does not
+fit in what is left ends it (``item_limit``, ``byte_limit``, ``token_limit``), so the history
+stays contiguous.
 """
 
 from __future__ import annotations
@@ -60,6 +62,28 @@ class Selection:
     priced: dict[int, int] = field(default_factory=dict)
 
 
+def turns(newest_first: Sequence[Record]) -> list[list[Record]]:
+    """The records grouped by turn, newest turn first, each newest record first.
+
+    A turn's records share their task's ``seq``; where it is gone (``None``), a turn is a
+    reply with the user messages before it (going back, a reply starts the next turn).
+    """
+    grouped: list[list[Record]] = []
+    for rec in newest_first:
+        if grouped and _same_turn(grouped[-1], rec):
+            grouped[-1].append(rec)
+        else:
+            grouped.append([rec])
+    return grouped
+
+
+def _same_turn(turn: list[Record], older: Record) -> bool:
+    seq = turn[-1].seq
+    if seq is not None or older.seq is not None:  # a task's messages all have a seq, or none
+        return seq == older.seq
+    return older.role != "assistant"
+
+
 def select(
     newest_first: Sequence[Record],
     *,
@@ -70,44 +94,55 @@ def select(
     cost: Callable[[Record], int] | None = None,
     keep: Callable[[Record], bool] | None = None,
 ) -> Selection:
-    """Pick the newest whole records that fit ``max_items``, ``max_bytes`` and ``max_tokens``
+    """Pick the newest whole turns that fit ``max_items``, ``max_bytes`` and ``max_tokens``
     (tokens counted by ``cost``, which is required with a token budget).
 
     ``keep`` (``remember = "delivered"``) leaves records out first (``undelivered``): they
-    count against no limit and do not end the selection.
+    count against no limit and do not end the selection. With ``more_exist`` the oldest turn
+    given may lack its first messages (they were not read): it is left out (``item_limit``).
     """
     chosen: list[Record] = []
     dropped: list[tuple[Record, DropReason]] = []
     priced: dict[int, int] = {}
     used = tokens = 0
     stopped: DropReason | None = None
-    for rec in newest_first:
-        if keep is not None and not keep(rec):
-            dropped.append((rec, "undelivered"))
-            continue
-        if stopped is not None:
-            dropped.append((rec, stopped))
-            continue
-        if len(chosen) >= max_items:
-            stopped = "item_limit"
-            dropped.append((rec, stopped))
-            continue
-        price = 0
-        if max_tokens is not None:
-            assert cost is not None, "a token budget needs a cost function"
-            price = priced[rec.id] = cost(rec)
-        if rec.size > max_bytes or (max_tokens is not None and price > max_tokens):
-            dropped.append((rec, "oversized"))
-        elif used + rec.size > max_bytes:
-            stopped = "byte_limit"
-            dropped.append((rec, stopped))
-        elif max_tokens is not None and tokens + price > max_tokens:
-            stopped = "token_limit"
-            dropped.append((rec, stopped))
-        else:
-            chosen.append(rec)
-            used += rec.size
-            tokens += price
+    grouped = turns(newest_first)
+    for i, turn in enumerate(grouped):
+        kept = [r for r in turn if keep is None or keep(r)]
+        verdict: DropReason | None = stopped
+        if verdict is None and kept and len(chosen) >= max_items:
+            verdict = stopped = "item_limit"
+        if verdict is None and kept:
+            size = sum(r.size for r in kept)
+            price = 0
+            if max_tokens is not None:
+                assert cost is not None, "a token budget needs a cost function"
+                for r in kept:
+                    priced[r.id] = cost(r)
+                price = sum(priced[r.id] for r in kept)
+            if (
+                len(kept) > max_items
+                or size > max_bytes
+                or (max_tokens is not None and price > max_tokens)
+            ):
+                verdict = "oversized"
+            elif len(chosen) + len(kept) > max_items:
+                verdict = stopped = "item_limit"
+            elif used + size > max_bytes:
+                verdict = stopped = "byte_limit"
+            elif max_tokens is not None and tokens + price > max_tokens:
+                verdict = stopped = "token_limit"
+            elif more_exist and i == len(grouped) - 1:  # it may begin before what was read
+                verdict = stopped = "item_limit"
+            else:
+                chosen.extend(kept)
+                used += size
+                tokens += price
+        for rec in turn:
+            if keep is not None and not keep(rec):
+                dropped.append((rec, "undelivered"))
+            elif verdict is not None:
+                dropped.append((rec, verdict))
     return Selection(
         selected=tuple(reversed(chosen)),
         dropped=tuple(dropped),

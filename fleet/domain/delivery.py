@@ -20,6 +20,7 @@ from urllib.parse import quote, urlsplit
 from fleet.constants import (
     DELIVERY_BACKOFF_CAP_S,
     DELIVERY_BACKOFF_S,
+    DELIVERY_ERROR_ANSWER_CHARS,
     MAX_DELIVERY_URL_CHARS,
 )
 
@@ -172,6 +173,19 @@ def shown_url(url: str) -> str:
 
 
 # -- attempts ----------------------------------------------------------------------------------
+
+
+def attempt_error(http_status: int | None, url: str, detail: str) -> str:
+    """A failed attempt's error: what failed first, then the start of the receiver's answer
+    (``HTTP 500 from https://host/path: ok``); without an answer, ``detail`` says what went
+    wrong (no connection, no answer in time)."""
+    if http_status is None:
+        return detail
+    head = f"HTTP {http_status} from {shown_url(url)}"
+    said = " ".join(detail.split())
+    if len(said) > DELIVERY_ERROR_ANSWER_CHARS:
+        said = said[: DELIVERY_ERROR_ANSWER_CHARS - 1] + "…"
+    return f"{head}: {said}" if said else head
 
 
 def classify(http_status: int | None, *, timed_out: bool = False) -> AttemptResult:

@@ -24,6 +24,8 @@ from tests.conftest import write_config
 
 SHIPPED_CONFIG = Path(__file__).resolve().parents[2] / "config"
 SECRET = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
+#: The shipped GitHub trigger's signing secret: `fleet check` fails while it is unset.
+SHIPPED_ENV = {"FLEET_GITHUB_WEBHOOK_SECRET": "a-webhook-signing-secret"}
 UNREACHABLE_PG = "postgresql+psycopg://postgres@127.0.0.1:1/x"
 
 
@@ -88,7 +90,8 @@ def cli(tmp_path: Path) -> Cli:
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     home = tmp_path / "home"
-    return Cli(cwd, home, {"FLEET_CONFIG_DIR": str(SHIPPED_CONFIG), "FLEET_HOME": str(home)})
+    env = {"FLEET_CONFIG_DIR": str(SHIPPED_CONFIG), "FLEET_HOME": str(home), **SHIPPED_ENV}
+    return Cli(cwd, home, env)
 
 
 def _tables(url: str) -> list[str]:
@@ -267,6 +270,7 @@ def test_short_ids_at_80_columns(cli: Cli, tmp_path: Path) -> None:
 BAD_INPUT = [
     (("run", "nope", "hi"), "no deployment named 'nope'"),
     (("run", "support", ""), "input is empty"),
+    (("run", "support", "hi", "--conversation", ""), "--conversation '' is empty"),
     (("run", "support", "hi", "--label", "nokey"), "'nokey'"),
     (("run", "support", "hi", "--bogus"), "--bogus"),
     (("run", "tiny", "this is more than ten bytes"), "at most 10"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -48,8 +49,9 @@ def test_set_ls_get_and_history_with_people_and_runs_as_authors(cli: Cli) -> Non
     assert task["status"] == "succeeded", task
     (run,) = cli.json("tasks", "show", task["id"], "--trace")["runs"]
 
-    assert cli.ok("memory", "get", "prefs") == "Metric units.\nReplies in German.\nPrefers tea."
-    assert cli.ok("memory", "get", "prefs", "--namespace", "shop") == "elsewhere"
+    # printed as a line: a newline is added unless the value ends in one
+    assert cli.ok("memory", "get", "prefs") == "Metric units.\nReplies in German.\nPrefers tea.\n"
+    assert cli.ok("memory", "get", "prefs", "--namespace", "shop") == "elsewhere\n"
     listed = cli.json("memory", "ls")
     assert [(b["namespace"], b["block"], b["title"], b["version"]) for b in listed] == [
         ("default", "prefs", "Preferences", 3),
@@ -67,8 +69,17 @@ def test_set_ls_get_and_history_with_people_and_runs_as_authors(cli: Cli) -> Non
         (3, f"run:{run['id']}"),
     ]
     assert history[0]["value"] == "Metric units."
-    human = cli.ok("memory", "history", "prefs")
+    human = cli.ok("memory", "history", "prefs")  # a pipe: 80 columns
     assert "run:" in human and "user" in human
+    lines = human.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert lines[0].split() == ["version", "author", "written", "value"]  # headers whole
+    for line in lines[1:]:  # each version's time whole, on its first line (when it is folded)
+        if line.split()[0].isdigit():
+            assert re.search(r"\d\d-\d\d \d\d:\d\d:\d\d  ", line), human
+
+    set_block(cli, "ends", "a line\n", "-n", "shop")  # one that ends in a newline gets no other
+    assert cli.ok("memory", "get", "ends", "-n", "shop") == "a line\n"
 
 
 @pytest.mark.parametrize(

@@ -1,11 +1,13 @@
 """`fleet tasks show ID --context --trace` with the real console script, embedded (SQLite).
 
-The conversation is long enough for the context to drop messages (an oversized one, then the
+The conversation is long enough for the context to drop whole turns (an oversized one, then the
 byte budget), and the last task makes the echo model call a tool with markup in its arguments.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +36,9 @@ def cli(tmp_path: Path) -> Cli:
 
 
 def conversation(cli: Cli) -> dict[str, Any]:
-    """Four turns; the last one's context injects one of the six messages before it."""
-    for text in (MARKUP, "z" * 120, "y" * 300):
+    """Four turns; the last one's context injects the second turn (two of the six messages
+    before it): the third is larger than max_bytes, and the first no longer fits."""
+    for text in (MARKUP, "z" * 70, "y" * 300):
         cli.ok("run", "inspect", text, "-c", "p")
     task: dict[str, Any] = cli.json(
         "run", "inspect", '/tool wait {"seconds": "' + MARKUP + '"}', "-c", "p"
@@ -60,13 +63,13 @@ def test_tasks_show_prints_runs_context_and_trace(cli: Cli) -> None:
 
     context = shown[shown.index("· context") : shown.rindex("\nrun ", 0, shown.index("· steps"))]
     assert "limits: max_items 5, max_bytes 200" in context
-    injected = line_with(context, "zzz")
-    assert injected.split()[2:4] == ["assistant", "139"]  # echo: z…z [history: 2]
+    question, answer = [line.split() for line in context.splitlines() if "zzz" in line]
+    assert (question[0], question[2:4]) == ("2", ["user", "70"])  # the turn whole, in order
+    assert (answer[0], answer[2:4]) == ("2", ["assistant", "89"])  # echo: z…z [history: 2]
     reply_y = line_with(context, "yyy").split()
     assert (reply_y[0], reply_y[2], reply_y[4]) == ("3", "assistant", "oversized")
     assert line_with(context, "300").split()[2:5] == ["user", "300", "oversized"]
-    assert line_with(context, "120").split()[2:5] == ["user", "120", "byte_limit"]
-    # the first exchange was read too, and dropped: the byte budget was full
+    # the first exchange was read too, and dropped whole: the byte budget was full
     assert line_with(context, f"echo: {MARKUP} [history: 0]").split()[4] == "byte_limit"
     first_input = context.rstrip().splitlines()[-1].split()
     assert first_input[0] == "1"  # the seq of its task
@@ -82,7 +85,7 @@ def test_tasks_show_prints_runs_context_and_trace(cli: Cli) -> None:
     assert f"got '{MARKUP}'" in called  # the tool's error, literally
     answered = line_with(steps, "stop")
     assert answered.split()[:3] == ["3", "model", "echo"]
-    assert "[history: 1]" in answered  # the reply keeps its brackets
+    assert "[history: 2]" in answered  # the reply keeps its brackets
 
 
 def test_tasks_show_json_adds_the_runs(cli: Cli) -> None:
@@ -97,7 +100,6 @@ def test_tasks_show_json_adds_the_runs(cli: Cli) -> None:
     assert [(m["role"], m["reason"]) for m in ctx["dropped"]] == [
         ("assistant", "oversized"),
         ("user", "oversized"),
-        ("user", "byte_limit"),
         ("assistant", "byte_limit"),
         ("user", "byte_limit"),
     ]
@@ -121,3 +123,63 @@ def test_a_queued_task_has_no_runs_yet(cli: Cli) -> None:
     shown = cli.ok("tasks", "show", queued["id"], "--context", "--trace")
     assert "no runs yet" in shown and "\nruns (" not in shown
     assert cli.json("tasks", "show", queued["id"], "--trace")["runs"] == []
+
+
+LATE = re.compile(
+    r"fleet: task (?P<id>[0-9a-f-]{36}) is still (running|leased|queued) after 1s; cancelled it "
+    r"\(embedded, nothing runs it once this command exits\)"
+)
+
+
+def test_embedded_timeout_holds_while_the_run_executes_and_cancels_it(cli: Cli) -> None:
+    """Before, the command waited out the 60 s tool (longer than Cli allows) and exited 0."""
+    r = cli("run", "inspect", '/tool wait {"seconds": 60}', "--timeout", "1")
+    assert r.code == 1, r
+    said = LATE.fullmatch(r.one_error_line())
+    assert said, r
+    shown = cli.json("tasks", "show", said["id"], "--trace")
+    assert (shown["status"], shown["error"]) == ("cancelled", "cancelled by request")
+    assert [run["status"] for run in shown["runs"]] == ["cancelled"]
+
+    r = cli("run", "inspect", '/tool wait {"seconds": 60}', "--timeout", "1", "--json")
+    assert r.code == 1, r
+    task = json.loads(r.out)
+    assert (task["status"], task["error"]) == ("cancelled", "cancelled by request")
+
+
+LIST_HEADERS = ["id", "deployment", "conversation", "seq", "status", "created", "reply/error"]
+RUNS_HEADERS = ["attempt", "worker", "started", "finished", "status", "tokens", "steps"]
+
+
+@pytest.mark.parametrize("columns", ["", "80"], ids=["pipe", "80 columns"])
+def test_tables_fit_80_columns_and_a_pipe_without_breaking_words(
+    cli: Cli, tmp_path: Path, columns: str
+) -> None:
+    """Issue 33: headers split mid-word ("wor/ker", "erro/r"), the created time on two lines.
+
+    Cli's stdout is a pipe: with no COLUMNS, Rich takes 80 columns."""
+    config = write_config(
+        tmp_path / "strict",
+        {"strict": 'model = "echo"\ntools = ["wait"]\nmax_steps = 1\n'},
+        {"strict": 'agent = "strict"\nmax_attempts = 1\n'},
+    )
+    cli.env["FLEET_CONFIG_DIR"] = str(config)
+    key = "a-conversation-key-long-enough-to-fold-0123456789"
+    failed = cli("run", "strict", '/tool wait {"seconds": 0}', "-c", key, "--json")
+    task = json.loads(failed.out)
+    assert task["status"] == "failed" and "step limit" in task["error"], failed
+
+    listing = cli.ok("tasks", "ls", COLUMNS=columns).splitlines()
+    assert max(len(line) for line in listing) <= 80
+    assert listing[0].split() == LIST_HEADERS  # each header whole
+    row = listing[1].split()
+    assert row[0] == task["id"][:8] and row[3:5] == ["1", "failed"]
+    assert re.fullmatch(r"\d\d-\d\d", row[5]) and re.fullmatch(r"\d\d:\d\d:\d\d", row[6])
+
+    shown = cli.ok("tasks", "show", task["id"], COLUMNS=columns).splitlines()
+    assert max(len(line) for line in shown) <= 80
+    runs = shown.index("runs (tokens: prompt/completion)")
+    assert shown[runs + 1].split() == RUNS_HEADERS
+    assert shown[runs + 2].split()[0] == "1"
+    below = " ".join(" ".join(shown[runs + 3 :]).split())
+    assert below == f"attempt 1 error {task['error']}"  # whole, under the table

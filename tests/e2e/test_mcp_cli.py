@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
 import sys
 import uuid
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_config
-from tests.e2e.test_cli import Cli
+from tests.e2e.test_cli import SHIPPED_ENV, Cli
 
 REPO = Path(__file__).resolve().parents[2]
 SERVER_ARGS = '["-m", "tests.support.mcp_server", "--stdio"]'
@@ -85,3 +87,24 @@ def test_fleet_check_connect_lists_each_servers_tools(cli: Cli) -> None:
     )
     [ok] = [line for line in lines if line.startswith("ok    mcp: agent 'helper'")]
     assert ok.endswith(": 2 tools (shop.echo, shop.add)")
+
+
+def test_check_connect_starts_the_shipped_server_as_a_run_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh clone: config/ in the cwd, no PYTHONPATH; `python` is this Python (as in a venv).
+
+    The shipped server is ``python -m shop.parcels``, found only in the config folder."""
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    clone = tmp_path / "clone"
+    shutil.copytree(REPO / "config", clone / "config")
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    cli = Cli(clone, clone / ".fleet", {"PATH": path, **SHIPPED_ENV})
+    r = cli("check", "--connect")
+    assert r.code == 0, r
+    assert (
+        "ok    mcp: agent 'orders': MCP server 'parcels' (stdio: python -m shop.parcels): "
+        "1 tool (parcels.track)" in r.out.splitlines()
+    ), r
+    task = cli.json("run", "orders", '/tool parcels.track {"carrier": "ups", "code": "1Z999"}')
+    assert task["status"] == "succeeded", task

@@ -10,8 +10,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from fleet import views
+from fleet.cli_tasks import show_task
 from fleet.config import FleetConfig, load_config
 from fleet.delivery import Deliverer
 from fleet.delivery.http import Sent
@@ -82,6 +84,23 @@ def test_sent_is_never_sent_again(store: Store, config: FleetConfig) -> None:
     assert deliverer.attempt(rec.id) is None
     assert not store.claim_delivery(rec, "late", T0, T0, url=None, lost=None)
     assert len(recv.got) == 1
+
+
+def test_a_refused_attempt_says_what_failed_before_the_receivers_answer(
+    store: Store, config: FleetConfig
+) -> None:
+    """Issue 33: a receiver answering 500 "ok" gave `error: "ok"`, "failed (HTTP 500): ok"."""
+    deliverer = Deliverer(store, config, Clock(), sender=Receiver(Sent("failed", 400, "ok", 1.0)))
+    task_id = settled_task(store, deliverer)
+    (rec,) = store.task_deliveries(task_id)
+    assert deliverer.attempt(rec.id) is None
+    (done,) = store.task_deliveries(task_id)
+    said = f"HTTP 400 from http://127.0.0.1:9/r/{task_id}: ok"
+    assert (done.status, done.error) == ("failed", said)
+    assert (done.journal[0]["error"], done.journal[0]["detail"]) == (said, "ok")
+    out = Console(record=True, width=300, highlight=False)
+    show_task(out, views.task_with_deliveries(store.get_task(task_id), [done]))  # tasks show
+    assert f" failed: {said}\n" in out.export_text()
 
 
 def test_of_two_claims_on_one_read_only_one_wins(store: Store, config: FleetConfig) -> None:

@@ -39,9 +39,10 @@ def test_messages_past_the_item_limit_are_listed_as_dropped(rt: Runtime) -> None
     last = context_of(rt, done[-1].id)
     messages = rt.store.messages(done[-1].conversation_id)
     before = [m.id for m in messages][:10]  # what existed when the sixth task was claimed
-    assert [r["id"] for r in last["injected"]] == before[-3:]
+    # whole turns: the newest (2 messages) fits 3 items, the one before does not fit whole
+    assert [r["id"] for r in last["injected"]] == before[-2:]
     assert [(r["id"], r["reason"]) for r in last["dropped"]] == [
-        (i, "item_limit") for i in reversed(before[:-3])
+        (i, "item_limit") for i in reversed(before[:-2])
     ]
     assert last["older_unseen"] is False
 
@@ -49,8 +50,8 @@ def test_messages_past_the_item_limit_are_listed_as_dropped(rt: Runtime) -> None
 def test_a_long_conversation_lists_a_bounded_number_of_drops(rt: Runtime) -> None:
     done = run_all(rt, 14)
     last = context_of(rt, done[-1].id)
-    assert len(last["injected"]) == 3
-    assert len(last["dropped"]) == 20
+    assert len(last["injected"]) == 2  # one whole turn of the 3 items
+    assert len(last["dropped"]) == 3 + 20 - 2  # the rest of what a claim reads
     assert {r["reason"] for r in last["dropped"]} == {"item_limit"}
     assert last["older_unseen"] is True
-    assert done[-1].reply == "echo: m13 [history: 3]"
+    assert done[-1].reply == "echo: m13 [history: 2]"

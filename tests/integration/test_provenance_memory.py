@@ -91,12 +91,12 @@ def test_the_last_run_lists_everything_it_was_built_from(done: Done, tmp_path: P
     assert all(isinstance(x["seq"], int) for x in recalled)
     assert {h["id"] for h in ctx["recall"]["hits"]} <= {x["id"] for x in recalled}
 
-    # the recent window: the newest three messages, each with its turn, and how many
+    # the recent window: the newest whole turn that fits 3 items, with its seq, and how many
     recent = ctx["recent"]
-    assert recent["count"] == 3 == len(recent["items"]) == len(ctx["injected"])
+    assert recent["count"] == 2 == len(recent["items"]) == len(ctx["injected"])
     last_filler = seq_of[done.tasks[-2]]
-    assert [m["seq"] for m in recent["items"]] == [last_filler - 1, last_filler, last_filler]
-    assert [m["role"] for m in recent["items"]] == ["assistant", "user", "assistant"]
+    assert [m["seq"] for m in recent["items"]] == [last_filler, last_filler]
+    assert [m["role"] for m in recent["items"]] == ["user", "assistant"]
 
     # dropped: older messages past the item limit, each with its turn and reason
     assert ctx["dropped"] and {m["reason"] for m in ctx["dropped"]} == {"item_limit"}
@@ -126,7 +126,7 @@ def test_the_last_run_lists_everything_it_was_built_from(done: Done, tmp_path: P
         },
     )
     shown = cli.ok("tasks", "show", str(asked), "--context", COLUMNS="300")
-    assert "recent: 3 messages" in shown
+    assert "recent: 2 messages" in shown
     fact_line = next(
         line for line in shown.splitlines() if line.startswith("api:ops:k") and "My sister" in line
     )

@@ -17,10 +17,10 @@ from fleet.errors import NotFound
 from fleet.store import Claim, Prepared, Started, Store
 from tests.integration.test_store import T0, items, sub
 
-HISTORY = (
-    context.Record(4, "assistant", "echo: b [history: 2]"),
-    context.Record(3, "user", "x" * 500),
-    context.Record(2, "assistant", "echo: a [history: 0]"),
+HISTORY = (  # three turns of one message each
+    context.Record(4, "assistant", "echo: b [history: 2]", seq=3),
+    context.Record(3, "user", "x" * 500, seq=2),
+    context.Record(2, "assistant", "echo: a [history: 0]", seq=1),
 )
 
 

@@ -223,6 +223,7 @@ def test_messages_of_a_conversation(client, rt):
             "labels",
         ),
         ({"deployment": "chat", "input": "x", "conversationKey": "a\nb"}, "conversationKey"),
+        ({"deployment": "chat", "input": "x", "conversationKey": ""}, "conversationKey"),
         ({"deployment": "chat", "input": "x", "conversationKey": "k" * 201}, "conversationKey"),
         ({"deployment": "chat", "input": "x", "idempotencyKey": "i" * 201}, "idempotencyKey"),
         ({"deployment": "chat", "input": "x", "idempotencyKey": ""}, "idempotencyKey"),
@@ -231,6 +232,16 @@ def test_messages_of_a_conversation(client, rt):
 def test_bad_submissions_are_422_naming_the_field(client, body, field):
     r = client.post("/v1/tasks", json=body)
     assert_problem(r, 422, field)
+
+
+def test_an_empty_conversation_key_is_refused_not_taken_for_none(client, rt):
+    """Issue 33: `conversationKey: ""` started a new conversation each time."""
+    r = client.post("/v1/tasks", json={"deployment": "chat", "input": "x", "conversationKey": ""})
+    body = assert_problem(r, 422, "conversationKey")
+    assert body["detail"] == (
+        "conversationKey: is empty; send the conversation's key, or omit it to start a new one"
+    )
+    assert rt.store.list_tasks(TaskFilter(limit=10)) == []
 
 
 def test_a_body_that_is_not_json_is_400_naming_the_body(client):

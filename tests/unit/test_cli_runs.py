@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from fleet.cli_runs import TRACE_CELL_CHARS, show_context, show_runs, show_trace
@@ -121,6 +122,53 @@ def test_the_runs_table_shows_each_attempt() -> None:
     # no replayed or error column when no run has one
     plain = printed(show_runs, [run(replayedSteps=[])]).splitlines()[2].split()
     assert plain == ["attempt", "worker", "started", "finished", "status", "tokens", "steps"]
+
+
+LONG_ERROR = (
+    "step limit reached: 8 model steps without a final reply (raise max_steps in the agent's "
+    "config if the task needs more)"
+)
+
+
+@pytest.mark.parametrize(
+    ("width", "started", "replayed"),
+    [(100, "2026-01-01", ["replayed"]), (80, "01-01", ["replayed"]), (70, "01-01", [])],
+)
+def test_no_header_splits_and_a_long_error_goes_under_the_table(width, started, replayed) -> None:
+    """Issue 33: at 80 columns "wor/ker" and "erro/r" split, the error a sliver of a column."""
+    runs = [
+        run(attempt=1, status="interrupted", error="worker lost", worker="w" * 30 + ":4242"),
+        run(attempt=2, status="failed", error=LONG_ERROR, replayedSteps=[1]),
+    ]
+    out = Console(record=True, width=width, highlight=False, soft_wrap=True)
+    show_runs(out, runs)
+    lines = out.export_text().splitlines()
+    assert max(len(line) for line in lines) <= width
+    columns = ["attempt", "worker", "started", "finished", "status", "tokens", "steps"]
+    assert lines[2].split() == columns + replayed
+    second = line_with("\n".join(lines), "failed").split()
+    assert second[0] == "2" and second[2:8] == [
+        started,
+        "12:00:00",
+        "12:00:01",
+        "failed",
+        "30/7",
+        "3",
+    ]
+    # each error whole under the table, folded at its spaces
+    below = lines[next(i for i, x in enumerate(lines) if x.startswith("attempt 1 error")) :]
+    assert " ".join(" ".join(below).split()) == (
+        f"attempt 1 error worker lost attempt 2 error {LONG_ERROR}"
+    )
+
+
+def test_an_error_that_fits_stays_in_its_column() -> None:
+    out = Console(record=True, width=120, highlight=False, soft_wrap=True)
+    show_runs(out, [run(status="interrupted", error="worker lost")])
+    lines = out.export_text().splitlines()
+    assert lines[2].split()[-2:] == ["replayed", "error"]
+    assert lines[3].rstrip().endswith("1, 2      worker lost")
+    assert len(lines) == 4
 
 
 def test_context_lists_injected_and_dropped_messages_with_reasons() -> None:

@@ -62,50 +62,69 @@ HEADERS = ["id", "deployment", "conversation", "seq", "status", "created", "repl
 
 
 def cells(lines: list[str]) -> list[dict[str, str]]:
-    """Each row's cells read back from the printed table, folded lines joined again."""
-    starts = [lines[0].index(h) if h != "seq" else lines[0].index(" seq") for h in HEADERS]
+    """Each row's cells read back from the printed table, folded lines joined again (the
+    headers are the columns shown, each a whole word)."""
+    shown = lines[0].split()
+    assert [h for h in HEADERS if h in shown] == shown, lines[0]  # whole, in order
+    starts = [lines[0].index(h) if h != "seq" else lines[0].index(" seq") for h in shown]
     bounds = list(zip(starts, [*starts[1:], None], strict=True))
     rows: list[dict[str, str]] = []
     for line in lines[1:]:
         parts = [line[a:b].strip() for a, b in bounds]
         if parts[0]:  # a new row; otherwise the folded rest of the previous one
-            rows.append(dict(zip(HEADERS, parts, strict=True)))
+            rows.append(dict(zip(shown, parts, strict=True)))
         else:
-            for h, part in zip(HEADERS, parts, strict=True):
-                rows[-1][h] += ("" if h != "created" else " ") + part if part else ""
+            for h, part in zip(shown, parts, strict=True):
+                assert h in ("deployment", "conversation") or not part, (h, line)  # only keys fold
+                rows[-1][h] += part
     return rows
 
 
-@pytest.mark.parametrize("width", [80, 120])
-def test_list_fits_the_width_and_cuts_nothing_important(width):
-    views = [
-        view(1),
-        view(2, status="interrupted", reply=None, error="lost its worker", seq=1234),
-        view(3, conversation="webhook:github:acme/app#4711", deployment="deployment-long"),
-    ]
+#: The widest rows a list may hold: a 4-digit seq, `interrupted`, long keys.
+WIDE = [
+    view(1),
+    view(2, status="interrupted", reply=None, error="lost its worker", seq=1234),
+    view(3, conversation="webhook:github:acme/app#4711", deployment="deployment-long"),
+]
+
+
+@pytest.mark.parametrize(
+    ("width", "views", "headers", "created"),
+    [
+        (120, WIDE, HEADERS, "2026-11-30 06:12:34"),
+        (100, WIDE, HEADERS, "2026-11-30 06:12:34"),
+        # narrow: the created time loses its year (on one line still), then a column goes
+        (80, [view(1), view(2)], HEADERS, "11-30 06:12:34"),
+        (80, WIDE, [h for h in HEADERS if h != "deployment"], "11-30 06:12:34"),
+        (60, WIDE, ["id", "conversation", "seq", "status", "created"], "11-30 06:12:34"),
+    ],
+)
+def test_list_fits_the_width_never_splitting_a_header_or_a_time(width, views, headers, created):
+    """Issue 33: at 80 columns headers split mid-word and the created time took two lines."""
     lines = printed(show_task_list, views, width)
     assert max(len(line) for line in lines) <= width
-    assert lines[0].split() == HEADERS
+    assert lines[0].split() == headers
     got = cells(lines)
     assert [
-        (r["id"], r["deployment"], r["conversation"], r["seq"], r["status"], r["created"])
+        (r["id"], r.get("deployment"), r["conversation"], r["seq"], r["status"], r["created"])
         for r in got
     ] == [
         (
             ids.short(v["id"]),
-            v["deployment"],
+            v["deployment"] if "deployment" in headers else None,
             v["conversation"],
             str(v["seq"]),
             v["status"],
-            "2026-11-30 06:12:34",
+            created,
         )
         for v in views
     ]
     for row, v in zip(got, views, strict=True):
         summary = v["reply"] or v["error"]
-        assert row["reply/error"] == summary or (
-            row["reply/error"].endswith("…") and summary.startswith(row["reply/error"][:-1])
-        )
+        if "reply/error" in headers:
+            assert row["reply/error"] == summary or (
+                row["reply/error"].endswith("…") and summary.startswith(row["reply/error"][:-1])
+            )
 
 
 def test_list_prints_user_text_literally():

@@ -94,6 +94,33 @@ def test_the_cli_exits_1_when_the_server_cannot_be_reached(capsys, monkeypatch):
     assert capsys.readouterr().err.startswith("fleet: cannot reach http://127.0.0.1:")
 
 
+def test_without_a_key_a_401_tells_to_set_fleet_api_key(capsys, monkeypatch):
+    """Issue 33: the CLI user was told to send an Authorization header."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert "authorization" not in request.headers
+        return problem(401, "send the API key as 'Authorization: Bearer <key>'")
+
+    monkeypatch.delenv("FLEET_API_KEY", raising=False)
+    mock = httpx.MockTransport(handler)
+    real = FleetClient.__init__
+
+    def keyless(self, base_url, api_key=None, **kw):  # the CLI's client, on the mock server
+        real(self, base_url, api_key, transport=mock)
+
+    monkeypatch.setattr(FleetClient, "__init__", keyless)
+    assert main(["--server", "http://fleet.test", "tasks", "ls"]) == 2
+    assert capsys.readouterr().err == (
+        "fleet: http://fleet.test needs an API key: set FLEET_API_KEY to your caller's key\n"
+    )
+
+
+def test_with_a_key_a_401_says_what_the_server_said():
+    with client_for(lambda r: problem(401, "unknown API key")) as c, pytest.raises(ApiError) as e:
+        c.get_task(TASK["id"])
+    assert (e.value.status, e.value.message) == (401, "unknown API key")
+
+
 def test_the_cli_refuses_a_bad_id_before_calling_the_server(capsys):
     assert main(["--server", "http://127.0.0.1:1", "tasks", "cancel", "nope"]) == 2
     assert "is not a UUID" in capsys.readouterr().err

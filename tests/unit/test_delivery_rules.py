@@ -144,6 +144,27 @@ def test_classify(status: int | None, timed_out: bool, expected: str) -> None:
     assert d.classify(status, timed_out=timed_out) == expected
 
 
+URL = "https://user:pw@hooks.example.com/in/abc?token=secret#x"
+
+
+@pytest.mark.parametrize(
+    ("status", "detail", "expected"),
+    [
+        # issue 33: the receiver's body ("ok") was the whole error
+        (500, "ok", "HTTP 500 from https://hooks.example.com/in/abc: ok"),
+        (404, "", "HTTP 404 from https://hooks.example.com/in/abc"),
+        (429, "  slow\n down  ", "HTTP 429 from https://hooks.example.com/in/abc: slow down"),
+        (502, "x" * 200, "HTTP 502 from https://hooks.example.com/in/abc: " + "x" * 79 + "…"),
+        # no answer: what went wrong says it (the URL is on the delivery)
+        (None, "no connection within 5s", "no connection within 5s"),
+    ],
+)
+def test_attempt_error_says_what_failed_then_the_answer(
+    status: int | None, detail: str, expected: str
+) -> None:
+    assert d.attempt_error(status, URL, detail) == expected
+
+
 @pytest.mark.parametrize(
     ("attempt", "expected"),
     [(1, 1.0), (2, 2.0), (3, 4.0), (9, 256.0), (10, 300.0), (100, 300.0)],

@@ -173,10 +173,33 @@ def test_several_tool_lines_are_one_step_with_several_calls():
         ("call_1", "a", {"x": 1}),
         ("call_2", "srv.b", {}),
     ]
-    # a line that is not a known tool call makes it a plain message
-    mixed = "/tool a {}\nhello"
-    assert (
-        not EchoModel()
-        .complete([ChatMessage(role="user", content=mixed)], tools)
-        .message.tool_calls
-    )
+
+
+@pytest.mark.parametrize(
+    ("text", "calls"),
+    [
+        # issue 33: one other line and it only echoed; now the /tool lines are called wherever
+        # they stand, other lines (and a tool it was not given) are text
+        ('/tool a {"x": 1}\nhello', [("a", {"x": 1})]),
+        ('Look this up:\n/tool a {"x": 1}\nthanks', [("a", {"x": 1})]),
+        ("first\n/tool a\nsecond\n  /tool srv.b {}  \nthird", [("a", {}), ("srv.b", {})]),
+        ("/tool shell\n/tool a", [("a", {})]),
+        ("please /tool a", []),  # a command starts its line
+        ("just text\nmore", []),
+        ("/loop a\nwhy not", [("a", {})]),
+        ("/loop a\n/tool srv.b", []),  # a /loop is the only command of its text
+    ],
+)
+def test_tool_lines_are_called_wherever_they_stand(text, calls):
+    tools = [ToolSpec(name="a"), ToolSpec(name="srv.b")]
+    resp = EchoModel().complete([ChatMessage(role="user", content=text)], tools)
+    assert [(c.name, c.arguments) for c in resp.message.tool_calls] == calls
+    if not calls:
+        assert resp.message.content == f"echo: {text} [history: 0]"
+
+
+def test_after_the_calls_it_replies_with_the_whole_text():
+    text = "Look this up:\n/tool a"
+    messages = [ChatMessage(role="user", content=text), CALL("a"), RESULT("a", "found")]
+    resp = EchoModel().complete(messages, [ToolSpec(name="a")])
+    assert resp.message.content == f"echo: {text} [history: 0]"

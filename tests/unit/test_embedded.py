@@ -17,7 +17,13 @@ from fastapi.testclient import TestClient
 
 from fleet.api.app import create_app
 from fleet.config import Settings
-from fleet.dispatch.embedded import EmbeddedLoop, holder_alive, run_until_done
+from fleet.dispatch.embedded import (
+    EmbeddedLoop,
+    give_up,
+    holder_alive,
+    run_until_done,
+    run_within,
+)
 from fleet.domain.values import Task, TaskStatus
 from fleet.runtime import Runtime, build
 from tests.conftest import write_config
@@ -124,6 +130,32 @@ def test_a_cancel_reaches_a_running_tool_within_about_a_second(tmp_path: Path) -
     assert took < 3.0, f"the cancel took {took:.1f}s to reach the tool"
     (run,) = rt.store.runs_of(task.id)
     assert run.status == "cancelled"
+    rt.close()
+
+
+def test_run_within_keeps_its_deadline_while_a_run_executes_and_give_up_cancels_it(
+    tmp_path: Path,
+) -> None:
+    """Issue 33: embedded `fleet run --timeout 1` waited for a 60 s tool; now it returns at
+    the deadline, and the run it leaves is cancelled (nothing else would finish it)."""
+    rt = runtime(tmp_path)
+    assert rt.local_waker is not None
+    task = rt.dispatcher.submit("tooly", '/tool wait {"seconds": 60}', key="w").task
+    waited = run_within(rt.dispatcher, rt.local_waker, task.id, timeout_s=1.0)
+    assert not waited.status.terminal, waited
+    ended = give_up(rt.dispatcher, task.id)
+    assert (ended.status, ended.error) == (TaskStatus.CANCELLED, "cancelled by request")
+    (run,) = rt.store.runs_of(task.id)
+    assert run.status == "cancelled"
+    rt.close()
+
+
+def test_give_up_cancels_a_task_still_queued(tmp_path: Path) -> None:
+    rt = runtime(tmp_path)
+    task = rt.dispatcher.submit("chat", "never started", key="q").task
+    ended = give_up(rt.dispatcher, task.id)
+    assert (ended.status, ended.error) == (TaskStatus.CANCELLED, "cancelled by request")
+    assert rt.store.runs_of(task.id) == []
     rt.close()
 
 

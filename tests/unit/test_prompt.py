@@ -145,9 +145,9 @@ def test_history_fits_the_token_budget_left_by_instructions_and_input():
     est = tokens.estimate()
     # estimate: ceil(bytes / 4) + 4 per message. Instructions 9 bytes -> 3+4, input 18 -> 5+4
     history = (
-        Record(3, "user", "z" * 40),  # 10 + 4 = 14
-        Record(2, "assistant", "y" * 40),  # 14
-        Record(1, "user", "x" * 40),  # 14
+        Record(3, "user", "z" * 40, seq=2),  # 10 + 4 = 14 (a turn without a reply)
+        Record(2, "assistant", "y" * 40, seq=1),  # 14
+        Record(1, "user", "x" * 40, seq=1),  # 14
     )
     agent = token_agent(256)
     frozen = assemble(agent, task(), history, more_history=False, tokenizer=est)
@@ -158,13 +158,17 @@ def test_history_fits_the_token_budget_left_by_instructions_and_input():
     assert frozen["tokenizer"] == "estimate:4-bytes-per-token"
     assert [r["tokens"] for r in frozen["injected"]] == [14, 14, 14]
 
-    # 240 history tokens: 204 + 14 + 14 fit, the oldest does not (token_limit)
+    # 240 history tokens: 204 + 14 fit; the turn of 2 and 1 (28) does not, and goes whole:
+    # never the reply without its question (token_limit)
     tight = AgentConfig(name="s", instructions="Be brief.", context_tokens=256)
-    big = (Record(4, "user", "w" * 800), *history)  # 200 + 4 = 204 tokens: fits alone
+    big = (Record(4, "user", "w" * 800, seq=3), *history)  # 200 + 4 = 204 tokens: fits alone
     frozen = assemble(tight, task(), big, more_history=False, tokenizer=est)
-    assert [r["id"] for r in frozen["injected"]] == [2, 3, 4]
-    assert [(r["id"], r["reason"]) for r in frozen["dropped"]] == [(1, "token_limit")]
-    huge = (Record(5, "user", "v" * 2000), *history)  # larger than the whole budget
+    assert [r["id"] for r in frozen["injected"]] == [3, 4]
+    assert [(r["id"], r["reason"]) for r in frozen["dropped"]] == [
+        (2, "token_limit"),
+        (1, "token_limit"),
+    ]
+    huge = (Record(5, "user", "v" * 2000, seq=4), *history)  # larger than the whole budget
     frozen = assemble(tight, task(), huge, more_history=False, tokenizer=est)
     assert [(r["id"], r["reason"]) for r in frozen["dropped"]] == [(5, "oversized")]
     assert [r["id"] for r in frozen["injected"]] == [1, 2, 3]
@@ -183,7 +187,7 @@ def test_the_real_tokenizer_is_used_when_installed():
 
 
 def test_item_limit_drops_are_listed_up_to_a_bound():
-    many = tuple(Record(i, "user", f"m{i}") for i in range(60, 0, -1))  # newest first
+    many = tuple(Record(i, "user", f"m{i}", seq=i) for i in range(60, 0, -1))  # newest first
     frozen = assemble(agent(max_items=5), task(), many, more_history=True)
     assert [r["id"] for r in frozen["injected"]] == [56, 57, 58, 59, 60]
     dropped = [(r["id"], r["reason"]) for r in frozen["dropped"]]

@@ -99,14 +99,16 @@ def test_context_provenance_lists_what_was_dropped(rt: Runtime, client: TestClie
     (run,) = client.get(f"/v1/tasks/{task['id']}/runs").json()["runs"]
     ctx = run["context"]
     assert ctx["limits"] == {"maxItems": 3, "maxBytes": 200}
+    # whole turns: the turn of "a" does not fit the one item left, so neither of its messages
+    # is sent (never the reply without its question)
     assert [(m["role"], m["preview"]) for m in ctx["injected"]] == [
-        ("assistant", "echo: a [history: 0]"),
         ("user", "c"),
         ("assistant", "echo: c [history: 2]"),
     ]
     assert [(m["role"], m["reason"]) for m in ctx["dropped"]] == [
         ("assistant", "oversized"),
         ("user", "oversized"),
+        ("assistant", "item_limit"),
         ("user", "item_limit"),
     ]
     assert ctx["olderUnseen"] is False

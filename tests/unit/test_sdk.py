@@ -269,6 +269,8 @@ def test_a_singleton_has_one_conversation(sdk: Fleet) -> None:
         (lambda f: f.task("not-an-id"), InputError, "not a UUID"),
         (lambda f: f.conversation("chat", resource="a\x00b").run("x"), InputError, "resource"),
         (lambda f: f.conversation("chat", key="k").run("x", labels={"": "v"}), InputError, "label"),
+        # an empty key is not "no key" (that would start a new conversation every time)
+        (lambda f: f.conversation("chat", key=""), InputError, "conversation key '' is empty"),
     ],
 )
 def test_bad_input_raises_a_clear_fleet_error(

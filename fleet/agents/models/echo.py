@@ -2,9 +2,10 @@
 
 Reply: ``echo: <last user text> [history: N]``, N = messages before the last user message (system
 prompt, tool traffic and named user messages such as conversation notes not counted). For
-exercising the tool loop, a last user text of ``/tool NAME {json}`` asks for that tool once, then
-replies (several such lines: all those calls in one step); ``/loop NAME {json}`` asks for it on
-every step (so the step limit ends the run).
+exercising the tool loop, each line ``/tool NAME {json}`` of the last user text, wherever it
+stands among other lines, asks for that tool once (all such lines: one step), then it replies; a
+``/loop NAME {json}`` line, the only command of the text, asks for it on every step (so the step
+limit ends the run). A command naming a tool the model was not given is text.
 """
 
 from __future__ import annotations
@@ -67,19 +68,18 @@ class EchoModel:
     def _tool_calls(
         text: str, messages: Sequence[ChatMessage], last_user: int | None, tools: Sequence[ToolSpec]
     ) -> tuple[ToolCall, ...]:
-        """``/tool NAME {json}`` (one line each: all in one step) or ``/loop NAME {json}``."""
+        """The ``/tool NAME {json}`` lines (all in one step) or the one ``/loop NAME {json}``;
+        other lines are text."""
         if last_user is None:
             return ()
         known = {t.name for t in tools}
         calls_so_far = sum(len(m.tool_calls) for m in messages[last_user:])
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
         asked: list[tuple[str, str, str]] = []
-        for line in lines:
-            command, _, rest = line.partition(" ")
+        for line in text.splitlines():
+            command, _, rest = line.strip().partition(" ")
             name, _, raw_args = rest.strip().partition(" ")
-            if command not in ("/tool", "/loop") or name not in known:
-                return ()
-            asked.append((command, name, raw_args))
+            if command in ("/tool", "/loop") and name in known:
+                asked.append((command, name, raw_args))
         if not asked or (len(asked) > 1 and any(c == "/loop" for c, _, _ in asked)):
             return ()
         if asked[0][0] == "/tool" and calls_so_far > 0:

@@ -17,6 +17,7 @@ from fleet.constants import FLEET_TOOL_NAMES
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
+    from fleet.agents.tools.mcp import McpToolServer
     from fleet.config import AgentConfig
 
 
@@ -117,12 +118,19 @@ def build(agent: AgentConfig, config_root: Path) -> Toolbox:
                 f"{where}: a second tool named {tool.name!r} (give one of them name = '...')"
             )
         static[tool.name] = tool
-    servers: list[ToolServer] = []
-    if agent.mcp_servers:  # (the MCP SDK is imported only by agents that use it)
-        from fleet.agents.tools.mcp import McpToolServer
+    return Toolbox(
+        static=static, servers=tool_servers(agent, config_root), default_timeout=agent.tool_timeout
+    )
 
-        servers.extend(McpToolServer(server, cwd=config_root) for server in agent.mcp_servers)
-    return Toolbox(static=static, servers=tuple(servers), default_timeout=agent.tool_timeout)
+
+def tool_servers(agent: AgentConfig, config_root: Path) -> tuple[McpToolServer, ...]:
+    """The agent's MCP servers as a run starts them: stdio ones in the config folder (so
+    ``args = ["-m", "shop.parcels"]`` finds ``config/shop``). ``fleet check --connect`` too."""
+    if not agent.mcp_servers:  # (the MCP SDK is imported only by agents that use it)
+        return ()
+    from fleet.agents.tools.mcp import McpToolServer
+
+    return tuple(McpToolServer(server, cwd=config_root) for server in agent.mcp_servers)
 
 
 def _distinct_on_the_wire(tools: Mapping[str, Tool]) -> None:

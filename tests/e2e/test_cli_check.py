@@ -1,0 +1,137 @@
+"""``fleet check`` refuses what a start refuses, with the same line, and a refused start
+creates nothing: the authorize policy, unset and too short secrets."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_config
+from tests.e2e.test_cli import Cli, Result
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _config(root: Path, files: dict[str, str]) -> Path:
+    """An echo agent ``support`` and its deployment, plus ``files`` (path → text)."""
+    write_config(
+        root, agents={"support": 'model = "echo"\n'}, deployments={"support": 'agent = "support"\n'}
+    )
+    for name, body in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(body))
+    return root
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    home = tmp_path / "home"
+    return Cli(cwd, home, {"FLEET_HOME": str(home)})
+
+
+def _failures(r: Result) -> list[str]:
+    assert "Traceback" not in r.out + r.err, r
+    return [line for line in r.out.splitlines() if line.startswith("FAIL")]
+
+
+def _refused_alike(cli: Cli, config: Path, line: str) -> None:
+    """check fails (exit 2) with ``line``; run and serve refuse with it and create nothing."""
+    cli.env["FLEET_CONFIG_DIR"] = str(config)
+    checked = cli("check")
+    assert checked.code == 2, checked
+    assert _failures(checked) == [f"FAIL  config: {line}"]
+    for args in (("run", "support", "hi"), ("serve", "--port", "1")):
+        r = cli(*args)
+        assert r.code == 2, r
+        assert r.one_error_line() == f"fleet: {line}"
+    assert not cli.home.exists(), "a refused start must create nothing"
+    assert list(cli.cwd.iterdir()) == []
+
+
+def test_an_authorize_policy_that_does_not_import_fails_check_as_it_fails_a_start(
+    cli: Cli, tmp_path: Path
+) -> None:
+    config = _config(tmp_path / "config", {"fleet.toml": 'authorize = "nosuch:fn"\n'})
+    line = (
+        f"{config / 'fleet.toml'}: authorize: cannot import module 'nosuch': "
+        "ModuleNotFoundError: No module named 'nosuch'"
+    )
+    _refused_alike(cli, config, line)
+
+
+def test_an_authorize_policy_that_imports_passes_check(cli: Cli, tmp_path: Path) -> None:
+    config = _config(
+        tmp_path / "config",
+        {
+            "fleet.toml": 'authorize = "policies:allow"\n',
+            "policies.py": "def allow(access):\n    return True\n",
+        },
+    )
+    r = cli("check", FLEET_CONFIG_DIR=str(config))
+    assert (r.code, _failures(r)) == (0, []), r
+
+
+TRIGGER = 'deployment = "support"\n[signature]\nsecret_env = "FLEET_TEST_SIGNING_SECRET"\n'
+REPLY = (
+    'agent = "support"\n[reply]\nurl = "https://example.com/x"\n'
+    'headers = { Authorization = "FLEET_TEST_REPLY_TOKEN" }\n'
+)
+
+
+def test_unset_secrets_fail_check_alike_naming_file_key_and_variable(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """A trigger's signing secret and a [reply] header: both exit 2 naming what to set."""
+    trigger = _config(tmp_path / "t", {"triggers/github.toml": TRIGGER})
+    r = cli("check", FLEET_CONFIG_DIR=str(trigger))
+    assert r.code == 2, r
+    assert _failures(r) == [
+        f"FAIL  config: {trigger / 'triggers' / 'github.toml'}: signature.secret_env: "
+        "environment variable FLEET_TEST_SIGNING_SECRET is not set (it holds the secret its "
+        "sender signs with; until it is set the trigger answers 503)"
+    ]
+    reply = _config(tmp_path / "r", {"deployments/support.toml": REPLY})
+    r = cli("check", FLEET_CONFIG_DIR=str(reply))
+    assert r.code == 2, r
+    assert _failures(r) == [
+        f"FAIL  config: {reply / 'deployments' / 'support.toml'}: reply.headers.Authorization: "
+        "environment variable FLEET_TEST_REPLY_TOKEN is not set (it holds the header's value)"
+    ]
+    assert not cli.home.exists()
+
+
+@pytest.mark.parametrize(
+    ("files", "where", "key", "var"),
+    [
+        (
+            {"triggers/github.toml": TRIGGER},
+            "triggers/github.toml",
+            "signature.secret_env",
+            "FLEET_TEST_SIGNING_SECRET",
+        ),
+        (
+            {"deployments/support.toml": REPLY},
+            "deployments/support.toml",
+            "reply.headers.Authorization",
+            "FLEET_TEST_REPLY_TOKEN",
+        ),
+    ],
+    ids=["trigger", "reply"],
+)
+def test_a_secret_too_short_to_redact_fails_check_and_start_alike(
+    cli: Cli, tmp_path: Path, files: dict[str, str], where: str, key: str, var: str
+) -> None:
+    config = _config(tmp_path / "config", files)
+    cli.env[var] = "whsec"
+    line = (
+        f"{config / where}: {key}: environment variable {var} holds fewer than 8 characters; "
+        "give a longer secret (a shorter one could not be redacted from what fleet stores)"
+    )
+    _refused_alike(cli, config, line)
+    cli.env[var] = "whsec_long_enough"
+    r = cli("check")
+    assert (r.code, _failures(r)) == (0, []), r
