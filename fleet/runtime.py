@@ -18,7 +18,8 @@ from fleet.config import FleetConfig, Settings, load_config, load_settings
 from fleet.dispatch.fair import SharedTurns
 from fleet.dispatch.lease import Lease
 from fleet.dispatch.leases.local import LocalLease
-from fleet.dispatch.manager import Dispatcher, Turns
+from fleet.dispatch.manager import Dispatcher
+from fleet.dispatch.turns import Turns
 from fleet.dispatch.waker import LocalWaker, Waker
 from fleet.domain.redaction import Redactor
 from fleet.errors import Unavailable

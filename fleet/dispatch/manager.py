@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from fleet import logs, metrics, policy
 from fleet.agents import prompt, telemetry
@@ -32,9 +32,9 @@ from fleet.dispatch.lifecycle import Lifecycle
 from fleet.dispatch.quotas import Quotas
 from fleet.dispatch.shutdown import HandBack, InFlight, stop_runs
 from fleet.dispatch.sources import RunSources
+from fleet.dispatch.turns import Turns, take_turns
 from fleet.dispatch.waker import Waker
 from fleet.domain import inputs, shutdown
-from fleet.domain.fairness import Turn
 from fleet.domain.runs import Outcome
 from fleet.domain.values import ACTIVE, CLAIMABLE, Admission, Task, TaskStatus
 from fleet.errors import Conflict, LeaseLost
@@ -50,13 +50,6 @@ def utcnow() -> datetime:
 def worker_name() -> str:
     """``host:pid`` of this process (also how embedded mode tells a dead holder from a live one)."""
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-class Turns(Protocol):
-    """The fair queue of turns as a worker's turn sees it (``fleet.dispatch.fair``)."""
-
-    def pick(self, done: Turn | None = None, *, take: bool = True) -> Turn | None:
-        """End the turn ``done`` (if given); then (``take``) the next turn, if any is allowed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,27 +207,14 @@ class Dispatcher:
     # -- workers --------------------------------------------------------------------------------
 
     def take_turns(self, turns: Turns) -> int:
-        """A worker's turn (``fleet.turn``): drain the conversation the fair queue picks, then
-        pick again while there is due work and the drain budget lasts; returns the tasks run.
-
-        Picking again after each drain keeps every due conversation moving while any worker is
-        busy, whether or not its token arrived (a worker killed with tokens in hand)."""
-        deadline = time.monotonic() + self.settings.drain_budget
-        ran, done = 0, None
-        try:
-            while not self.stopping.is_set():
-                turn = turns.pick(done)
-                done = None
-                if turn is None:
-                    break
-                done = turn
-                ran += self.drain(turn.conversation_id, tenant=turn.tenant, priority=turn.priority)
-                if time.monotonic() > deadline:
-                    break
-        finally:
-            if done is not None:
-                turns.pick(done, take=False)
-        return ran
+        """A worker's turn (``fleet.turn``, ``fleet.dispatch.turns``): drain what the fair queue
+        picks while there is due work and the drain budget lasts; returns the tasks run."""
+        return take_turns(
+            turns,
+            lambda t: self.drain(t.conversation_id, tenant=t.tenant, priority=t.priority),
+            budget_s=self.settings.drain_budget,
+            stopping=self.stopping.is_set,
+        )
 
     def drain(
         self,
