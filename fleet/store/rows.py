@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -58,73 +59,32 @@ def task(row: Any) -> Task:
     )
 
 
-def message(row: Any) -> Message:
+#: Fields that read a NULL column as ``{}``.
+_EMPTY = frozenset({"usage", "details", "labels"})
+
+
+def _pick(row: Any, names: Iterable[str]) -> dict[str, Any]:
+    """The row's columns named like the value's fields, as they are (``_EMPTY`` ones: ``{}``
+    for NULL)."""
     m = _mapping(row)
-    return Message(
-        id=m["id"],
-        conversation_id=m["conversation_id"],
-        task_id=m["task_id"],
-        run_id=m["run_id"],
-        role=m["role"],
-        content=m["content"],
-        delivery=m["delivery"],
-        created_at=m["created_at"],
-    )
+    return {n: (m[n] or {}) if n in _EMPTY else m[n] for n in names}
+
+
+def message(row: Any) -> Message:
+    return Message(**_pick(row, Message.model_fields))
 
 
 def run(row: Any) -> Run:
-    m = _mapping(row)
-    return Run(
-        id=m["id"],
-        task_id=m["task_id"],
-        attempt=m["attempt"],
-        fence=m["fence"],
-        status=m["status"],
-        model=m["model"],
-        context=m["context"],
-        usage=m["usage"] or {},
-        error=m["error"],
-        started_at=m["started_at"],
-        finished_at=m["finished_at"],
-        worker=m["worker"],
-        details=m["details"] or {},
-    )
+    return Run(**_pick(row, Run.model_fields))
 
 
 def step(row: Any) -> Step:
-    m = _mapping(row)
-    return Step(
-        step=m["step"],
-        kind=m["kind"],
-        name=m["name"],
-        status=m["status"],
-        input=m["input"],
-        output=m["output"],
-        error=m["error"],
-        usage=m["usage"] or {},
-        started_at=m["started_at"],
-        duration_ms=m["duration_ms"],
-        call_id=m["call_id"],
-        replayed=m["replayed"],
-    )
+    return Step(**_pick(row, Step.model_fields))
 
 
 def trace(row: Any) -> TraceRow:
-    m = _mapping(row)
-    return TraceRow(
-        step=m["step"],
-        kind=m["kind"],
-        name=m["name"],
-        input=m["input"],
-        output=m["output"],
-        error=m["error"],
-        usage=m["usage"] or {},
-        started_at=m["started_at"],
-        duration_ms=m["duration_ms"],
-        status=m["status"],
-        call_id=m["call_id"],
-        replayed=m["replayed"],
-    )
+    """A journal step as a retry replays it (the same columns as ``step``)."""
+    return TraceRow(**_pick(row, Step.model_fields))
 
 
 def dump_parts(parts: tuple[TextPart | DataPart, ...] | list[TextPart | DataPart]) -> list[Any]:
