@@ -53,6 +53,7 @@ class ConfigFile:
     """A kind of file in ``config/`` and the model that validates it."""
 
     path: str
+    anchor: str
     model: type[BaseModel]
     intro: str
 
@@ -61,34 +62,40 @@ class ConfigFile:
 FILES: tuple[ConfigFile, ...] = (
     ConfigFile(
         "config/agents/<name>.toml",
+        "agents",
         AgentConfig,
         "An agent: instructions, model, tools, memory and limits. See "
         "[Configuration](../configuration.md).",
     ),
     ConfigFile(
         "config/deployments/<name>.toml",
+        "deployments",
         DeploymentConfig,
         "A runnable agent: its kind, queue mode, labels and reply delivery. See "
         "[Queue modes](../conversations/queue-modes.md).",
     ),
     ConfigFile(
         "config/triggers/<name>.toml",
+        "triggers",
         TriggerConfig,
         "A webhook at `/v1/triggers/<name>`. See [Webhook triggers](../triggers.md).",
     ),
     ConfigFile(
         "config/callers/<name>.toml",
+        "callers",
         CallerConfig,
         "A key that may call the API, A2A or a trigger. See "
         "[Callers and keys](../http/callers.md).",
     ),
     ConfigFile(
         "config/tenants/<name>.toml",
+        "tenants",
         TenantConfig,
         "A tenant's weight, quotas and budgets (optional). See [Tenants](../http/tenants.md).",
     ),
     ConfigFile(
         "config/fleet.toml",
+        "fleet-toml",
         AppConfig,
         "What holds for every agent (optional). See [Limits](../configuration.md#limits).",
     ),
@@ -181,8 +188,8 @@ def _strip(tp: Any) -> tuple[Any, list[Any]]:
 def _models(tp: Any) -> list[type[BaseModel]]:
     """The models a field's value is, or holds (as list items or table values)."""
     found: list[type[BaseModel]] = []
-    for member in _members(_strip(tp)[0]):
-        member = _strip(member)[0]
+    for annotated in _members(_strip(tp)[0]):
+        member = _strip(annotated)[0]
         if _is_model(member):
             found.append(member)
         elif get_origin(member) in (tuple, list, dict):
@@ -284,7 +291,7 @@ def default_text(info: FieldInfo, *, toml: bool = True) -> str:
         return "unset"
     if isinstance(value, BaseModel):
         return "(see below)"
-    tp, meta = _strip(info.annotation)
+    meta = _strip(info.annotation)[1]
     is_duration = _validator_type([*info.metadata, *meta]) is not None
     shown = _value(value, duration=is_duration)
     if not toml:
@@ -335,8 +342,8 @@ def rows(model: type[BaseModel], prefix: str = "") -> list[Row]:
 def _nested(tp: Any) -> list[tuple[type[BaseModel], str]]:
     """(model, how it nests: ``table``, ``list`` of tables, ``dict`` of tables) of a field."""
     found: list[tuple[type[BaseModel], str]] = []
-    for member in _members(_strip(tp)[0]):
-        member = _strip(member)[0]
+    for annotated in _members(_strip(tp)[0]):
+        member = _strip(annotated)[0]
         if _is_model(member):
             found.append((member, "table"))
         elif get_origin(member) in (tuple, list):
@@ -386,9 +393,10 @@ def render() -> str:
         "",
     ]
     for f in FILES:
-        out += [f"## `{f.path}`", "", f.intro, "", *_table("key", rows(f.model)), ""]
+        heading = f"## `{f.path}` {{ #{f.anchor} }}"
+        out += [heading, "", f.intro, "", *_table("key", rows(f.model)), ""]
     out += [
-        "## Environment variables",
+        "## Environment variables { #environment }",
         "",
         "Every setting of a process comes from an environment variable; a bad value fails at "
         "start naming the variable.",

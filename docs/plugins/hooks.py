@@ -16,8 +16,8 @@ from mkdocs.structure.files import File, Files
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import config_reference  # noqa: E402
-import http_reference  # noqa: E402
+import config_reference
+import http_reference
 
 
 def generated() -> dict[str, str]:

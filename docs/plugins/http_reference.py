@@ -107,7 +107,7 @@ class Schemas:
         if low is None and high is None:
             return ""
 
-        def shown(v: float) -> str:
+        def shown(v: Any) -> str:
             return f"{v:g}"
 
         if high is None:
