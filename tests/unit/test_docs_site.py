@@ -33,7 +33,7 @@ from fleet.config import (
     load_config,
 )
 from fleet.config.tenants import TenantConfig
-from tests.support.docs import DOCS, ROOT, Example, plugin, toml_examples
+from tests.support.docs import DOCS, ROOT, Example, page, plugin, toml_examples
 
 #: What ``load_config`` (and so ``fleet check``) reads, by the heading of its reference section.
 FILES: dict[str, type[BaseModel]] = {
@@ -219,3 +219,38 @@ def test_every_toml_example_loads(
 def test_examples_are_found() -> None:
     where = {e.source.relative_to(ROOT).as_posix() for e in toml_examples()}
     assert {"README.md", "docs/configuration.md", "docs/triggers.md"} <= where
+
+
+# -- the layout page ----------------------------------------------------------------------------
+
+
+def _layout_entries() -> tuple[list[str], list[str]]:
+    """The names the Layout page's tree gives: (inside fleet/, at the repository's root)."""
+    block = re.search(r"```\n(fleet/.*?)```", page("reference/layout.md"), re.S)
+    assert block, "docs/reference/layout.md lost its tree"
+    inside, top = [], []
+    for line in block.group(1).splitlines():
+        if m := re.match(r"^  (\S+)\s", line):
+            inside.append(m.group(1))
+        elif m := re.match(r"^(\S+)\s", line):
+            top.append(m.group(1))
+    return inside, top
+
+
+def test_the_layout_names_every_room_of_the_package() -> None:
+    inside, _ = _layout_entries()
+    rooms = {p.parent.name for p in (ROOT / "fleet").glob("*/__init__.py")}
+    named = {e.rstrip("/…") for e in inside if e.endswith(("/", "…"))}
+    assert rooms <= named, f"rooms missing from the layout: {sorted(rooms - named)}"
+
+
+def test_everything_the_layout_names_exists() -> None:
+    inside, top = _layout_entries()
+    for entry in inside:
+        if entry.endswith("…"):  # a room named by its stem (cli…: cli/ or cli_*.py)
+            stem = entry.rstrip("…")
+            assert list((ROOT / "fleet").glob(f"{stem}*")), entry
+        else:
+            assert (ROOT / "fleet" / entry).exists(), entry
+    for entry in top:
+        assert (ROOT / entry).exists(), entry
