@@ -20,7 +20,7 @@ typecheck:
 # The docs site (mkdocs.yml, docs/) into site/: --strict fails on a broken link or anchor; the
 # configuration and HTTP references are generated from the code as it builds.
 docs:
-	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
 
 # The UI's browser tests drive Debian's Chromium (Playwright downloads no browser here): installed
 # when missing, so `make test` needs nothing installed by hand.
