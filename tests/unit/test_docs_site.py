@@ -254,3 +254,14 @@ def test_everything_the_layout_names_exists() -> None:
             assert (ROOT / "fleet" / entry).exists(), entry
     for entry in top:
         assert (ROOT / entry).exists(), entry
+
+
+def test_make_test_builds_the_site_strictly() -> None:
+    """``make test`` (what CI runs) builds the site with --strict, and lets its warnings show:
+    ``--quiet`` would hide the warnings that --strict counts, and pass a broken link."""
+    makefile = (ROOT / "Makefile").read_text()
+    test = re.search(r"^test:(.*)$", makefile, re.M)
+    assert test and "docs" in test.group(1).split()
+    docs = re.search(r"^docs:\n((?:\t.*\n)+)", makefile, re.M)
+    assert docs and "mkdocs build --strict" in docs.group(1)
+    assert "--quiet" not in docs.group(1) and " -q" not in docs.group(1)
