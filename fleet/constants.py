@@ -1,7 +1,7 @@
 """Named limits, defaults and key prefixes, each in one place with a comment.
 
-Limits come in pairs: the default a deployment gets and the maximum it may configure. The README's
-limits table is checked against this module by ``tests/unit/test_docs.py``.
+Limits come in pairs: the default a deployment gets and the maximum it may configure. The limits
+table of docs/configuration.md is checked against this module by ``tests/unit/test_docs.py``.
 """
 
 from __future__ import annotations

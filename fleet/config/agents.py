@@ -45,8 +45,12 @@ class AgentConfig(_Strict):
     """Instructions + model + tools + memory settings."""
 
     name: str
+    #: The system message every run of the agent starts with.
     instructions: str = ""
+    #: The model: a provider's name (``model = "echo"``) or a ``[model]`` table.
     model: ModelConfig = ModelConfig()
+    #: Built-ins (``current_time``, ``wait``) and Python functions (``package.module:function``),
+    #: each a name or a table with options (``{ tool = "…", timeout = "10s" }``).
     tools: tuple[ToolRef, ...] = ()
     #: Seconds a tool call may take unless the tool says otherwise.
     tool_timeout: Duration = DEFAULT_TOOL_TIMEOUT_S
@@ -66,7 +70,7 @@ class AgentConfig(_Strict):
     working_memory: WorkingMemoryConfig | None = None
     observations: ObservationsConfig | None = None
     #: Tokens the prompt may hold (instructions, history, input; then, inside a run, what it
-    #: sends each step). None: only the history's item and byte limits apply.
+    #: sends each step). Unset: only the history's item and byte limits apply.
     context_tokens: StrictInt | None = Field(
         default=None, ge=MIN_CONTEXT_TOKENS, le=MAX_CONTEXT_TOKENS
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import (
@@ -15,9 +16,7 @@ from pydantic import (
     StrictInt,
 )
 
-from fleet.constants import (
-    LIMITS,
-)
+from fleet.constants import LIMITS, Limit
 from fleet.domain import redaction
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -61,16 +60,21 @@ def _retention(value: Any) -> float:
 Retention = Annotated[float, BeforeValidator(_retention)]
 
 
-def _in_range(name: str) -> Any:
-    """A check that a limit is a whole number from 1 to its maximum, naming the range."""
-    lim = LIMITS[name]
+@dataclass(frozen=True)
+class LimitRange:
+    """A check that a limit is a whole number from 1 to its maximum, naming the range (the
+    configuration reference reads ``limit`` to show the range)."""
 
-    def check(v: int) -> int:
-        if not 1 <= v <= lim.maximum:
-            raise ValueError(f"must be from 1 to {lim.maximum} ({lim.doc}), got {v}")
+    limit: Limit
+
+    def __call__(self, v: int) -> int:
+        if not 1 <= v <= self.limit.maximum:
+            raise ValueError(f"must be from 1 to {self.limit.maximum} ({self.limit.doc}), got {v}")
         return v
 
-    return AfterValidator(check)
+
+def _in_range(name: str) -> Any:
+    return AfterValidator(LimitRange(LIMITS[name]))
 
 
 HistoryItems = Annotated[StrictInt, _in_range("max_history_items")]

@@ -34,15 +34,18 @@ from fleet.domain.keys import api_scope
 class ConversationsConfig(_Strict):
     """What a busy conversation does with a new task (see fleet.domain.admission)."""
 
+    #: What a submission does while the conversation is busy: ``followup`` (queue behind),
+    #: ``collect`` (merge into the queued task), ``steer`` (into the running run's inbox),
+    #: ``interrupt`` (stop the running run, then run).
     queue_mode: Literal["followup", "collect", "steer", "interrupt"] = "followup"
     #: collect: how far each merge moves the task's start out.
     debounce: Duration = DEFAULT_DEBOUNCE_S
     #: collect: a burst's task starts at the latest this long after its first submission
     #: (default: 10 x debounce). Inngest's debounce ``timeout``, Windmill's max debounce delay.
     max_wait: Duration | None = None
-    #: collect: submissions one task may hold before a new task starts (None: no limit).
+    #: collect: submissions one task may hold before a new task starts (unset: no limit).
     max_merged: StrictInt | None = Field(default=None, ge=1, le=10_000)
-    #: Tasks a conversation may hold queued at once (None: no cap).
+    #: Tasks a conversation may hold queued at once (unset: no cap).
     max_queued: StrictInt | None = Field(default=None, ge=1, le=10_000)
     #: What a submission over the cap does: reject (429), drop_oldest (cancel the oldest
     #: queued task), merge (fold into the newest queued task).
@@ -73,8 +76,12 @@ class DeploymentConfig(_Strict):
     """A named, runnable agent: kind, queue mode, retry policy."""
 
     name: str
+    #: The agent it runs (a file in ``config/agents``).
     agent: str
+    #: ``pool`` or ``task``: a key is one conversation, no key a new one; ``singleton``: the
+    #: deployment's one conversation (per tenant), keys ignored.
     kind: Literal["pool", "task", "singleton"] = "pool"
+    #: ``[conversations]``: the queue mode and its settings.
     conversations: ConversationsConfig = ConversationsConfig()
     #: Overrides ``FLEET_MAX_ATTEMPTS`` for this deployment's tasks.
     max_attempts: StrictInt | None = Field(default=None, ge=1, le=100)
@@ -113,7 +120,9 @@ class CallerConfig(TenantRef):
     name: str
     #: ``api``, ``a2a`` (scope ``a2a:<caller name>``) or ``webhook:<trigger>``.
     source: str
+    #: The SHA-256 hex of the key (``fleet keys hash``); or give ``key_env``.
     key_sha256: str | None = None
+    #: An environment variable holding the key (hashed when loaded); or give ``key_sha256``.
     key_env: str | None = None
     #: Deployments this caller may use; ``["*"]`` means all.
     deployments: tuple[str, ...] = ("*",)
@@ -200,7 +209,9 @@ class CallerConfig(TenantRef):
 class FieldRef(_Strict):
     """Where a trigger reads a value: a request header or a JSON pointer into the body."""
 
+    #: A request header's name (an empty or blank value counts as absent).
     header: str | None = None
+    #: A JSON pointer into the body (RFC 6901), like ``/issue/number``.
     pointer: str | None = None
 
     @field_validator("pointer")
@@ -220,7 +231,10 @@ class FieldRef(_Strict):
 class SignatureConfig(_Strict):
     """HMAC-SHA256 check of a webhook delivery; the secret comes from an environment variable."""
 
+    #: ``github`` (``X-Hub-Signature-256``), ``stripe`` (``Stripe-Signature``, signed
+    #: timestamps) or ``hmac`` (the hex digest in ``header``).
     style: Literal["github", "stripe", "hmac"] = "github"
+    #: The environment variable holding the secret (8 characters at least).
     secret_env: str
     #: ``hmac`` style: the header carrying the hex digest.
     header: str = "X-Signature-256"
@@ -239,8 +253,9 @@ class TriggerConfig(TenantRef):
     """A webhook at ``/v1/triggers/<name>`` that turns deliveries into tasks."""
 
     name: str
+    #: The deployment its tasks run on.
     deployment: str
-    #: Where the conversation key is; none means a new conversation per delivery.
+    #: Where the conversation key is; unset means a new conversation per delivery.
     conversation_key: FieldRef | None = None
     #: Where the resource id is (who the delivery is about, e.g. ``/sender/login``).
     resource: FieldRef | None = None
@@ -250,6 +265,7 @@ class TriggerConfig(TenantRef):
     labels: dict[str, str] = Field(default_factory=dict)
     #: Header whose value is the delivery id (idempotency key), e.g. ``X-GitHub-Delivery``.
     idempotency_header: str | None = None
+    #: ``[signature]``: how a delivery proves where it came from.
     signature: SignatureConfig | None = None
     #: Without a signature or webhook callers, accept anyone's deliveries (else only when the
     #: server has no callers configured at all).

@@ -41,7 +41,11 @@ from fleet.errors import ConfigError, NotFound
 
 
 class HistoryDefaults(_Strict):
+    """``[limits.history]``: the history limits every agent gets unless it sets its own."""
+
+    #: Default of the agents' ``history.max_items``.
     max_items: HistoryItems | None = None
+    #: Default of the agents' ``history.max_bytes``.
     max_bytes: HistoryBytes | None = None
 
 
@@ -49,10 +53,15 @@ class LimitDefaults(_Strict):
     """``[limits]`` of ``config/fleet.toml``: app-wide values an agent file may override."""
 
     history: HistoryDefaults = HistoryDefaults()
+    #: Default of the agents' ``max_input_bytes``.
     max_input_bytes: InputBytes | None = None
+    #: Default of the agents' ``max_steps``.
     max_steps: Steps | None = None
+    #: Default of the agents' ``notes_bytes``.
     notes_bytes: NotesBytes | None = None
+    #: Default of the agents' ``retention``.
     retention: Retention | None = None
+    #: Default of the agents' ``stored_messages``.
     stored_messages: StoredMessages | None = None
 
 
@@ -62,9 +71,11 @@ class EmbeddingsConfig(_Strict):
     #: ``local``: offline static word embeddings shipped in a package (wordllama);
     #: ``openai``: any OpenAI-compatible embeddings endpoint.
     provider: Literal["local", "openai"] = "local"
+    #: openai only: the embedding model (``text-embedding-3-small``).
     model: str | None = None
     #: openai only: overrides FLEET_OPENAI_BASE_URL.
     base_url: str | None = None
+    #: openai only: the vectors' length, for models that can shorten them.
     dimensions: StrictInt | None = Field(default=None, ge=1, le=8192)
     #: ``auto``: search in the database where it can (pgvector, sqlite-vec), else exactly in
     #: the worker; ``exact``: always in the worker (same results, probes nothing).
@@ -81,7 +92,9 @@ class AppConfig(_Strict):
     """``config/fleet.toml``: what holds for every agent and deployment."""
 
     name: str = "fleet"
+    #: ``[limits]``: what every agent gets unless its file sets its own.
     limits: LimitDefaults = LimitDefaults()
+    #: ``[embeddings]``: how messages become vectors for recall.
     embeddings: EmbeddingsConfig = EmbeddingsConfig()
     #: ``module:function`` deciding who may dispatch into, recall from, or write notes and
     #: memory in a conversation (see fleet.policy); unset: the scope rules alone.

@@ -17,6 +17,7 @@ _BLOCK = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 class MemoryAttachment(_Strict):
     """A memory block an agent sees, and what it may do with it."""
 
+    #: The block's name: 1-100 lowercase letters, digits, ``.``, ``_`` or ``-``.
     block: str
     #: ``read``: in the prompt only; ``append``: may add to it; ``write``: may also replace it
     #: or edit it in place (the ``memory_update`` tool).
@@ -62,9 +63,12 @@ class RecallConfig(_Strict):
 class WorkingMemoryConfig(_Strict):
     """``[working_memory]``: structured state the agent keeps and updates through a tool."""
 
+    #: ``conversation``: one state per conversation; ``resource``: one per ``resourceId``,
+    #: shared by its conversations.
     scope: Literal["conversation", "resource"] = "conversation"
     #: A JSON Schema the state must satisfy (inline), or ``schema_file`` (relative to config/).
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    #: A file holding that JSON Schema, relative to the config folder.
     schema_file: str | None = None
     #: Free-form: a text template the agent fills in (instead of a JSON schema).
     template: str | None = None

@@ -13,6 +13,8 @@ from fleet.config.base import Duration, _Strict
 class ModelConfig(_Strict):
     """Which model an agent talks to."""
 
+    #: ``echo`` (offline, deterministic), ``openai`` (any OpenAI-compatible endpoint) or
+    #: ``anthropic`` (``pip install 'fleet[anthropic]'``).
     provider: Literal["echo", "openai", "anthropic"] = "echo"
     #: Provider's model name (``gpt-4o-mini``, ``claude-sonnet-4-5``); ignored by echo.
     name: str | None = None
@@ -20,6 +22,7 @@ class ModelConfig(_Strict):
     delay_ms: StrictInt | tuple[StrictInt, StrictInt] = 0
     #: Overrides ``FLEET_OPENAI_BASE_URL`` / ``FLEET_ANTHROPIC_BASE_URL``.
     base_url: str | None = None
+    #: One attempt's limit.
     timeout: Duration = 60.0
     #: Retries of 429, 5xx, 529 and timeouts by the provider's SDK (which honours Retry-After).
     max_retries: StrictInt = Field(default=3, ge=0, le=10)

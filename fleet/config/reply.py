@@ -25,6 +25,7 @@ _OWN_HEADERS = frozenset({"content-type", "content-length", "idempotency-key", "
 class HeaderFromEnv(_Strict):
     """A header whose value is an environment variable's, optionally after a fixed prefix."""
 
+    #: The environment variable holding the header's value.
     env: str
     #: Put before the variable's value, e.g. ``"Bearer "``.
     prefix: str = ""
@@ -46,6 +47,7 @@ class ReplyConfig(_Strict):
 
     #: URL template; each field's value is percent-encoded where it lands.
     url: str
+    #: The request's method.
     method: Literal["POST", "PUT", "PATCH"] = "POST"
     #: header name → the environment variable holding its value (or ``{env, prefix}``).
     headers: dict[str, str | HeaderFromEnv] = Field(default_factory=dict)

@@ -28,19 +28,23 @@ class Settings(BaseSettings):
 
     #: Folder for the embedded SQLite database and other local state.
     home: Path = Path(".fleet")
-    #: SQLAlchemy URL of the store; unset means the embedded SQLite file ``<home>/fleet.db``.
+    #: SQLAlchemy URL of the store (``postgresql+psycopg://user@host/db`` or
+    #: ``sqlite:///path``); unset means the embedded SQLite file ``<home>/fleet.db``.
     database_url: str | None = None
     #: Redis URL of the broker and leases; unset means embedded mode (one process, no Redis).
     redis_url: str | None = None
-    #: Folder with ``agents/`` and ``deployments/`` TOML files.
+    #: Folder with ``agents/``, ``deployments/``, ``triggers/``, ``callers/``, ``tenants/`` and
+    #: ``fleet.toml``.
     config_dir: Path = Path("config")
-    #: Base URL of the OpenAI-compatible endpoint used by ``provider = "openai"`` models.
+    #: Base URL of the OpenAI-compatible endpoint used by ``provider = "openai"`` models (Azure,
+    #: vLLM, Ollama, LiteLLM).
     openai_base_url: str = "https://api.openai.com/v1"
-    #: API key for that endpoint (never stored or logged).
+    #: API key for that endpoint (redacted wherever it would be stored or logged); unset: no key
+    #: is sent.
     openai_api_key: SecretStr | None = None
     #: Base URL of the Anthropic Messages API used by ``provider = "anthropic"`` models.
     anthropic_base_url: str = "https://api.anthropic.com"
-    #: API key for that endpoint (never stored or logged).
+    #: API key for that endpoint (redacted wherever it would be stored or logged).
     anthropic_api_key: SecretStr | None = None
     #: Lease time-to-live: a dead worker's conversation is free again after this long.
     lease_ttl: Duration = 10.0
@@ -58,11 +62,13 @@ class Settings(BaseSettings):
     #: On SIGTERM (or Ctrl-C) a run's current step may take this long to finish before its task
     #: is handed back anyway; ``fleet serve`` drains in-flight requests for as long.
     shutdown_grace: Duration = 10.0
-    #: Embedded mode: conversations run at once (threads, each draining one conversation).
+    #: Embedded ``fleet serve`` and the SDK: conversations run at once (threads, each draining
+    #: one conversation, in order).
     embedded_concurrency: int = Field(default=4, ge=1, le=32)
-    #: How many delegations deep (``call_agent``, ``start_agent``) a chain of tasks may go.
+    #: How many delegations deep (``call_agent``, ``start_agent``) a chain of tasks may go;
+    #: ``0`` refuses every delegation.
     max_delegation_depth: int = Field(default=DEFAULT_MAX_DELEGATION_DEPTH, ge=0, le=20)
-    #: Log level of fleet's own loggers.
+    #: Log level of fleet's own loggers (``DEBUG`` shows tracebacks).
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     #: ``text``, or ``json``: one JSON object per line with the ids and labels of the run.
     log_format: Literal["text", "json"] = "text"

@@ -32,17 +32,17 @@ class TenantConfig(_Strict):
     #: Its share of free worker capacity while tenants compete for it (round-robin, weighted:
     #: weight 3 gets three turns to another's one).
     weight: StrictInt = Field(default=DEFAULT_WEIGHT, ge=1, le=MAX_TENANT_WEIGHT)
-    #: Conversations of this tenant running at once across the whole fleet (None: no cap).
+    #: Conversations of this tenant running at once across the whole fleet (unset: no cap).
     max_running: StrictInt | None = Field(default=None, ge=1, le=100_000)
     #: Tasks neither finished nor running (queued, waiting) it may hold; over it SubmitTask and
-    #: A2A answer 429 and store nothing (None: no cap).
+    #: A2A answer 429 and store nothing (unset: no cap).
     max_queued_tasks: StrictInt | None = Field(default=None, ge=1, le=10_000_000)
-    #: Submissions it may make a minute, fleet-wide (None: no cap).
+    #: Submissions it may make a minute, fleet-wide (unset: no cap).
     submit_per_minute: StrictInt | None = Field(default=None, ge=1, le=1_000_000)
     #: Model tokens (prompt + completion, as the models report them) its runs may use a UTC
-    #: day; a run that finds it spent ends at its next model call (None: no budget).
+    #: day; a run that finds it spent ends at its next model call (unset: no budget).
     tokens_per_day: StrictInt | None = Field(default=None, ge=1, le=10**12)
-    #: Model tokens one task's runs may use in all (None: no budget).
+    #: Model tokens one task's runs may use in all (unset: no budget).
     tokens_per_task: StrictInt | None = Field(default=None, ge=1, le=10**12)
 
     @property

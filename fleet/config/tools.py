@@ -21,6 +21,7 @@ from fleet.constants import DEFAULT_MCP_CONNECT_TIMEOUT_S
 class ToolRef(_Strict):
     """One entry of an agent's ``tools``: a built-in name or ``module:function``, with options."""
 
+    #: A built-in's name or a Python function as ``package.module:function``.
     tool: str
     #: The name the model sees (default: the built-in's or the function's name).
     name: str | None = None
@@ -79,6 +80,7 @@ class McpServerConfig(_Strict):
     name: str
     #: stdio: the program to start (found on PATH) and its arguments.
     command: str | None = None
+    #: stdio: the program's arguments.
     args: tuple[str, ...] = ()
     #: stdio: literal environment variables for the server (PATH, HOME, ... are inherited).
     env: dict[str, str] = Field(default_factory=dict)

@@ -9,7 +9,7 @@ follows, however many sweeps pass.
 Two moments are killed: while the receiver holds its answer (the request arrived, no answer yet),
 and after the receiver answered 200 while the worker waits to store ``sent`` (the test holds the
 delivery's row lock, so the worker's write blocks; the kill lands there). In the second case the
-resend is the documented contract (README "Reply delivery"), not a bug: nothing the worker
+resend is the documented contract (docs/delivery.md), not a bug: nothing the worker
 received survives its death, and the next worker cannot tell "never arrived" from "arrived, the
 answer was lost", so it sends again and the receiver dedupes on the key it already saw.
 """

@@ -19,10 +19,10 @@ from fleet.runtime import Runtime, build
 from tests.conftest import write_config
 
 DATA = json.loads((Path(__file__).parents[1] / "data" / "recall_set.json").read_text())
-README = (Path(__file__).parents[2] / "README.md").read_text()
-#: The figure README states ("finds the right message in its top 5 for **N of M**"): the local
-#: embedder is deterministic, so the measured count must be exactly that.
-STATED = re.search(r"in its top 5 for \*\*(\d+) of (\d+)\*\*", README)
+PAGE = (Path(__file__).parents[2] / "docs" / "agents" / "memory.md").read_text()
+#: The figure docs/agents/memory.md states ("finds the right message in its top 5 for
+#: **N of M**"): the local embedder is deterministic, so the measured count must be exactly that.
+STATED = re.search(r"in its top 5 for \*\*(\d+) of (\d+)\*\*", PAGE)
 
 AGENTS = {
     # a short recent window, so the facts lie beyond it and only recall can bring them back
@@ -167,7 +167,7 @@ def test_recall_quality_on_the_labelled_set(rt: Runtime, capsys: pytest.CaptureF
             f"\nrecall quality (local embedder, top 5, {method_of(rt)} search): "
             f"{found}/{len(DATA['questions'])} = {share:.0%}"
         )
-    assert STATED is not None, "README no longer states the recall quality figure"
+    assert STATED is not None, "docs/agents/memory.md no longer states the recall quality figure"
     assert (found, len(DATA["questions"])) == (int(STATED[1]), int(STATED[2])), (
-        f"measured {found} of {len(DATA['questions'])}; README states {STATED[0]}"
+        f"measured {found} of {len(DATA['questions'])}; docs/agents/memory.md states {STATED[0]}"
     )

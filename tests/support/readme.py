@@ -1,4 +1,5 @@
-"""The README's Python SDK example, extracted and run as a user would (a script of its own)."""
+"""The Python SDK page's example (docs/sdk.md), extracted and run as a user would (a script of its
+own)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
-README = (ROOT / "README.md").read_text()
+#: The page whose first example the tests run.
+SDK_PAGE = ROOT / "docs" / "sdk.md"
 
 
 def sdk_example() -> tuple[str, str]:
-    """The section's first Python block and the output block right after it."""
-    section = README.split("\n## Python SDK\n", 1)[1].split("\n## ", 1)[0]
-    found = re.search(r"```python\n(.*?)```\s*```\n(.*?)```", section, re.S)
-    assert found is not None, "README's Python SDK section lost its example or its output"
+    """The page's first Python block and the output block right after it."""
+    found = re.search(r"```python\n(.*?)```\s*```\n(.*?)```", SDK_PAGE.read_text(), re.S)
+    assert found is not None, "docs/sdk.md lost its example or its output"
     return found.group(1), found.group(2)
 
 

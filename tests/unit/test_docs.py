@@ -1,4 +1,5 @@
-"""README.md is checked against the code it documents: settings and limits."""
+"""README.md and the docs pages are checked against the code they document: limits, settings and
+the two commands (the generated references are checked in test_docs_site.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import pytest
 
 from fleet.config import Settings
 from fleet.constants import LIMITS
+from tests.support.docs import page, plugin
 
 README = (Path(__file__).parents[2] / "README.md").read_text()
+#: The page with the limits table.
+CONFIGURATION = page("configuration.md")
 
-#: README limit names by constants.LIMITS key.
+#: Limit names on the Configuration page by constants.LIMITS key.
 LIMIT_NAMES = {
     "max_history_items": "history.max_items",
     "max_history_bytes": "history.max_bytes",
@@ -25,15 +29,17 @@ LIMIT_NAMES = {
 
 
 @pytest.mark.parametrize("field", sorted(Settings.model_fields))
-def test_every_setting_is_in_the_settings_table(field: str) -> None:
-    assert f"| `FLEET_{field.upper()}` |" in README
+def test_every_setting_is_in_the_settings_reference(field: str) -> None:
+    assert f"| `FLEET_{field.upper()}` |" in plugin("config_reference").render()
 
 
 @pytest.mark.parametrize("key", sorted(LIMITS))
 def test_every_limit_row_matches_the_constants(key: str) -> None:
     limit = LIMITS[key]
-    row = re.search(rf"^\| `{re.escape(LIMIT_NAMES[key])}` \| (\d+) \| (\d+) \|", README, re.M)
-    assert row is not None, f"no README limits row for {key}"
+    row = re.search(
+        rf"^\| `{re.escape(LIMIT_NAMES[key])}` \| (\d+) \| (\d+) \|", CONFIGURATION, re.M
+    )
+    assert row is not None, f"no limits row for {key} in docs/configuration.md"
     assert (int(row.group(1)), int(row.group(2))) == (limit.default, limit.maximum)
 
 
@@ -41,3 +47,9 @@ def test_the_two_commands_are_named() -> None:
     assert "pip install -e '.[dev]'" in README
     assert 'fleet run support "My order hasn\'t arrived" --conversation ticket-4711' in README
     assert "make test" in README
+
+
+def test_the_readme_stays_short_and_links_the_docs() -> None:
+    assert len(README.splitlines()) <= 300
+    for target in re.findall(r"\]\((docs/[^)#]+)", README):
+        assert (Path(__file__).parents[2] / target).is_file(), target

@@ -256,7 +256,7 @@ def test_extract_idempotency_header(headers, key):
 
 
 #: The value at a trigger's ``input`` (the body itself when ``input = ""``) → the task's one
-#: input part; None: refused (422). README's table under Webhook triggers says the same.
+#: input part; None: refused (422). The table of docs/triggers.md says the same.
 INPUT_RULE = [
     ({"n": 1}, {"type": "data", "data": {"n": 1}}),
     (ISSUE, {"type": "data", "data": ISSUE}),
@@ -294,12 +294,11 @@ def test_input_rule_per_json_type(value, part):
             assert _parts(w.extract(t, document, {})) == [part]
 
 
-def _readme_input_table() -> list[tuple[str, str]]:
-    """(first cell, second cell) of each row of README's input table."""
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme.split("## Webhook triggers", 1)[1].split("\n## ", 1)[0]
+def _docs_input_table() -> list[tuple[str, str]]:
+    """(first cell, second cell) of each row of the input table of docs/triggers.md."""
+    section = (Path(__file__).parents[2] / "docs" / "triggers.md").read_text()
     header = "| value at `input` |"
-    assert header in section, "README's Webhook triggers section has no input table"
+    assert header in section, "docs/triggers.md has no input table"
     rows = []
     for line in (raw.strip() for raw in section.split(header, 1)[1].splitlines()[2:]):
         if not line.startswith("|"):
@@ -309,14 +308,14 @@ def _readme_input_table() -> list[tuple[str, str]]:
     return rows
 
 
-def test_readme_input_table_is_the_rule():
-    """Each README row's example behaves as the row says, and every JSON type has a row."""
+def test_the_docs_input_table_is_the_rule():
+    """Each row's example behaves as the row says, and every JSON type has a row."""
     seen = set()
-    for value_cell, input_cell in _readme_input_table():
+    for value_cell, input_cell in _docs_input_table():
         value = json.loads(re.findall(r"`([^`]*)`", value_cell)[0])
         seen.add(type(value))
         rows = [p for v, p in INPUT_RULE if v == value and type(v) is type(value)]
-        assert rows, f"README example {value!r} is not a row of INPUT_RULE"
+        assert rows, f"docs example {value!r} is not a row of INPUT_RULE"
         expected = rows[0]
         if expected is None:
             assert "422" in input_cell, input_cell
