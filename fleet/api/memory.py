@@ -11,15 +11,16 @@ are ``fleet.domain.blocks`` and the store writes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
 from pydantic.alias_generators import to_camel
 
-from fleet.api.auth import ANONYMOUS, Caller
+from fleet.api.auth import ANONYMOUS, Caller, require_operator
 from fleet.api.deps import CallerDep, RuntimeDep
 from fleet.api.schemas import problem_responses
 from fleet.domain import blocks
@@ -85,21 +86,26 @@ class SetBlockRequest(BaseModel):
         return v
 
 
-def _operator(
-    rt: Runtime, caller: Caller, namespace: str | None, tenant: str | None
-) -> tuple[str, frozenset[str] | None]:
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where an operator's memory call acts: the tenant, the namespace (None: every one the
+    key reaches) and the namespaces the key reaches (None: all)."""
+
+    caller: Caller
+    tenant: str
+    namespace: str | None
+    reach: frozenset[str] | None
+
+
+def _place(rt: Runtime, caller: Caller, namespace: str | None, tenant: str | None) -> Place:
     """Operator keys only (an API without keys is open, as its UI is); the tenant asked about
-    (404 beyond the caller's reach, as a missing one) and the namespaces the caller reaches
-    (None: all of them)."""
-    if caller is not ANONYMOUS and not caller.operator:
-        raise Forbidden(
-            f"caller {caller.name!r} is not an operator (operator = true in its caller file)"
-        )
+    (404 beyond the caller's reach, as a missing one) and the namespaces the caller reaches."""
+    require_operator(caller)
     chosen = caller.tenant if tenant is None else tenant
     if not caller.reaches(chosen):
         raise NotFound(f"no tenant {chosen!r} among this key's", field="tenant")
     if caller.deployments is None:
-        return chosen, None
+        return Place(caller, chosen, namespace, None)
     reach = frozenset(
         d.namespace for name, d in rt.config.deployments.items() if name in caller.deployments
     )
@@ -109,7 +115,29 @@ def _operator(
             f"{', '.join(sorted(reach)) or 'none'})",
             field="namespace",
         )
-    return chosen, reach
+    return Place(caller, chosen, namespace, reach)
+
+
+async def _block_place(
+    rt: RuntimeDep, caller: CallerDep, namespace: Namespace = "default", tenant: TenantName = None
+) -> Place:
+    return _place(rt, caller, namespace, tenant)
+
+
+async def _list_place(
+    rt: RuntimeDep,
+    caller: CallerDep,
+    namespace: Annotated[
+        str | None, Query(pattern=NAMESPACE_PATTERN, description="Only this namespace.")
+    ] = None,
+    tenant: TenantName = None,
+) -> Place:
+    return _place(rt, caller, namespace, tenant)
+
+
+#: One block's place (its namespace, default ``default``) or a listing's (every namespace).
+BlockPlace = Annotated[Place, Depends(_block_place)]
+ListPlace = Annotated[Place, Depends(_list_place)]
 
 
 def _author(caller: Caller) -> str:
@@ -131,6 +159,13 @@ def _json(b: Block, *, value: bool = True) -> dict[str, Any]:
     return out
 
 
+def _named(at: Place, block: str) -> str:
+    """The block's namespace, once its name is one a block may have."""
+    blocks.check_block_name(block)
+    assert at.namespace is not None  # (one block's place always names its namespace)
+    return at.namespace
+
+
 def _missing(namespace: str, name: str) -> NotFound:
     return NotFound(f"no memory block {name!r} in namespace {namespace!r}", field="block")
 
@@ -141,20 +176,12 @@ def _missing(namespace: str, name: str) -> NotFound:
     responses=problem_responses(*_AUTH, 404, 422),
     summary="List memory blocks, without their values (operators)",
 )
-def list_memory_blocks(
-    rt: RuntimeDep,
-    caller: CallerDep,
-    namespace: Annotated[
-        str | None, Query(pattern=NAMESPACE_PATTERN, description="Only this namespace.")
-    ] = None,
-    tenant: TenantName = None,
-) -> JSONResponse:
+def list_memory_blocks(rt: RuntimeDep, at: ListPlace) -> JSONResponse:
     """Every block of a tenant (of one namespace, or of all the caller reaches), by namespace
     and name."""
-    chosen, reach = _operator(rt, caller, namespace, tenant)
-    found = rt.store.list_blocks(namespace, tenant=chosen)
-    if reach is not None:
-        found = [b for b in found if b.namespace in reach]
+    found = rt.store.list_blocks(at.namespace, tenant=at.tenant)
+    if at.reach is not None:
+        found = [b for b in found if b.namespace in at.reach]
     return JSONResponse({"blocks": [_json(b, value=False) for b in found]})
 
 
@@ -164,16 +191,9 @@ def list_memory_blocks(
     responses=problem_responses(*_AUTH, 404, 422),
     summary="Get a memory block's current value (operators)",
 )
-def get_memory_block(
-    block: BlockName,
-    rt: RuntimeDep,
-    caller: CallerDep,
-    namespace: Namespace = "default",
-    tenant: TenantName = None,
-) -> JSONResponse:
-    chosen, _ = _operator(rt, caller, namespace, tenant)
-    blocks.check_block_name(block)
-    found = rt.store.get_block(namespace, block, tenant=chosen)
+def get_memory_block(block: BlockName, rt: RuntimeDep, at: BlockPlace) -> JSONResponse:
+    namespace = _named(at, block)
+    found = rt.store.get_block(namespace, block, tenant=at.tenant)
     if found is None:
         raise _missing(namespace, block)
     return JSONResponse(_json(found))
@@ -186,25 +206,17 @@ def get_memory_block(
     summary="Replace a memory block's value, creating it (operators)",
 )
 def set_memory_block(
-    block: BlockName,
-    body: SetBlockRequest,
-    rt: RuntimeDep,
-    caller: CallerDep,
-    *,
-    namespace: Namespace = "default",
-    tenant: TenantName = None,
+    block: BlockName, body: SetBlockRequest, rt: RuntimeDep, at: BlockPlace
 ) -> JSONResponse:
     """Bumps the version and records it, authored `operator:<caller>`. `expectedVersion`
     refuses (409, naming the current version) if the block moved on; a value past the size
     cap is refused (422) with the sizes."""
-    chosen, _ = _operator(rt, caller, namespace, tenant)
-    blocks.check_block_name(block)
     found = rt.store.edit_block(
-        namespace,
+        _named(at, block),
         block,
         Edit("replace", body.value, expected_version=body.expected_version),
-        tenant=chosen,
-        author=_author(caller),
+        tenant=at.tenant,
+        author=_author(at.caller),
         now=datetime.now(UTC),
         title=body.title,
         description=body.description,
@@ -218,17 +230,10 @@ def set_memory_block(
     responses=problem_responses(*_AUTH, 404, 422),
     summary="Every version of a memory block: who wrote it and when (operators)",
 )
-def list_memory_block_versions(
-    block: BlockName,
-    rt: RuntimeDep,
-    caller: CallerDep,
-    namespace: Namespace = "default",
-    tenant: TenantName = None,
-) -> JSONResponse:
+def list_memory_block_versions(block: BlockName, rt: RuntimeDep, at: BlockPlace) -> JSONResponse:
     """Oldest first; `author` is `user` (the CLI), `operator:<caller>` or `run:<run id>`."""
-    chosen, _ = _operator(rt, caller, namespace, tenant)
-    blocks.check_block_name(block)
-    versions = rt.store.block_history(namespace, block, tenant=chosen)
+    namespace = _named(at, block)
+    versions = rt.store.block_history(namespace, block, tenant=at.tenant)
     return JSONResponse(
         {
             "namespace": namespace,
