@@ -41,7 +41,10 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("ui")
     config = write_config(tmp / "config")
     (config / "callers").mkdir()
-    for name, key, extra in (("ops", OPERATOR, "operator = true\n"), ("app", APP, "")):
+    for name, key, extra in (
+        ("ops", OPERATOR, 'operator = true\ntenants = ["*"]\n'),
+        ("app", APP, ""),
+    ):
         digest = hashlib.sha256(key.encode()).hexdigest()
         (config / "callers" / f"{name}.toml").write_text(
             f'source = "api"\nkey_sha256 = "{digest}"\n{extra}'
@@ -156,10 +159,10 @@ def test_a_running_conversation_shows_steps_live_and_a_queued_task_is_cancelled(
     page = page_at(browser, base)
     sign_in(page)
     page.get_by_role("link", name="Conversations").click()
-    row = page.get_by_role("row").filter(has_text="api:live-1")
+    row = page.get_by_role("row").filter(has_text="api:app:live-1")
     assert "running" in row.inner_text()
-    row.get_by_role("link", name="api:live-1").click()
-    page.get_by_role("heading", name="api:live-1").wait_for()
+    row.get_by_role("link", name="api:app:live-1").click()
+    page.get_by_role("heading", name="api:app:live-1").wait_for()
     steps = page.get_by_role("list", name="Steps of task #1")
     steps.get_by_text("step 2: tool current_time").wait_for()
 
@@ -168,7 +171,7 @@ def test_a_running_conversation_shows_steps_live_and_a_queued_task_is_cancelled(
     dialog = page.get_by_role("dialog")
     assert "Cancel task #2 (queued)?" in dialog.inner_text()
     dialog.get_by_role("button", name="Confirm").click()
-    page.get_by_role("heading", name="api:live-1").wait_for()
+    page.get_by_role("heading", name="api:app:live-1").wait_for()
     status = page.locator(f'[data-status-of="{queued["id"]}"]')
     status.filter(has_text="cancelled").wait_for()
     assert api.get(f"/v1/tasks/{queued['id']}").json()["status"] == "cancelled"
@@ -216,11 +219,11 @@ def test_reset_conversation_asks_first_then_starts_a_new_generation(
     page = page_at(browser, base)
     sign_in(page)
     page.goto("/ui/conversations?deployment=chat")
-    page.get_by_role("link", name="api:reset-1").click()
-    page.get_by_role("heading", name="api:reset-1").wait_for()
+    page.get_by_role("link", name="api:app:reset-1").click()
+    page.get_by_role("heading", name="api:app:reset-1").wait_for()
     page.get_by_role("button", name="Reset conversation").click()
     dialog = page.get_by_role("dialog")
-    assert "Reset api:reset-1?" in dialog.inner_text()
+    assert "Reset api:app:reset-1?" in dialog.inner_text()
     dialog.get_by_role("button", name="Confirm").click()
     page.locator("dl.facts").filter(has_text="Generation1").wait_for()
     after = submit(api, "chat", "anything before?", "reset-1")
