@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from fleet.cli import main
-from fleet.client import ApiError, FleetClient
 from fleet.errors import Unavailable
+from fleet.sdk.client import ApiError, FleetClient
 
 TASK = {"id": "7b0c7f37-5d5e-4f55-9e2b-3f1f4bfa6d43", "status": "running"}
 

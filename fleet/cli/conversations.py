@@ -17,7 +17,7 @@ from typing import Annotated, Any, Protocol
 import typer
 from rich.console import Console
 
-from fleet.cli_tables import Col, fit
+from fleet.cli.tables import Col, fit
 from fleet.config.tenants import tenant_name
 from fleet.domain import lifecycle as rules
 
@@ -180,7 +180,7 @@ def _bad(message: str) -> Exception:
 def _open(ctx: typer.Context) -> Iterator[Conversations]:
     server = (ctx.find_root().obj or {}).get("server")
     if server:
-        from fleet.client import FleetClient
+        from fleet.sdk.client import FleetClient
 
         with FleetClient(server, os.environ.get("FLEET_API_KEY") or None) as client:
             yield RemoteConversations(client)

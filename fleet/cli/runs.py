@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fleet.cli_tables import Col, Fitted, fit
-from fleet.cli_tasks import LocalTasks, RemoteTasks, Tasks
+from fleet.cli.backends import LocalTasks, RemoteTasks, Tasks
+from fleet.cli.tables import Col, Fitted, fit
 
 View = dict[str, Any]
 
@@ -31,12 +31,12 @@ TRACE_CELL_CHARS = 60
 def fetch_runs(tasks: Tasks, task_id: str, *, steps: bool, messages: bool) -> list[View]:
     """The task's runs, first attempt first; with their steps and the prompt's messages if asked."""
     if isinstance(tasks, RemoteTasks):
-        runs: list[View] = tasks.client.list_runs(task_id)
+        runs: list[View] = tasks.list_runs(task_id)
         if steps or messages:
-            runs = [tasks.client.get_run(r["id"], messages=messages) for r in runs]
+            runs = [tasks.get_run(r["id"], messages=messages) for r in runs]
             if not steps:
-                for run in runs:
-                    run.pop("steps", None)
+                for view in runs:
+                    view.pop("steps", None)
         return runs
     if isinstance(tasks, LocalTasks):
         from fleet.views import run_json
@@ -68,7 +68,7 @@ def _cut(value: Any, limit: int | None = TRACE_CELL_CHARS) -> str:
 
 
 class _Rows:
-    """A table's rows, printed to fit the width (``fleet.cli_tables``): no header is split, and
+    """A table's rows, printed to fit the width (``fleet.cli.tables``): no header is split, and
     the ``whole`` columns keep each cell on one line."""
 
     def __init__(self, *columns: str | Col, whole: tuple[str, ...] = ()) -> None:
