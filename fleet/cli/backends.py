@@ -1,10 +1,10 @@
 """Where ``fleet run`` and ``fleet tasks`` go: the store, or a server with ``--server``.
 
-Both are the SDK's (:mod:`fleet.sdk.backends`): the store's calls, and the one HTTP client
-(:class:`~fleet.sdk.client.FleetClient`), with what only the CLI asks added (the live view, a
-task's deliveries, listing, id prefixes). Both answer with the API's JSON shapes
-(:mod:`fleet.views`), so a command prints the same whether it talked to the store (embedded or
-fleet) or to ``fleet serve``.
+Both are the SDK's (:mod:`fleet.sdk.backends`): the store's calls here (:class:`LocalTasks`),
+and the one HTTP client (:class:`~fleet.sdk.client.FleetClient`, in :mod:`fleet.cli.remote`),
+with what only the CLI asks added (the live view, a task's deliveries, listing, id prefixes).
+Both answer with the API's JSON shapes (:mod:`fleet.views`), so a command prints the same
+whether it talked to the store (embedded or fleet) or to ``fleet serve``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from fleet.cli.live import POLL_MAX_S, POLL_MIN_S, OnEvent, StoreFollower
 from fleet.domain.ids import IdPrefix
 from fleet.domain.values import Task, TaskStatus
 from fleet.sdk.backends import Backend, StoreTasks, View
-from fleet.sdk.client import FleetClient
 
 #: Whole task ids as text.
 Ids = list[str]
@@ -153,37 +152,12 @@ class LocalTasks(StoreTasks):
         return [str(t.id) for t in found]
 
 
-class RemoteTasks(FleetClient):
-    """Through ``fleet serve``'s HTTP API."""
-
-    def follow(
-        self, task_id: str, timeout: float, status: Console, on_event: OnEvent | None = None
-    ) -> View:
-        if on_event is None:
-            with status.status(f"waiting for task {task_id}"):
-                return self.wait(task_id, timeout)
-        for ev in self.events(task_id, timeout):
-            on_event(ev.kind, ev.data)
-            if ev.kind == "end":
-                final: View = ev.data["task"]
-                return final
-        return self.get_task(task_id)
-
-    def give_up(self, task_id: str) -> View | None:
-        return None  # the server goes on
-
-    def show(self, task_id: uuid.UUID) -> View:
-        return self.get_task(str(task_id))
-
-    def find(self, prefix: IdPrefix, limit: int) -> Ids:
-        found = self.list_tasks(id_prefix=prefix.hex, limit=limit)
-        return [str(v["id"]) for v in found]
-
-
 @contextmanager
 def open_tasks(server: str | None, api_key: str | None) -> Iterator[Tasks]:
     """The server's API when ``server`` is set, else the store from the environment."""
     if server:
+        from fleet.cli.remote import RemoteTasks  # (httpx only when a server is named)
+
         with RemoteTasks(server, api_key) as client:
             yield client
         return

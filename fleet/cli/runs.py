@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fleet.cli.backends import LocalTasks, RemoteTasks, Tasks
+from fleet.cli.backends import LocalTasks, Tasks
 from fleet.cli.tables import Col, Fitted, fit
 
 View = dict[str, Any]
@@ -30,14 +30,6 @@ TRACE_CELL_CHARS = 60
 
 def fetch_runs(tasks: Tasks, task_id: str, *, steps: bool, messages: bool) -> list[View]:
     """The task's runs, first attempt first; with their steps and the prompt's messages if asked."""
-    if isinstance(tasks, RemoteTasks):
-        runs: list[View] = tasks.list_runs(task_id)
-        if steps or messages:
-            runs = [tasks.get_run(r["id"], messages=messages) for r in runs]
-            if not steps:
-                for view in runs:
-                    view.pop("steps", None)
-        return runs
     if isinstance(tasks, LocalTasks):
         from fleet.views import run_json
 
@@ -47,6 +39,16 @@ def fetch_runs(tasks: Tasks, task_id: str, *, steps: bool, messages: bool) -> li
             found = store.get_run(run.id).steps if steps else None
             out.append(run_json(run, found, messages=messages))
         return out
+    from fleet.cli.remote import RemoteTasks
+
+    if isinstance(tasks, RemoteTasks):
+        runs: list[View] = tasks.list_runs(task_id)
+        if steps or messages:
+            runs = [tasks.get_run(r["id"], messages=messages) for r in runs]
+            if not steps:
+                for view in runs:
+                    view.pop("steps", None)
+        return runs
     raise TypeError(f"cannot read runs through {type(tasks).__name__}")
 
 
