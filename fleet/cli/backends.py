@@ -9,16 +9,15 @@ whether it talked to the store (embedded or fleet) or to ``fleet serve``.
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 import typer
 from rich.console import Console
 
+from fleet.cli.common import talk_to
 from fleet.cli.live import POLL_MAX_S, POLL_MIN_S, OnEvent, StoreFollower
 from fleet.domain.ids import IdPrefix
 from fleet.domain.values import Task, TaskStatus
@@ -152,25 +151,12 @@ class LocalTasks(StoreTasks):
         return [str(t.id) for t in found]
 
 
-@contextmanager
-def open_tasks(server: str | None, api_key: str | None) -> Iterator[Tasks]:
-    """The server's API when ``server`` is set, else the store from the environment."""
-    if server:
-        from fleet.cli.remote import RemoteTasks  # (httpx only when a server is named)
+def _remote(server: str, api_key: str | None) -> AbstractContextManager[Tasks]:
+    from fleet.cli.remote import RemoteTasks  # (httpx only when a server is named)
 
-        with RemoteTasks(server, api_key) as client:
-            yield client
-        return
-    from fleet.runtime import build
-
-    rt = build()
-    try:
-        yield LocalTasks(rt)
-    finally:
-        rt.close()
+    return RemoteTasks(server, api_key)
 
 
 def tasks_for(ctx: typer.Context) -> AbstractContextManager[Tasks]:
     """The API of ``--server`` / ``FLEET_SERVER`` when given, else the store."""
-    server = (ctx.find_root().obj or {}).get("server")
-    return open_tasks(server, os.environ.get("FLEET_API_KEY") or None)
+    return talk_to(ctx, LocalTasks, _remote)

@@ -8,15 +8,14 @@ tenants it reaches); both answer with ``fleet.views.tenants``' JSON shapes.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Annotated, Any, Protocol
 
 import typer
 from rich.table import Table
 
-from fleet.cli.common import out, print_json
+from fleet.cli.common import out, print_json, talk_to
 
 View = dict[str, Any]
 
@@ -72,21 +71,15 @@ class RemoteTenants:
 
 
 @contextmanager
-def _open(ctx: typer.Context) -> Iterator[Tenants]:
-    server = (ctx.find_root().obj or {}).get("server")
-    if server:
-        from fleet.sdk.client import FleetClient
+def _remote(server: str, api_key: str | None) -> Iterator[Tenants]:
+    from fleet.sdk.client import FleetClient
 
-        with FleetClient(server, os.environ.get("FLEET_API_KEY") or None) as client:
-            yield RemoteTenants(client)
-        return
-    from fleet.runtime import build
+    with FleetClient(server, api_key) as client:
+        yield RemoteTenants(client)
 
-    rt = build()
-    try:
-        yield LocalTenants(rt)
-    finally:
-        rt.close()
+
+def _open(ctx: typer.Context) -> AbstractContextManager[Tenants]:
+    return talk_to(ctx, LocalTenants, _remote)
 
 
 def _cells(view: View) -> list[str]:
