@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.agents.tools import ToolContext, ToolError, tool
 from fleet.errors import FleetError
+from fleet.version import __version__
 
 if TYPE_CHECKING:
     from fleet.sdk import Conversation, Fleet, Message, TaskFailed, TaskHandle, TaskInfo
-
-__version__ = "0.1.0"
 
 __all__ = [  # noqa: RUF022 (grouped by purpose, as dramatiq does)
     # the Python SDK

@@ -285,7 +285,7 @@ def _mcp(config: FleetConfig, *, connect: bool) -> list[CheckResult]:
 
 def _connect(agent: str, server: McpToolServer) -> CheckResult:
     from fleet.agents.tools import ToolContext
-    from fleet.agents.tools.toolbox import ToolServerError
+    from fleet.agents.tools.base import ToolServerError
 
     try:
         with server.connect(ToolContext(task_id="check", run_id="check")) as tools:

@@ -21,7 +21,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from fleet.agents.models.base import ChatMessage, Model, ModelResponse, ToolCall, provider_of
-from fleet.agents.telemetry import Span
+from fleet.agents.tracing import Span
 from fleet.domain import redaction
 from fleet.domain.redaction import Redactor
 from fleet.domain.runs import Outcome, TraceRow
@@ -176,7 +176,7 @@ class OtelTracer:
     @classmethod
     def of(cls, provider: trace.TracerProvider, *, capture_content: bool = False) -> OtelTracer:
         """The tracer of ``provider`` under fleet's name and version."""
-        from fleet import __version__
+        from fleet.version import __version__
 
         return cls(provider.get_tracer("fleet", __version__), capture_content=capture_content)
 

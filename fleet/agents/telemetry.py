@@ -1,9 +1,10 @@
 """OpenTelemetry tracing of runs: off (and free) unless an OTLP endpoint is configured.
 
-The runner and the dispatcher talk to a :class:`Tracer` port: a run span, a span per model call
-and per tool call, events for steps that ran nothing. :data:`NOOP` answers every call at once
-with shared do-nothing objects; OpenTelemetry itself is imported only when tracing is on, the
-first time a run needs the tracer (after a prefork worker forked). Spans follow the GenAI
+The runner and the dispatcher talk to a :class:`Tracer` port (:mod:`fleet.agents.tracing`, whose
+names this module re-exports): a run span, a span per model call and per tool call, events for
+steps that ran nothing. :data:`NOOP` answers every call at once with shared do-nothing objects;
+OpenTelemetry itself is imported only when tracing is on, the first time a run needs the tracer
+(after a prefork worker forked). Spans follow the GenAI
 semantic conventions (``invoke_agent`` / ``chat`` / ``execute_tool``) plus ``fleet.*`` ids and
 labels. Prompt and tool contents are recorded only with
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``, redacted with the store's Redactor.
@@ -14,21 +15,26 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Protocol
-from uuid import UUID
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from fleet.agents.models.base import ChatMessage, Model, ModelResponse, ToolCall
-from fleet.domain.runs import Outcome, TraceRow
+from fleet.agents.tracing import NOOP, NoopTracer, Span, Tracer
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
-    from fleet.agents.tools.executor import CallResult
-    from fleet.config import AgentConfig
-    from fleet.domain.redaction import Redactor
-    from fleet.domain.values import Task
+__all__ = [
+    "NOOP",
+    "NoopTracer",
+    "Span",
+    "Tracer",
+    "capture_wanted",
+    "install",
+    "reset",
+    "shutdown",
+    "tracer",
+    "wanted",
+]
 
 log = logging.getLogger(__name__)
 
@@ -38,127 +44,6 @@ ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPO
 CAPTURE_VAR = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 #: service.name when neither OTEL_SERVICE_NAME nor OTEL_RESOURCE_ATTRIBUTES names one.
 DEFAULT_SERVICE = "fleet"
-
-
-class Span(Protocol):
-    """What the runner and dispatcher may say about an open span."""
-
-    def response(self, resp: ModelResponse) -> None:
-        """A model call's answer: response model, finish reasons, token usage."""
-        ...
-
-    def result(self, res: CallResult) -> None:
-        """A tool call's result; an error result marks the span failed."""
-        ...
-
-    def outcome(self, outcome: Outcome) -> None:
-        """How a run ended: status, token totals, steps; a failed run marks the span failed."""
-        ...
-
-    def fail(self, error_type: str, message: str) -> None:
-        """The operation failed without an exception (``error_type`` is low-cardinality)."""
-        ...
-
-    def error(self, exc: BaseException) -> None:
-        """The operation failed with ``exc``."""
-        ...
-
-
-class Tracer(Protocol):
-    """Opens the spans of a run; :data:`NOOP` when tracing is off."""
-
-    enabled: bool
-
-    def run(
-        self, task: Task, run_id: UUID, agent: AgentConfig | None, redactor: Redactor | None = None
-    ) -> AbstractContextManager[Span]:
-        """The run's span (``invoke_agent``), current while it is open."""
-        ...
-
-    def chat(
-        self, model: Model, messages: Sequence[ChatMessage], step: int
-    ) -> AbstractContextManager[Span]:
-        """A span for one model call (``chat``)."""
-        ...
-
-    def tool(self, call: ToolCall, step: int) -> AbstractContextManager[Span]:
-        """A span for one tool call (``execute_tool``)."""
-        ...
-
-    def replayed(self, row: TraceRow) -> None:
-        """A step taken from an earlier attempt's journal: an event on the run span."""
-        ...
-
-    def unknown(self, call: ToolCall, step: int) -> None:
-        """A tool call whose outcome was lost with its worker: an event on the run span."""
-        ...
-
-
-# -- off: shared objects that do nothing -----------------------------------------------------------
-
-
-class _NoopSpan:
-    __slots__ = ()
-
-    def response(self, resp: ModelResponse) -> None:
-        pass
-
-    def result(self, res: CallResult) -> None:
-        pass
-
-    def outcome(self, outcome: Outcome) -> None:
-        pass
-
-    def fail(self, error_type: str, message: str) -> None:
-        pass
-
-    def error(self, exc: BaseException) -> None:
-        pass
-
-
-_NOOP_SPAN = _NoopSpan()
-
-
-class _NoopScope:
-    __slots__ = ()
-
-    def __enter__(self) -> Span:
-        return _NOOP_SPAN
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-_NOOP_SCOPE = _NoopScope()
-
-
-class NoopTracer:
-    """Tracing off: every call returns at once and creates nothing."""
-
-    __slots__ = ()
-    enabled = False
-
-    def run(
-        self, task: Task, run_id: UUID, agent: AgentConfig | None, redactor: Redactor | None = None
-    ) -> AbstractContextManager[Span]:
-        return _NOOP_SCOPE
-
-    def chat(
-        self, model: Model, messages: Sequence[ChatMessage], step: int
-    ) -> AbstractContextManager[Span]:
-        return _NOOP_SCOPE
-
-    def tool(self, call: ToolCall, step: int) -> AbstractContextManager[Span]:
-        return _NOOP_SCOPE
-
-    def replayed(self, row: TraceRow) -> None:
-        pass
-
-    def unknown(self, call: ToolCall, step: int) -> None:
-        pass
-
-
-NOOP: Tracer = NoopTracer()
 
 
 # -- the process's tracer --------------------------------------------------------------------------

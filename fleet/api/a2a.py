@@ -34,7 +34,6 @@ from fastapi import APIRouter, Header, Path, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from fleet import __version__
 from fleet.api import a2a_handler
 from fleet.api.auth import Caller, KeyRing
 from fleet.api.deps import RuntimeDep
@@ -42,6 +41,7 @@ from fleet.api.schemas import problem_responses
 from fleet.config import DeploymentConfig
 from fleet.errors import NotFound
 from fleet.runtime import Runtime
+from fleet.version import __version__
 
 router = APIRouter(tags=["a2a"])
 

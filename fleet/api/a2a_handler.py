@@ -15,14 +15,12 @@ import uuid
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
 from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.types import (
     AgentCard,
-    Artifact,
     CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest,
@@ -32,17 +30,11 @@ from a2a.types import (
     ListTaskPushNotificationConfigsResponse,
     ListTasksRequest,
     ListTasksResponse,
-    Message,
-    Part,
-    Role,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
-    TaskArtifactUpdateEvent,
     TaskPushNotificationConfig,
     TaskState,
-    TaskStatus,
-    TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import (
     A2AError,
@@ -52,22 +44,17 @@ from a2a.utils.errors import (
     TaskNotCancelableError,
     TaskNotFoundError,
 )
-from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
-from google.protobuf.timestamp_pb2 import Timestamp
 from starlette.concurrency import run_in_threadpool
 
-from fleet import views
+from fleet.a2a.tasks import stream_events, to_a2a
 from fleet.api import a2a_push as push
 from fleet.api.auth import Caller
 from fleet.api.event_hub import EventHub, follow, snapshot
 from fleet.domain import a2a as rules
 from fleet.domain import delivery as rules_delivery
 from fleet.domain import keys
-from fleet.domain.events import TaskEvent
-from fleet.domain.values import DataPart, TextPart
 from fleet.domain.values import Task as FleetTask
-from fleet.domain.values import TaskStatus as FleetStatus
 from fleet.errors import Conflict, FleetError, InputError, NotFound
 from fleet.runtime import Runtime
 from fleet.store import TaskFilter
@@ -111,108 +98,6 @@ def _who(context: ServerCallContext) -> tuple[Caller, str]:
     caller: Caller = context.state[CALLER]
     deployment: str = context.state[DEPLOYMENT]
     return caller, deployment
-
-
-def _ts(when: datetime | None) -> Timestamp:
-    stamp = Timestamp()
-    stamp.FromDatetime(when or datetime.now(UTC))
-    return stamp
-
-
-def _struct(values: dict[str, Any]) -> struct_pb2.Struct:
-    out = struct_pb2.Struct()
-    out.update(values)
-    return out
-
-
-def _part(part: TextPart | DataPart) -> Part:
-    if isinstance(part, TextPart):
-        return Part(text=part.text)
-    value = struct_pb2.Value()
-    value.struct_value.update(part.data)
-    return Part(data=value)
-
-
-def _agent_message(task: FleetTask, suffix: str, text: str) -> Message:
-    return Message(
-        message_id=f"{task.id}-{suffix}",
-        context_id=task.key,
-        task_id=str(task.id),
-        role=Role.ROLE_AGENT,
-        parts=[Part(text=text)],
-    )
-
-
-def to_a2a(task: FleetTask, *, history_length: int | None = None) -> Task:
-    """Our task as an A2A task: state, reply as artifact and status message, input as history."""
-    state = "TASK_STATE_" + rules.state(task.status).upper()
-    status = TaskStatus(state=state, timestamp=_ts(task.finished_at or task.started_at))
-    artifacts: list[Artifact] = []
-    history = [
-        Message(
-            message_id=task.idempotency_key or f"{task.id}-input",
-            context_id=task.key,
-            task_id=str(task.id),
-            role=Role.ROLE_USER,
-            parts=[_part(p) for p in task.input],
-        )
-    ]
-    if task.status == FleetStatus.SUCCEEDED and task.reply is not None:
-        reply = _agent_message(task, "reply", task.reply)
-        status.message.CopyFrom(reply)
-        artifacts.append(_reply_artifact(task))
-        history.append(reply)
-    elif task.error:
-        status.message.CopyFrom(_agent_message(task, "error", task.error))
-    if history_length is not None:
-        history = history[len(history) - history_length :] if history_length else []
-    return Task(
-        id=str(task.id),
-        context_id=task.key,
-        status=status,
-        artifacts=artifacts,
-        history=history,
-        metadata=_struct(
-            {
-                "fleet.status": task.status.value,
-                "fleet.conversation": task.conversation,
-                "fleet.deployment": task.deployment,
-                "fleet.seq": task.seq,
-                "fleet.labels": task.labels,
-            }
-        ),
-    )
-
-
-def _reply_artifact(task: FleetTask) -> Artifact:
-    return Artifact(artifact_id=f"{task.id}-reply", name="reply", parts=[Part(text=task.reply)])
-
-
-def stream_events(ev: TaskEvent) -> list[Event]:
-    """What a task event is on an A2A stream: ``working`` updates carrying fleet's event in
-    their metadata (``fleet.event``, ``fleet.data``), the reply artifact, the final status."""
-    task = ev.task
-    if ev.kind == "reply":
-        return [
-            TaskArtifactUpdateEvent(
-                task_id=str(task.id),
-                context_id=task.key,
-                artifact=_reply_artifact(task),
-                last_chunk=True,
-            )
-        ]
-    if ev.kind == "end" or (ev.kind == "status" and ev.status == FleetStatus.QUEUED):
-        return []
-    if ev.kind == "status" and ev.status is not None and ev.status.terminal:
-        status = to_a2a(task).status
-    else:
-        status = TaskStatus(state="TASK_STATE_WORKING", timestamp=_ts(ev.at))
-    meta = {"fleet.event": ev.kind, "fleet.id": ev.id, "fleet.data": views.event_json(ev)}
-    return [
-        TaskStatusUpdateEvent(
-            task_id=str(task.id), context_id=task.key, status=status, metadata=_struct(meta)
-        )
-    ]
 
 
 def _task_id(value: str) -> uuid.UUID:

@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from fleet import __version__, gcpause
+from fleet import gcpause
 from fleet.api import problems
 from fleet.api.auth import KeyRing
 from fleet.api.event_hub import EventHub, LoopMarks
@@ -17,6 +17,7 @@ from fleet.api.events import StreamHandoff
 from fleet.api.intake import Intake
 from fleet.api.limits import BodyLimit
 from fleet.runtime import Runtime, build
+from fleet.version import __version__
 
 
 def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> FastAPI:

@@ -3,7 +3,7 @@ operator keys (``operator = true``), in the tenants they reach.
 
 An operator sees the tenants its caller file lets it reach (its own unless it lists more); a
 tenant outside that reach answers 404 exactly like one that does not exist, so a key cannot
-learn other customers' names. Shaping is ``fleet.tenant_views``' (the CLI and the UI share it).
+learn other customers' names. Shaping is ``fleet.views.tenants``' (the CLI and the UI share it).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from fleet.api.auth import require_operator
 from fleet.api.deps import CallerDep, RuntimeDep
 from fleet.api.schemas import problem_responses
-from fleet.tenant_views import one_tenant, read_tenants
+from fleet.views.tenants import one_tenant, read_tenants
 
 router = APIRouter(tags=["tenants"])
 

@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 
-from fleet import __version__, views
+from fleet import views
 from fleet.api import ui_format
 from fleet.api.auth import Unauthorized
 from fleet.api.event_hub import snapshot
@@ -30,7 +30,8 @@ from fleet.domain import operator as op
 from fleet.errors import FleetError, Forbidden, NotFound
 from fleet.runtime import Runtime
 from fleet.store.operator import ConversationFilter
-from fleet.tenant_views import everyone, read_tenants
+from fleet.version import __version__
+from fleet.views.tenants import everyone, read_tenants
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 #: Static files the pages load, and their types (nothing else is served from the folder).

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 
 from fleet.config.base import _ENV_NAME, _TOOL_REF, Duration, _Strict
-from fleet.constants import DEFAULT_MCP_CONNECT_TIMEOUT_S
+from fleet.constants import BUILTIN_TOOL_NAMES, DEFAULT_MCP_CONNECT_TIMEOUT_S
 
 
 class ToolRef(_Strict):
@@ -34,11 +34,9 @@ class ToolRef(_Strict):
     @field_validator("tool")
     @classmethod
     def _known(cls, v: str) -> str:
-        from fleet.agents.tools import BUILTIN_TOOLS
-
-        if v in BUILTIN_TOOLS or _TOOL_REF.match(v):
+        if v in BUILTIN_TOOL_NAMES or _TOOL_REF.match(v):
             return v
-        known = ", ".join(sorted(BUILTIN_TOOLS))
+        known = ", ".join(sorted(BUILTIN_TOOL_NAMES))
         raise ValueError(
             f"unknown tool {v!r}: name a built-in ({known}) or a Python function as "
             "'package.module:function'"

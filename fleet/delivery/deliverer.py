@@ -193,11 +193,9 @@ class Deliverer:
         config_id = rec.target.removeprefix("push:")
         for push in self.store.push_configs(task.id):
             if push.id == config_id:
-                from google.protobuf.json_format import MessageToDict
+                from fleet.a2a.tasks import to_a2a_json
 
-                from fleet.api.a2a_handler import to_a2a
-
-                return where.push_request(push, MessageToDict(to_a2a(task)), key), PUSH_TIMEOUT_S
+                return where.push_request(push, to_a2a_json(task), key), PUSH_TIMEOUT_S
         raise LookupError(f"push-notification config {config_id!r} was deleted")
 
     # -- the sweeper ----------------------------------------------------------------------------

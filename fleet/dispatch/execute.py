@@ -16,7 +16,8 @@ from fleet.agents import models as model_adapters
 from fleet.agents import prompt, telemetry
 from fleet.agents.runner import RunPorts, run_agent
 from fleet.agents.tools import ToolContext, ToolLoadError, toolbox
-from fleet.agents.tools.toolbox import Toolbox, ToolServerError
+from fleet.agents.tools.base import ToolServerError
+from fleet.agents.tools.toolbox import Toolbox
 from fleet.config import AgentConfig, FleetConfig
 from fleet.dispatch.journal import StoreJournal
 from fleet.dispatch.lease import LeaseHandle

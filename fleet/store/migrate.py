@@ -11,8 +11,6 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect
 
-import fleet
-
 
 def script_location() -> Path:
     """The migrations folder: packaged as ``fleet._migrations`` or beside the source tree."""
@@ -22,7 +20,7 @@ def script_location() -> Path:
             return packaged
     except ModuleNotFoundError:
         pass
-    return Path(fleet.__file__).resolve().parent.parent / "migrations"
+    return Path(__file__).resolve().parents[2] / "migrations"
 
 
 def alembic_config(url: str | None = None) -> Config:

@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from fleet import views
-from fleet.cli_tasks import show_task
+from fleet.cli.tasks import show_task
 from fleet.config import FleetConfig, load_config
 from fleet.delivery import Deliverer
 from fleet.delivery.http import Sent

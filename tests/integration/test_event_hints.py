@@ -319,7 +319,7 @@ def test_a_worker_hints_the_commits_that_give_its_task_events(
     """From a real worker process, on the task's own channel: the claim (running) at once, then
     the journal commits of tool calls a second apart and the settle (hints within one 50 ms
     window go out once)."""
-    from fleet.client import FleetClient
+    from fleet.sdk.client import FleetClient
 
     base = fleet.serve()
     client = redis.Redis.from_url(redis_url, decode_responses=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from fleet.client import Event, FleetClient, parse_sse
+from fleet.sdk.client import Event, FleetClient, parse_sse
 from tests.conftest import write_config
 from tests.e2e.test_cli_live import SLOW
 from tests.e2e.test_cli_live import _check as check

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from fleet.agents.tools import ToolContext, executor, toolbox
+from fleet.agents.tools.base import ToolServerError
 from fleet.agents.tools.mcp_session import CLOSE_TIMEOUT_S
-from fleet.agents.tools.toolbox import Toolbox, ToolServerError
+from fleet.agents.tools.toolbox import Toolbox
 from fleet.config import AgentConfig
 from tests.support.fleet import Proc, wait_for
 

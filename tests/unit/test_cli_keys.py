@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from fleet.cli_keys import read_key
+from fleet.cli.keys import read_key
 from fleet.errors import InputError
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from fleet.cli_runs import TRACE_CELL_CHARS, show_context, show_runs, show_trace
+from fleet.cli.runs import TRACE_CELL_CHARS, show_context, show_runs, show_trace
 
 MARKUP = "[bold]x[/bold]"
 

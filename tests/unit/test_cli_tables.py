@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from fleet.cli_tables import GAP, Col, fit
+from fleet.cli.tables import GAP, Col, fit
 
 COLS = (
     Col("id", "whole"),

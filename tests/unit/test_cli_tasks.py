@@ -8,7 +8,7 @@ import uuid
 import pytest
 from rich.console import Console
 
-from fleet.cli_tasks import AMBIGUOUS_SHOWN, resolve_id, show_task, show_task_list
+from fleet.cli.tasks import AMBIGUOUS_SHOWN, resolve_id, show_task, show_task_list
 from fleet.domain import ids
 from fleet.errors import InputError, NotFound
 

@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from fleet.cli import main
-from fleet.client import ApiError, FleetClient
-from fleet.errors import Unavailable
+from fleet.errors import Conflict, Forbidden, InputError, NotFound, QueueFull, Unavailable
+from fleet.sdk.client import ApiError, FleetClient
 
 TASK = {"id": "7b0c7f37-5d5e-4f55-9e2b-3f1f4bfa6d43", "status": "running"}
 
@@ -59,6 +59,39 @@ def test_wait_repeats_long_polls_until_the_task_is_finished():
 
     with client_for(handler) as c:
         assert c.wait(TASK["id"], timeout=120)["status"] == "succeeded"
+
+
+def test_without_a_timeout_wait_long_polls_until_the_task_is_finished():
+    answers = iter(["running", "running", "succeeded"])
+    waits: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        waits.append(request.url.params["wait"])
+        return httpx.Response(200, json={**TASK, "status": next(answers)})
+
+    with client_for(handler) as c:
+        assert c.wait(TASK["id"], None)["status"] == "succeeded"
+    assert waits == ["60", "60", "60"]  # each long-poll as long as the server allows
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (400, InputError),
+        (403, Forbidden),
+        (404, NotFound),
+        (409, Conflict),
+        (413, InputError),
+        (422, InputError),
+        (429, QueueFull),
+    ],
+)
+def test_a_4xx_is_also_the_error_the_store_raises(status, error):
+    """The SDK's server mode raises what its store modes raise for the same request."""
+    c = client_for(lambda _: problem(status, "refused", "id"))
+    with c, pytest.raises(error) as info:
+        c.get_task(TASK["id"])
+    assert isinstance(info.value, ApiError) and info.value.status == status
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422])

@@ -10,10 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fleet.api.app import create_app
-from fleet.client import Event, parse_sse
 from fleet.config import Settings
 from fleet.dispatch.embedded import run_until_done
 from fleet.runtime import Runtime, build
+from fleet.sdk.client import Event, parse_sse
 from tests.conftest import write_config
 from tests.support.asgi import StreamClient
 from tests.unit.test_api_problems import KEYS, _write_callers, as_, assert_problem

@@ -283,7 +283,7 @@ def test_a_replaced_builtin_keeps_its_function(tmp_path: Path):
 
 
 def test_two_tools_that_would_reach_the_model_under_one_name_are_refused(tmp_path: Path):
-    from fleet.agents.tools.toolbox import ToolServerError
+    from fleet.agents.tools.base import ToolServerError
 
     cfg = agent_config(tmp_path, '["current_time"]')
     box = toolbox.build(cfg.agents["a"], cfg.root)
@@ -341,3 +341,11 @@ def test_fleet_tool_names_are_the_tools_fleet_binds_to_runs():
     )
     names.add(state.name)
     assert names == FLEET_TOOL_NAMES
+
+
+def test_builtin_tool_names_are_the_builtin_tools():
+    """Config validation knows the built-ins by name (fleet.constants) without importing them."""
+    from fleet.agents.tools.builtin import BUILTIN_TOOLS
+    from fleet.constants import BUILTIN_TOOL_NAMES
+
+    assert set(BUILTIN_TOOLS) == BUILTIN_TOOL_NAMES

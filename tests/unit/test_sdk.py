@@ -128,7 +128,7 @@ def test_submit_returns_a_handle_to_wait_on_and_read(sdk: Fleet) -> None:
 
 
 def test_a_conversations_resource_goes_with_each_submission(sdk: Fleet) -> None:
-    from fleet.sdk_backends import StoreBackend
+    from fleet.sdk.backends import StoreBackend
 
     conv = sdk.conversation("chat", key="r", resource="user-42")
     handle = conv.submit("hi")

@@ -14,13 +14,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fleet.api.app import create_app
-from fleet.cli_tenants import RemoteTenants
-from fleet.client import FleetClient
+from fleet.cli.tenants import RemoteTenants
 from fleet.config import Settings
 from fleet.errors import FleetError
 from fleet.runtime import Runtime, build
+from fleet.sdk.client import FleetClient
 from fleet.store.quotas import TenantFigures
-from fleet.tenant_views import count_text, tenant_json
+from fleet.views.tenants import count_text, tenant_json
 from tests.conftest import write_config
 
 KEYS = {

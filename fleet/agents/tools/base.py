@@ -1,11 +1,13 @@
-"""A tool: a name, a JSON schema for its arguments, and a sync or async function."""
+"""A tool: a name, a JSON schema for its arguments, and a sync or async function; and a tool
+server, a source of tools connected for a run (an MCP server)."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from fleet.agents.models.base import ToolSpec
 
@@ -85,3 +87,17 @@ class Tool:
     @property
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+
+
+class ToolServerError(Exception):
+    """A tool server (MCP) could not be reached or listed; the message names it."""
+
+
+class ToolServer(Protocol):
+    """A source of tools that must be connected for a run (an MCP server)."""
+
+    name: str
+
+    def connect(self, ctx: ToolContext) -> AbstractContextManager[Sequence[Tool]]:
+        """Connect and list the tools (bounded in time); raise ToolServerError naming it."""
+        ...

@@ -24,9 +24,8 @@ from mcp import types as mcp_types
 from mcp.client import Transport
 from mcp.client.streamable_http import streamable_http_client
 
-from fleet.agents.tools.base import RetryPolicy, Tool, ToolContext, ToolError
+from fleet.agents.tools.base import RetryPolicy, Tool, ToolContext, ToolError, ToolServerError
 from fleet.agents.tools.mcp_session import Gone, Session, SessionError
-from fleet.agents.tools.toolbox import ToolServerError
 from fleet.config import McpServerConfig
 from fleet.constants import REDACTED
 

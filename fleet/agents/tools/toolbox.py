@@ -7,32 +7,16 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from fleet.agents.tools.base import Tool, ToolContext
+from fleet.agents.tools.base import Tool, ToolContext, ToolServer, ToolServerError
 from fleet.agents.tools.builtin import BUILTIN_TOOLS
 from fleet.agents.tools.python import ToolLoadError, from_function, resolve
 from fleet.constants import FLEET_TOOL_NAMES
 
 if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-
     from fleet.agents.tools.mcp import McpToolServer
     from fleet.config import AgentConfig
-
-
-class ToolServerError(Exception):
-    """A tool server (MCP) could not be reached or listed; the message names it."""
-
-
-class ToolServer(Protocol):
-    """A source of tools that must be connected for a run (an MCP server)."""
-
-    name: str
-
-    def connect(self, ctx: ToolContext) -> AbstractContextManager[Sequence[Tool]]:
-        """Connect and list the tools (bounded in time); raise ToolServerError naming it."""
-        ...
 
 
 @dataclasses.dataclass(frozen=True)

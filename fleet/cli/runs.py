@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fleet.cli_tables import Col, Fitted, fit
-from fleet.cli_tasks import LocalTasks, RemoteTasks, Tasks
+from fleet.cli.backends import LocalTasks, Tasks
+from fleet.cli.tables import Col, Fitted, fit
 
 View = dict[str, Any]
 
@@ -30,14 +30,6 @@ TRACE_CELL_CHARS = 60
 
 def fetch_runs(tasks: Tasks, task_id: str, *, steps: bool, messages: bool) -> list[View]:
     """The task's runs, first attempt first; with their steps and the prompt's messages if asked."""
-    if isinstance(tasks, RemoteTasks):
-        runs: list[View] = tasks.client.list_runs(task_id)
-        if steps or messages:
-            runs = [tasks.client.get_run(r["id"], messages=messages) for r in runs]
-            if not steps:
-                for run in runs:
-                    run.pop("steps", None)
-        return runs
     if isinstance(tasks, LocalTasks):
         from fleet.views import run_json
 
@@ -47,6 +39,16 @@ def fetch_runs(tasks: Tasks, task_id: str, *, steps: bool, messages: bool) -> li
             found = store.get_run(run.id).steps if steps else None
             out.append(run_json(run, found, messages=messages))
         return out
+    from fleet.cli.remote import RemoteTasks
+
+    if isinstance(tasks, RemoteTasks):
+        runs: list[View] = tasks.list_runs(task_id)
+        if steps or messages:
+            runs = [tasks.get_run(r["id"], messages=messages) for r in runs]
+            if not steps:
+                for view in runs:
+                    view.pop("steps", None)
+        return runs
     raise TypeError(f"cannot read runs through {type(tasks).__name__}")
 
 
@@ -68,7 +70,7 @@ def _cut(value: Any, limit: int | None = TRACE_CELL_CHARS) -> str:
 
 
 class _Rows:
-    """A table's rows, printed to fit the width (``fleet.cli_tables``): no header is split, and
+    """A table's rows, printed to fit the width (``fleet.cli.tables``): no header is split, and
     the ``whole`` columns keep each cell on one line."""
 
     def __init__(self, *columns: str | Col, whole: tuple[str, ...] = ()) -> None:

@@ -3,20 +3,19 @@ refusals (operators).
 
 Against the store (embedded or fleet: the operator's own CLI sees every tenant) or, with
 ``--server``, through ListTenants / GetTenant (an operator key in FLEET_API_KEY, which sees the
-tenants it reaches); both answer with ``fleet.tenant_views``' JSON shapes.
+tenants it reaches); both answer with ``fleet.views.tenants``' JSON shapes.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Annotated, Any, Protocol
 
 import typer
 from rich.table import Table
 
-from fleet.cli_common import out, print_json
+from fleet.cli.common import out, print_json, talk_to
 
 View = dict[str, Any]
 
@@ -46,12 +45,12 @@ class LocalTenants:
         self.rt = rt
 
     def ls(self) -> list[View]:
-        from fleet.tenant_views import everyone, read_tenants
+        from fleet.views.tenants import everyone, read_tenants
 
         return read_tenants(self.rt, everyone)
 
     def show(self, name: str) -> View:
-        from fleet.tenant_views import one_tenant
+        from fleet.views.tenants import one_tenant
 
         return one_tenant(self.ls(), name)
 
@@ -72,25 +71,19 @@ class RemoteTenants:
 
 
 @contextmanager
-def _open(ctx: typer.Context) -> Iterator[Tenants]:
-    server = (ctx.find_root().obj or {}).get("server")
-    if server:
-        from fleet.client import FleetClient
+def _remote(server: str, api_key: str | None) -> Iterator[Tenants]:
+    from fleet.sdk.client import FleetClient
 
-        with FleetClient(server, os.environ.get("FLEET_API_KEY") or None) as client:
-            yield RemoteTenants(client)
-        return
-    from fleet.runtime import build
+    with FleetClient(server, api_key) as client:
+        yield RemoteTenants(client)
 
-    rt = build()
-    try:
-        yield LocalTenants(rt)
-    finally:
-        rt.close()
+
+def _open(ctx: typer.Context) -> AbstractContextManager[Tenants]:
+    return talk_to(ctx, LocalTenants, _remote)
 
 
 def _cells(view: View) -> list[str]:
-    from fleet.tenant_views import budget_text, wait_text
+    from fleet.views.tenants import budget_text, wait_text
 
     refused = view["refusedToday"]
     return [
@@ -128,7 +121,7 @@ def show(ctx: typer.Context, name: Name, *, as_json: AsJson = False) -> None:
     if as_json:
         print_json(found)
         return
-    from fleet.tenant_views import wait_text
+    from fleet.views.tenants import wait_text
 
     quotas = ", ".join(f"{k} {v:,}" for k, v in found["quotas"].items()) or "none"
     budget = "no budget" if found["tokensPerDay"] is None else f"of {found['tokensPerDay']:,}"

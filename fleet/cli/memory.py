@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from fleet.cli_tables import Col, fit
+from fleet.cli.tables import Col, fit
 from fleet.config.tenants import tenant_name
 from fleet.constants import DEFAULT_TENANT
 from fleet.domain.blocks import Edit

@@ -6,18 +6,15 @@ operations (an operator key in FLEET_API_KEY); both answer with the same JSON sh
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any, Protocol
 
 import typer
-from rich.console import Console
 
-from fleet.cli_tables import Col, fit
+from fleet.cli.common import out, print_json, talk_to
+from fleet.cli.tables import Col, fit
 from fleet.config.tenants import tenant_name
 from fleet.domain import lifecycle as rules
 
@@ -26,7 +23,6 @@ View = dict[str, Any]
 conversations_app = typer.Typer(
     help="List, show, reset, delete and prune conversations (operators).", no_args_is_help=True
 )
-_out = Console(highlight=False, soft_wrap=True)
 
 Key = Annotated[
     str, typer.Argument(help="Conversation key: scoped (api:ticket-4711) or bare (an api one).")
@@ -177,25 +173,15 @@ def _bad(message: str) -> Exception:
 
 
 @contextmanager
-def _open(ctx: typer.Context) -> Iterator[Conversations]:
-    server = (ctx.find_root().obj or {}).get("server")
-    if server:
-        from fleet.client import FleetClient
+def _remote(server: str, api_key: str | None) -> Iterator[Conversations]:
+    from fleet.sdk.client import FleetClient
 
-        with FleetClient(server, os.environ.get("FLEET_API_KEY") or None) as client:
-            yield RemoteConversations(client)
-        return
-    from fleet.runtime import build
-
-    rt = build()
-    try:
-        yield LocalConversations(rt)
-    finally:
-        rt.close()
+    with FleetClient(server, api_key) as client:
+        yield RemoteConversations(client)
 
 
-def _json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+def _open(ctx: typer.Context) -> AbstractContextManager[Conversations]:
+    return talk_to(ctx, LocalConversations, _remote)
 
 
 @conversations_app.command("ls")
@@ -213,7 +199,7 @@ def ls(
     with _open(ctx) as convs:
         found = convs.ls(deployment, state, limit)
     if as_json:
-        _json(found)
+        print_json(found)
         return
     rows = []
     for row in found:
@@ -222,7 +208,7 @@ def ls(
         rows.append(
             (row["conversation"], row["deployment"], state_text, str(row["waiting"]), updated)
         )
-    _out.print(fit(_LS_COLUMNS, rows, _out.width).table())
+    out.print(fit(_LS_COLUMNS, rows, out.width).table())
 
 
 #: ``conversations ls``: keys and states fold; the count and the time stay whole on one line.
@@ -247,10 +233,10 @@ def show(
     with _open(ctx) as convs:
         found = convs.show(deployment, key, tenant)
     if as_json:
-        _json(found)
+        print_json(found)
         return
     active = found["activeTask"] or "none"
-    _out.print(
+    out.print(
         f"{found['conversation']} ({found['deployment']}) generation {found['generation']}\n"
         f"  messages {found['messages']} recalled, {found['storedMessages']} stored; "
         f"notes {found['notes']}\n"
@@ -278,10 +264,10 @@ def reset(
     with _open(ctx) as convs:
         done = convs.reset(deployment, key, keep_notes, cancel_running, tenant)
     if as_json:
-        _json(done)
+        print_json(done)
         return
     notes = "notes kept" if done["notesKept"] else f"{done['notesRemoved']} notes removed"
-    _out.print(
+    out.print(
         f"{done['conversation']} ({done['deployment']}): generation {done['generation']} "
         f"starts now; {len(done['cancelled'])} queued tasks cancelled; {notes}",
         markup=False,
@@ -303,9 +289,9 @@ def delete(
     with _open(ctx) as convs:
         done = convs.delete(deployment, key, cancel_running, tenant)
     if as_json:
-        _json(done)
+        print_json(done)
         return
-    _out.print(
+    out.print(
         f"{done['conversation']} ({done['deployment']}) deleted: {done['tasks']} tasks, "
         f"{done['messages']} messages; a new task with this key starts fresh",
         markup=False,
@@ -334,13 +320,13 @@ def prune(
     with _open(ctx) as convs:
         done = convs.prune(deployment, older_than, dry_run)
     if as_json:
-        _json(done)
+        print_json(done)
         return
     verb = "would delete" if done["dryRun"] else "deleted"
     for name in sorted(done["retention"]):
-        _out.print(
+        out.print(
             f"{name}: {verb} {done['retention'][name]} messages past retention, "
             f"{done['storedCap'].get(name, 0)} past the stored cap",
             markup=False,
         )
-    _out.print(f"total: {done['total']}" + (" (dry run: nothing deleted)" if dry_run else ""))
+    out.print(f"total: {done['total']}" + (" (dry run: nothing deleted)" if dry_run else ""))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from fleet.cli_common import EXIT_BAD_INPUT, EXIT_FAILED, fail, out, print_json
+from fleet.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, fail, out, print_json
 
 if TYPE_CHECKING:
     from fleet.runtime import Runtime

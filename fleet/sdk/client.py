@@ -1,8 +1,9 @@
-"""A small client of fleet's HTTP API (the CLI uses it with ``--server`` / ``FLEET_SERVER``).
+"""The one client of fleet's HTTP API: the SDK's server mode and the CLI's ``--server`` use it.
 
 It answers with the same JSON shapes the API sends (:mod:`fleet.views`) and raises the same
-errors the store would: a 4xx answer is a :class:`ApiError` (a ``FleetError``: the CLI exits 2
-with its detail), a 5xx answer or an unreachable server is ``Unavailable`` (the CLI exits 1).
+errors the store would: a 4xx answer is an :class:`ApiError` that is also the store's error for
+it (a 404 a ``NotFound``, a 409 a ``Conflict``...: a ``FleetError``, the CLI exits 2 with its
+detail), a 5xx answer or an unreachable server is ``Unavailable`` (the CLI exits 1).
 """
 
 from __future__ import annotations
@@ -12,14 +13,22 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 from urllib.parse import quote
 
 import httpx
 
 from fleet.domain.redaction import url_without_password
 from fleet.domain.values import TaskStatus
-from fleet.errors import FleetError, InputError, Unavailable
+from fleet.errors import (
+    Conflict,
+    FleetError,
+    Forbidden,
+    InputError,
+    NotFound,
+    QueueFull,
+    Unavailable,
+)
 
 #: Longest long-poll one GetTask call asks for (the server caps ``wait`` at 60 s).
 MAX_WAIT_S = 60.0
@@ -60,12 +69,60 @@ def parse_sse(lines: Iterable[str]) -> Iterator[Event]:
             event_id = value
 
 
+class _Deadline:
+    """When a wait ends: ``timeout`` seconds from now, or never (``None``: long-polls go on)."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self._at = None if timeout is None else time.monotonic() + timeout
+
+    def left(self) -> float:
+        return MAX_WAIT_S if self._at is None else max(0.0, self._at - time.monotonic())
+
+    def over(self) -> bool:
+        return self._at is not None and time.monotonic() >= self._at
+
+
 class ApiError(FleetError):
     """The server refused the request (4xx); ``message`` is the problem's detail."""
 
     def __init__(self, message: str, *, status: int, field: str | None = None) -> None:
         super().__init__(message, field=field)
         self.status = status
+
+
+# A server's 4xx answers are also the errors the store raises for the same request, so that SDK
+# code catches the same errors in every mode.
+
+
+class _InputError(ApiError, InputError):
+    """The server refused a value (400, 413, 422)."""
+
+
+class _Forbidden(ApiError, Forbidden):
+    """The caller may not touch this object (403)."""
+
+
+class _NotFound(ApiError, NotFound):
+    """No such object in the caller's reach (404)."""
+
+
+class _Conflict(ApiError, Conflict):
+    """The request conflicts with the current state (409)."""
+
+
+class _QueueFull(ApiError, QueueFull):
+    """The conversation's queue is full (429)."""
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {
+    400: _InputError,
+    403: _Forbidden,
+    404: _NotFound,
+    409: _Conflict,
+    413: _InputError,
+    422: _InputError,
+    429: _QueueFull,
+}
 
 
 def _problem(response: httpx.Response) -> tuple[str, str | None]:
@@ -112,7 +169,7 @@ class FleetClient:
             base_url=self.base_url, headers=headers, timeout=TIMEOUT_S, transport=transport
         )
 
-    def __enter__(self) -> FleetClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -159,7 +216,8 @@ class FleetClient:
             )
         if response.status_code >= 400:
             detail, field = _problem(response)
-            raise ApiError(detail, status=response.status_code, field=field)
+            kind = _BY_STATUS.get(response.status_code, ApiError)
+            raise kind(detail, status=response.status_code, field=field)
 
     def submit(
         self,
@@ -189,38 +247,37 @@ class FleetClient:
 
     def get_task(self, task_id: str, *, wait: float = 0.0) -> dict[str, Any]:
         """GetTask, long-polling up to ``wait`` seconds (at most 60) for it to finish."""
-        wait = min(max(wait, 0.0), MAX_WAIT_S)
-        params = {"wait": f"{wait:g}"} if wait else None
-        result: dict[str, Any] = self._call(
-            "GET", f"/v1/tasks/{task_id}", params=params, timeout=TIMEOUT_S + wait
-        )
+        path, params, timeout = self._get_task(task_id, wait)
+        result: dict[str, Any] = self._call("GET", path, params=params, timeout=timeout)
         return result
 
-    def wait(self, task_id: str, timeout: float) -> dict[str, Any]:
-        """The task once finished, or as it is after ``timeout`` seconds (repeated long-polls)."""
-        deadline = time.monotonic() + timeout
+    @staticmethod
+    def _get_task(task_id: str, wait: float) -> tuple[str, dict[str, str] | None, float]:
+        """GetTask's path, query and read timeout for a long-poll of ``wait`` seconds."""
+        wait = min(max(wait, 0.0), MAX_WAIT_S)
+        return f"/v1/tasks/{task_id}", {"wait": f"{wait:g}"} if wait else None, TIMEOUT_S + wait
+
+    def wait(self, task_id: str, timeout: float | None) -> dict[str, Any]:
+        """The task once finished, or as it is after ``timeout`` seconds (repeated long-polls;
+        ``None``: until it finishes)."""
+        deadline = _Deadline(timeout)
         while True:
-            task = self.get_task(task_id, wait=max(0.0, deadline - time.monotonic()))
-            if TaskStatus(task["status"]).terminal or time.monotonic() >= deadline:
+            task = self.get_task(task_id, wait=deadline.left())
+            if TaskStatus(task["status"]).terminal or deadline.over():
                 return task
 
-    async def wait_async(self, task_id: str, timeout: float) -> dict[str, Any]:
+    async def wait_async(self, task_id: str, timeout: float | None) -> dict[str, Any]:
         """``wait`` without blocking an event loop (long-polls on an async connection)."""
-        deadline = time.monotonic() + timeout
-        path = f"/v1/tasks/{task_id}"
+        deadline = _Deadline(timeout)
         async with httpx.AsyncClient(base_url=self.base_url, headers=self._headers) as http:
             while True:
-                wait = min(max(0.0, deadline - time.monotonic()), MAX_WAIT_S)
+                path, params, read = self._get_task(task_id, deadline.left())
                 try:
-                    response = await http.get(
-                        path,
-                        params={"wait": f"{wait:g}"} if wait else None,
-                        timeout=TIMEOUT_S + wait,
-                    )
+                    response = await http.get(path, params=params, timeout=read)
                 except httpx.HTTPError as exc:
                     raise self._unreachable(exc) from None
                 task: dict[str, Any] = self._answer(response, path)
-                if TaskStatus(task["status"]).terminal or time.monotonic() >= deadline:
+                if TaskStatus(task["status"]).terminal or deadline.over():
                     return task
 
     def events(self, task_id: str, timeout: float, *, after: str | None = None) -> Iterator[Event]:

@@ -1,0 +1,56 @@
+"""What every ``fleet`` command shares: its consoles, exit codes, one-line failures, JSON out,
+and where it talks to (the store, or a server with ``--server``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from fleet.runtime import Runtime
+
+T = TypeVar("T")
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+#: Exit codes: 0 ok, 1 failure (task failed, service down), 2 bad input.
+EXIT_FAILED, EXIT_BAD_INPUT = 1, 2
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    err.print(f"fleet: {message}", markup=False)
+    raise typer.Exit(code)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+@contextmanager
+def talk_to(
+    ctx: typer.Context,
+    local: Callable[[Runtime], T],
+    remote: Callable[[str, str | None], AbstractContextManager[T]],
+) -> Iterator[T]:
+    """``remote`` (a server's URL and ``FLEET_API_KEY``) when ``--server`` / ``FLEET_SERVER``
+    names a server, else ``local`` over the store from the environment (closed on exit)."""
+    server = (ctx.find_root().obj or {}).get("server")
+    if server:
+        with remote(server, os.environ.get("FLEET_API_KEY") or None) as found:
+            yield found
+        return
+    from fleet.runtime import build
+
+    rt = build()
+    try:
+        yield local(rt)
+    finally:
+        rt.close()

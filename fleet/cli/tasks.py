@@ -1,0 +1,257 @@
+"""``fleet tasks``: show, list and cancel tasks (against the store or a server), and how a
+task prints."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from fleet.cli.backends import Tasks, tasks_for
+from fleet.cli.common import fail, out, print_json
+from fleet.cli.runs import fetch_runs, show_context, show_runs, show_trace
+from fleet.cli.tables import Col, fit
+from fleet.domain.ids import IdPrefix, parse_ref, short
+from fleet.domain.values import TaskStatus
+from fleet.errors import InputError, NotFound
+
+View = dict[str, Any]
+
+#: An ambiguous id prefix lists at most this many of the ids it matches.
+AMBIGUOUS_SHOWN = 10
+#: ``tasks ls`` shows at most this many characters of a reply or error.
+SUMMARY_CHARS = 60
+
+tasks_app = typer.Typer(help="Inspect and cancel tasks.", no_args_is_help=True)
+
+
+def _parse_id(value: str) -> uuid.UUID | IdPrefix:
+    """A whole id, or a prefix of at least 6 hex digits (checked before any store or server)."""
+    try:
+        return parse_ref(value)
+    except InputError as exc:
+        fail(exc.message)
+
+
+def resolve_id(tasks: Tasks, ref: uuid.UUID | IdPrefix) -> uuid.UUID:
+    """The one task id ``ref`` names: a whole id as is, a prefix when exactly one id has it."""
+    if isinstance(ref, uuid.UUID):
+        return ref
+    found = tasks.find(ref, AMBIGUOUS_SHOWN + 1)
+    if not found:
+        raise NotFound(f"no task with an id starting {ref.typed!r}", field="id")
+    if len(found) > 1:
+        listed = ", ".join(found[:AMBIGUOUS_SHOWN])
+        more = " and more" if len(found) > AMBIGUOUS_SHOWN else ""
+        raise InputError(
+            f"task id prefix {ref.typed!r} is ambiguous: it matches {listed}{more}; "
+            "give more characters",
+            field="id",
+        )
+    return uuid.UUID(found[0])
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+
+@tasks_app.command("show")
+def tasks_show(
+    ctx: typer.Context,
+    task_id: Annotated[
+        str, typer.Argument(help="Task id, or a unique prefix of it (at least 6 hex characters).")
+    ],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    context: Annotated[
+        bool, typer.Option("--context", help="Each run's context: injected and dropped messages.")
+    ] = False,
+    trace: Annotated[
+        bool, typer.Option("--trace", help="Each run's model and tool calls.")
+    ] = False,
+) -> None:
+    """Show one task and its runs."""
+    ref = _parse_id(task_id)
+    with tasks_for(ctx) as tasks:
+        task = tasks.show(resolve_id(tasks, ref))
+        runs = None
+        if context or trace or not as_json:
+            runs = fetch_runs(tasks, task["id"], steps=trace, messages=context and as_json)
+    if as_json:
+        print_json(task if runs is None else {**task, "runs": runs})
+    else:
+        show_task(out, task)
+        show_runs(out, runs or [])
+        if context:
+            show_context(out, runs or [])
+        if trace:
+            show_trace(out, runs or [])
+
+
+@tasks_app.command("ls")
+def tasks_ls(
+    ctx: typer.Context,
+    *,
+    conversation: Annotated[
+        str | None, typer.Option("--conversation", "-c", help="Only this conversation key.")
+    ] = None,
+    deployment: Annotated[str | None, typer.Option("--deployment", "-d")] = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="Only tasks in this status.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 50,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """List tasks, oldest first (the newest LIMIT)."""
+    st: TaskStatus | None = None
+    if status is not None:
+        try:
+            st = TaskStatus(status)
+        except ValueError:
+            fail(f"--status {status!r} is not one of {', '.join(s.value for s in TaskStatus)}")
+    with tasks_for(ctx) as tasks:
+        found = tasks.list_tasks(
+            conversation_key=conversation,
+            deployment=deployment,
+            status=None if st is None else st.value,
+            limit=limit,
+        )
+    if as_json:
+        print_json(found)
+    else:
+        show_task_list(out, found)
+
+
+@tasks_app.command("cancel")
+def tasks_cancel(
+    ctx: typer.Context,
+    task_id: Annotated[
+        str, typer.Argument(help="Task id, or a unique prefix of it (at least 6 hex characters).")
+    ],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Cancel a task: a queued one at once, a running one at its next step boundary."""
+    ref = _parse_id(task_id)
+    with tasks_for(ctx) as tasks:
+        result = tasks.cancel(str(resolve_id(tasks, ref)))
+    if as_json:
+        print_json(result)
+    else:
+        out.print(cancel_message(result), markup=False)
+
+
+# -- printing ----------------------------------------------------------------------------------
+
+
+def _when(value: str | None) -> str:
+    """``2024-05-01T10:00:00.123456Z`` → ``2024-05-01 10:00:00``."""
+    return value[:19].replace("T", " ") if value else "-"
+
+
+def _input_text(view: View) -> str:
+    return "\n".join(
+        p["text"] if p.get("type") == "text" else json.dumps(p.get("data")) for p in view["input"]
+    )
+
+
+def show_task(out: Console, view: View) -> None:
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    rows: list[tuple[str, Any]] = [
+        ("id", view["id"]),
+        ("deployment", view["deployment"]),
+        ("conversation", view["conversation"]),
+        ("seq", view["seq"]),
+        ("status", view["status"]),
+        ("attempts", f"{view['attempts']}/{view['maxAttempts']}"),
+        ("created", _when(view["createdAt"])),
+        ("started", _when(view["startedAt"])),
+        ("finished", _when(view["finishedAt"])),
+        ("labels", ", ".join(f"{k}={v}" for k, v in view["labels"].items()) or "-"),
+        ("input", _input_text(view)),
+    ]
+    if view["reply"] is not None:
+        rows.append(("reply", view["reply"]))
+    if view["error"]:
+        rows.append(("error", view["error"]))
+    for d in view.get("deliveries") or ():
+        rows.append(("delivery", _delivery_line(d)))
+    for k, v in rows:
+        table.add_row(k, Text(str(v)))  # Text: user text is never read as Rich markup
+    out.print(table)
+
+
+def _delivery_line(d: View) -> str:
+    """``sent  reply:triggers/github  https://…  2/5 attempts`` and each attempt's outcome."""
+    line = f"{d['status']}  {d['target']}  {d['url'] or '-'}  {d['attempts']}/{d['maxAttempts']}"
+    if d.get("nextAttemptAt"):
+        line += f"  next {_when(d['nextAttemptAt'])}"
+    for a in d.get("journal") or ():
+        code, error, detail = a.get("httpStatus"), a.get("error"), a.get("detail")
+        status = f" (HTTP {code})" if code else ""
+        line += f"\n  #{a.get('attempt')} {_when(a.get('at'))} {a.get('outcome')}"
+        if a.get("outcome") == "sent" or not (error or detail):
+            line += status
+        elif error:  # what failed first: ``HTTP 500 from https://…: <the answer>``
+            line += f": {error}"
+        else:  # (journaled before errors said what failed)
+            line += f"{status}: {detail}"
+    return line
+
+
+def _summary(view: View) -> str:
+    """The reply (or error) on one line, cut at ``SUMMARY_CHARS``: ``tasks show`` has it whole."""
+    text = view["reply"] if view["reply"] is not None else view["error"] or ""
+    return " ".join(text.split())[:SUMMARY_CHARS]
+
+
+def _undated_year(when: str) -> str:
+    """``2026-11-30 06:12:34`` → ``11-30 06:12:34`` (the list's created time, when narrow)."""
+    return when[5:] if len(when) == 19 else when
+
+
+#: ``tasks ls``: ids, seqs, statuses and times whole; keys fold; the summary is one cut line.
+#: Narrow, the created time loses its year, then the deployment and the summary columns go.
+_LIST_COLUMNS = (
+    Col("id", "whole"),
+    Col("deployment", shrink=1, drop=1),
+    Col("conversation", shrink=1),
+    Col("seq", "whole", justify="right"),
+    Col("status", "whole"),
+    Col("created", "whole", short=_undated_year, shorten=0, drop=3),
+    Col("reply/error", "cut", drop=2),
+)
+
+
+def show_task_list(out: Console, views: list[View]) -> None:
+    """Ids, seqs, statuses and times whole, keys folded rather than cut, the summary ending in
+    "…"; never a header split (columns go first: ``tasks show`` and ``--json`` have them)."""
+    rows = [
+        (
+            short(v["id"]),
+            v["deployment"],
+            v["conversation"],
+            str(v["seq"]),
+            v["status"],
+            _when(v["createdAt"]),
+            _summary(v),
+        )
+        for v in views
+    ]
+    out.print(fit(_LIST_COLUMNS, rows, out.width).table())
+
+
+CANCEL_MESSAGES = {
+    "cancelled": "cancelled",
+    "requested": "cancel requested: it stops at its next step boundary",
+}
+
+
+def cancel_message(result: View) -> str:
+    task = result["task"]
+    text = CANCEL_MESSAGES.get(result["effect"], f"already {task['status']}; nothing to cancel")
+    return f"{task['id']}: {text}"

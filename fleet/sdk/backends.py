@@ -1,0 +1,218 @@
+"""Where the SDK's calls go: the store (embedded or fleet mode) or a ``fleet serve`` over HTTP.
+
+A server is :class:`~fleet.sdk.client.FleetClient` itself, the one HTTP client (the CLI's too);
+:class:`StoreTasks` answers the same calls from the store, in the API's JSON shapes
+(:mod:`fleet.views`) and with the errors the server's answers stand for. So the SDK, and the CLI
+that builds on both, read one shape whichever way they talk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, Protocol
+
+from fleet.constants import DEFAULT_TENANT
+from fleet.domain.values import TaskStatus
+from fleet.errors import InputError, NotFound
+
+if TYPE_CHECKING:
+    from fleet.config import Settings
+    from fleet.runtime import Runtime
+
+View = dict[str, Any]
+Input = str | list[dict[str, Any]]
+
+#: Store reads while waiting start this often and back off to the second figure (seconds).
+POLL_MIN_S, POLL_MAX_S = 0.005, 0.1
+#: Messages a task handle looks through for its own (the API's largest page).
+MESSAGES_PAGE = 1000
+
+
+def terminal(view: View) -> bool:
+    return TaskStatus(view["status"]).terminal
+
+
+class Backend(Protocol):
+    """The calls a Fleet makes, named as the HTTP client names them (SubmitTask, GetTask...)."""
+
+    def submit(
+        self,
+        deployment: str,
+        input: Input,
+        *,
+        conversation_key: str | None = None,
+        labels: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+        delivery: str | None = None,
+        resource_id: str | None = None,
+    ) -> View:
+        """The admitted task (with ``mergedInto``, ``duplicate``, ``deliveredTo``)."""
+        ...
+
+    def get_task(self, task_id: str) -> View: ...
+
+    def wait(self, task_id: str, timeout: float | None) -> View:
+        """The task once terminal, or as it is when ``timeout`` seconds passed."""
+        ...
+
+    async def wait_async(self, task_id: str, timeout: float | None) -> View:
+        """``wait`` without blocking the event loop."""
+        ...
+
+    def cancel(self, task_id: str) -> View:
+        """``{"effect": cancelled|requested|finished, "task": {...}}``."""
+        ...
+
+    def messages(self, conversation_key: str, deployment: str, *, limit: int = 100) -> View:
+        """``{"messages": [...]}``, oldest first; NotFound (field ``conversationKey``) for a
+        conversation not started yet."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def messages_of(backend: Backend, deployment: str, key: str, limit: int) -> list[View]:
+    """The conversation's newest ``limit`` messages, oldest first ([] if it has none yet)."""
+    try:
+        found: list[View] = backend.messages(key, deployment, limit=limit)["messages"]
+    except NotFound as exc:
+        if exc.field == "conversationKey":
+            return []  # no message yet
+        raise
+    return found
+
+
+class _Pauses:
+    """Pauses between store reads: short at first (embedded runs end in milliseconds), then
+    longer, never past the deadline."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self._next = POLL_MIN_S
+
+    def over(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def pause(self) -> float:
+        pause, self._next = self._next, min(self._next * 2, POLL_MAX_S)
+        if self.deadline is not None:
+            pause = min(pause, max(0.0, self.deadline - time.monotonic()))
+        return pause
+
+
+class StoreTasks:
+    """The :class:`Backend` calls answered from a runtime's store and dispatcher (the CLI's
+    store mode is this too, with what only the CLI asks)."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    def check_deployment(self, name: str) -> None:
+        """Refuse an unknown deployment now (a server says so at the first submission)."""
+        try:
+            self.rt.config.deployment(name)
+        except NotFound as exc:
+            raise InputError(exc.message, field="deployment") from None
+
+    def submit(
+        self,
+        deployment: str,
+        input: Input,
+        *,
+        conversation_key: str | None = None,
+        labels: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+        delivery: str | None = None,
+        resource_id: str | None = None,
+    ) -> View:
+        from fleet.views import admission_json
+
+        admitted = self.rt.dispatcher.submit(
+            deployment,
+            input,
+            key=conversation_key,
+            labels=labels,
+            idempotency_key=idempotency_key,
+            delivery=delivery,
+            resource_id=resource_id,
+        )
+        return admission_json(admitted)
+
+    def get_task(self, task_id: str) -> View:
+        from fleet.views import task_json
+
+        return task_json(self.rt.store.get_task(uuid.UUID(task_id)))
+
+    def wait(self, task_id: str, timeout: float | None) -> View:
+        pauses = _Pauses(timeout)
+        while True:
+            view = self.get_task(task_id)
+            if terminal(view) or pauses.over():
+                return view
+            time.sleep(pauses.pause())
+
+    async def wait_async(self, task_id: str, timeout: float | None) -> View:
+        pauses = _Pauses(timeout)
+        while True:
+            view = await asyncio.to_thread(self.get_task, task_id)
+            if terminal(view) or pauses.over():
+                return view
+            await asyncio.sleep(pauses.pause())
+
+    def cancel(self, task_id: str) -> View:
+        from fleet.views import task_json
+
+        result = self.rt.dispatcher.cancel(uuid.UUID(task_id))
+        return {"effect": result.effect, "task": task_json(result.task)}
+
+    def messages(self, conversation_key: str, deployment: str, *, limit: int = 100) -> View:
+        from fleet.domain import keys
+        from fleet.views import message_json
+
+        self.check_deployment(deployment)
+        dep = self.rt.config.deployment(deployment)
+        ref = keys.resolve(dep.kind, "api", conversation_key)
+        found = self.rt.store.find_conversation(dep.name, ref.scope, ref.key, tenant=DEFAULT_TENANT)
+        if found is None:
+            raise NotFound(
+                f"no conversation {conversation_key!r} of {deployment!r} yet",
+                field="conversationKey",
+            )
+        return {"messages": [message_json(m) for m in self.rt.store.messages(found, limit=limit)]}
+
+    def close(self) -> None:
+        self.rt.close()
+
+
+class StoreBackend(StoreTasks):
+    """Straight to the store: embedded mode runs tasks on this process's pool of threads while
+    the object lives; fleet mode admits into the fleet and waits for its workers."""
+
+    def __init__(self, settings: Settings, concurrency: int | None) -> None:
+        from fleet.runtime import build
+
+        super().__init__(build(settings))
+        self._loop = None
+        if self.rt.local_waker is not None:
+            from fleet.dispatch.embedded import EmbeddedLoop
+
+            self._loop = EmbeddedLoop(self.rt.dispatcher, self.rt.local_waker, concurrency)
+            self._loop.start()
+        elif concurrency is not None:
+            self.rt.close()
+            raise InputError(
+                "concurrency is for embedded mode; in a fleet, `fleet worker --concurrency` "
+                "sets how many tasks run at once",
+                field="concurrency",
+            )
+        #: ``embedded`` or ``fleet``.
+        self.mode = "embedded" if self._loop is not None else "fleet"
+
+    def close(self) -> None:
+        try:
+            if self._loop is not None:
+                self._loop.stop()  # runs hand their tasks back after their current step
+        finally:
+            self.rt.close()
