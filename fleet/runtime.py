@@ -23,7 +23,7 @@ from fleet.dispatch.turns import Turns
 from fleet.dispatch.waker import LocalWaker, Waker
 from fleet.domain.redaction import Redactor
 from fleet.errors import Unavailable
-from fleet.store import Store, db, migrate
+from fleet.store import Store, db
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +112,8 @@ def open_store(
 
 def ensure_schema(store: Store) -> None:
     """Embedded SQLite is migrated on first use; PostgreSQL must be at head (``fleet migrate``)."""
+    from fleet.store import migrate  # (Alembic: loaded when a schema is looked at)
+
     with db.unavailable_on_outage():
         have, want = migrate.current(store.engine), migrate.head()
         if have == want:

@@ -15,8 +15,8 @@ import typer
 
 from fleet.cli.common import out, print_json, talk_to
 from fleet.cli.tables import Col, fit
-from fleet.config.tenants import tenant_name
 from fleet.domain import lifecycle as rules
+from fleet.domain.tenancy import tenant_name
 
 View = dict[str, Any]
 

@@ -5,17 +5,19 @@ from __future__ import annotations
 import json
 import sys
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from fleet.cli.tables import Col, fit
-from fleet.config.tenants import tenant_name
 from fleet.constants import DEFAULT_TENANT
 from fleet.domain.blocks import Edit
+from fleet.domain.tenancy import tenant_name
 from fleet.errors import InputError, NotFound
-from fleet.store import Store
+
+if TYPE_CHECKING:
+    from fleet.store import Store
 
 memory_app = typer.Typer(help="Manage memory blocks (durable named text).", no_args_is_help=True)
 _out = Console(highlight=False, soft_wrap=True)

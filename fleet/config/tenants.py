@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, StrictInt, field_validator
 
-from fleet.config.base import _NAME, _Strict
+from fleet.config.base import _Strict
 from fleet.constants import DEFAULT_TENANT, MAX_TENANT_WEIGHT
+from fleet.domain.tenancy import tenant_name
 from fleet.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -56,13 +57,6 @@ class TenantConfig(_Strict):
             "tokens_per_task": self.tokens_per_task,
         }
         return {k: v for k, v in named.items() if v is not None}
-
-
-def tenant_name(value: str) -> str:
-    """A tenant's name is spelled like a file name (it may name ``config/tenants/<name>.toml``)."""
-    if not _NAME.match(value):
-        raise ValueError("must be 1-63 lowercase letters, digits, '-' or '_'")
-    return value
 
 
 class TenantRef(_Strict):

@@ -11,11 +11,22 @@ or caller's tenant; delegated ones follow the task that delegated them; singleto
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from fleet.constants import DEFAULT_TENANT
 from fleet.domain.keys import SINGLETON_SCOPE, api_scope
+
+#: A tenant's name is spelled like a file name (it may name ``config/tenants/<name>.toml``).
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+
+def tenant_name(value: str) -> str:
+    """The name, if it is one a tenant may have; ValueError saying what it must be."""
+    if not _NAME.match(value):
+        raise ValueError("must be 1-63 lowercase letters, digits, '-' or '_'")
+    return value
 
 
 @dataclass(frozen=True, slots=True)

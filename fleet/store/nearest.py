@@ -9,11 +9,11 @@ approximate index is used, so the hits are those exact search finds.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable, Mapping, Set
 from typing import Any
 
-import numpy as np
 from sqlalchemy import LargeBinary, and_, bindparam, cast, func, select
 
 from fleet.store import schema as s
@@ -38,6 +38,7 @@ class VectorStore(StoreBase):
 
     def _distance(self, query: bytes) -> Any:
         if self.dialect == "postgresql":
+            import numpy as np
             from pgvector.sqlalchemy import VECTOR
 
             q = np.frombuffer(query, dtype="<f4").astype(np.float32)
@@ -103,7 +104,7 @@ class VectorStore(StoreBase):
             hits: list[tuple[int, float]] = []
             below = False
             for r in rows:
-                if r.dist is None or not np.isfinite(r.dist):
+                if r.dist is None or not math.isfinite(r.dist):
                     continue
                 score = 1.0 - float(r.dist)
                 if score < threshold:

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import numpy as np
 from sqlalchemy import and_, func, insert, literal, select, union_all, update
 from sqlalchemy.exc import IntegrityError
 
@@ -22,6 +21,8 @@ m, e, t, c = s.messages, s.message_embeddings, s.tasks, s.conversations
 
 def as_floats(vector: bytes) -> list[float]:
     """Little-endian float32 bytes as a list of floats."""
+    import numpy as np  # (here: a process that reads no vectors does not load numpy)
+
     return [float(x) for x in np.frombuffer(vector, dtype="<f4")]
 
 
