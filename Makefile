@@ -42,12 +42,17 @@ pgvector:
 	  || echo "pgvector could not be installed: its tests skip, exact search is tested" >&2; }
 
 # The whole suite: needs PostgreSQL and Redis on 127.0.0.1 (CI=true fails instead of skipping).
+# Most tests wait on processes, the database and Redis more than they compute: they run in
+# JOBS parallel pytest processes (each with its own template database and Redis database);
+# those bound by wall-clock time (marked serial) run alone afterwards.
+JOBS ?= 4
 test: lint typecheck docs browser pgvector
-	$(PYTHON) -m pytest
+	$(PYTHON) -m pytest -n $(JOBS) -m "not serial"
+	$(PYTHON) -m pytest -m serial
 
 # Pure and SQLite-only tests: seconds, no services.
 unit:
-	$(PYTHON) -m pytest tests/unit
+	$(PYTHON) -m pytest -n 2 tests/unit
 
 bench:
 	$(PYTHON) -m bench.dispatch

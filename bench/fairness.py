@@ -146,6 +146,7 @@ def main() -> None:
     ap.add_argument("--patience", type=float, default=60.0)
     args = ap.parse_args()
     started = datetime.now(UTC)
+    load = os.getloadavg()[0]
     rows = []
     with tempfile.TemporaryDirectory() as d:
         bench = Bench(Path(d), args.run_ms)
@@ -155,7 +156,8 @@ def main() -> None:
         finally:
             bench.close()
     print(
-        f"fairness benchmark ({started:%Y-%m-%d}): one worker, concurrency {args.concurrency}, "
+        f"fairness benchmark ({started:%Y-%m-%d}, load average at start {load:.1f}): one worker, "
+        f"concurrency {args.concurrency}, "
         f"echo model {args.run_ms} ms a run; tenant alpha's flood (2 tasks a conversation), "
         f"then, {args.running} of its tasks done, one task of tenant bravo and one more of "
         "alpha's own (a new conversation: the baseline, a task behind alpha's backlog)"

@@ -14,6 +14,8 @@ from tests.conftest import write_config
 from tests.e2e.test_cli import Cli, _command
 from tests.support.fleet import wait_for
 
+pytestmark = pytest.mark.serial  # timing-bound (a run still running when the steer comes): alone
+
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:

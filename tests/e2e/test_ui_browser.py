@@ -21,7 +21,8 @@ import pytest
 from tests.conftest import need, write_config
 from tests.support.fleet import Proc, wait_for
 
-pytestmark = pytest.mark.timeout(240)
+# timing-bound: `make test` runs it alone
+pytestmark = [pytest.mark.timeout(240), pytest.mark.serial]
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "ui"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]

@@ -19,7 +19,8 @@ from fleet.store import schema as s
 from tests.conftest import write_config
 from tests.support.fleet import Fleet, fleet_settings, wait_for
 
-pytestmark = [pytest.mark.fleet, pytest.mark.timeout(240)]
+# timing-bound: `make test` runs it alone
+pytestmark = [pytest.mark.fleet, pytest.mark.timeout(240), pytest.mark.serial]
 
 TTL, SWEEP = 2.0, 1.0
 AGENTS = {

@@ -11,7 +11,8 @@ from fleet.delivery.http import send
 from fleet.delivery.targets import Request
 from tests.support.receiver import Receiver
 
-pytestmark = pytest.mark.timeout(60)
+# timing-bound: `make test` runs it alone
+pytestmark = [pytest.mark.timeout(60), pytest.mark.serial]
 
 
 def post(receiver: Receiver, path: str) -> Request:

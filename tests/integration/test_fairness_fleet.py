@@ -20,7 +20,8 @@ from fleet.store import TaskFilter
 from tests.conftest import write_config
 from tests.support.fleet import Fleet, fleet_settings, running_fleet, runtime_for, wait_for
 
-pytestmark = [pytest.mark.fleet, pytest.mark.timeout(240)]
+# timing-bound: `make test` runs it alone
+pytestmark = [pytest.mark.fleet, pytest.mark.timeout(240), pytest.mark.serial]
 
 AGENTS = {"tick": '[model]\nprovider = "echo"\ndelay_ms = 100\n'}
 DEPLOYMENTS = {"work": 'agent = "tick"\n'}

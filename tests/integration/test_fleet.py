@@ -27,7 +27,8 @@ from fleet.store import TaskFilter
 from fleet.store import schema as s
 from tests.support.fleet import Fleet, Proc, fleet_settings, running_fleet, wait_for
 
-pytestmark = [pytest.mark.fleet, pytest.mark.timeout(240)]
+# timing-bound: `make test` runs it alone
+pytestmark = [pytest.mark.fleet, pytest.mark.timeout(240), pytest.mark.serial]
 
 TTL, SWEEP = 2.0, 1.0
 

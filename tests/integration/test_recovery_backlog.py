@@ -25,7 +25,8 @@ from tests.conftest import write_config
 from tests.integration.test_fleet import all_done, runs_by_conversation
 from tests.support.fleet import Fleet, Proc, fleet_settings, wait_for
 
-pytestmark = [pytest.mark.fleet, pytest.mark.timeout(300)]
+# timing-bound: `make test` runs it alone
+pytestmark = [pytest.mark.fleet, pytest.mark.timeout(300), pytest.mark.serial]
 
 TTL, SWEEP = 2.0, 1.0
 CONVERSATIONS, PER = 30, 8

@@ -18,7 +18,8 @@ from fleet.runtime import build
 from tests.conftest import write_config
 from tests.support.fleet import running_fleet, wait_for
 
-pytestmark = [pytest.mark.timeout(120)]
+# timing-bound: `make test` runs it alone
+pytestmark = [pytest.mark.timeout(120), pytest.mark.serial]
 
 GRACE, SLACK = 4.0, 2.0
 AGENTS = {

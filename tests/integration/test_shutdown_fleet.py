@@ -28,7 +28,8 @@ from fleet.store import schema as s
 from tests.conftest import write_config
 from tests.support.fleet import Fleet, Proc, fleet_settings, wait_for
 
-pytestmark = [pytest.mark.fleet, pytest.mark.timeout(180)]
+# timing-bound: `make test` runs it alone
+pytestmark = [pytest.mark.fleet, pytest.mark.timeout(180), pytest.mark.serial]
 
 #: Long enough that a recovery by lease expiry would miss every deadline below.
 TTL = 60.0

@@ -504,11 +504,16 @@ class Probes:
         listed = self.w.http.get("/v1/conversations", headers=auth("alpha-ops")).json()
         assert {c["id"] for c in listed["conversations"]} == self.alpha_conversations, listed
         assert {b[1] for b in self.alpha_blocks} == {"facts", "ledger", "prefs"}
-        older = self.w.rows(
-            "SELECT count(*) FROM messages m JOIN conversations c ON c.id = m.conversation_id "
-            "WHERE c.tenant = 'alpha' AND m.created_at < now() - interval '1 second'"
+        # The prune probes cut at "olderThan 1s": wait (on a fast machine the whole setup takes
+        # less) until one of alpha's messages is old enough for a prune to reach.
+        wait_for(
+            lambda: self.w.rows(
+                "SELECT count(*) FROM messages m JOIN conversations c ON c.id = m.conversation_id "
+                "WHERE c.tenant = 'alpha' AND m.created_at < now() - interval '1 second'"
+            )[0][0],
+            10,
+            what="a message of alpha's old enough for a prune to reach",
         )
-        assert older[0][0] > 0, "alpha has no message old enough for a prune to reach"
         overview = self.alpha_ui.get("/ui").text
         assert tooly(overview) == (1, 2), "alpha's queued and running tooly tasks"
         assert tenant_row(overview, "alpha") == (2, 2, 1), overview
