@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
+from pydantic import SecretStr
+
 from fleet.agents.models.base import (
     ChatMessage,
     Model,
@@ -31,29 +35,38 @@ def build(cfg: ModelConfig, settings: Settings) -> Model:
         from fleet.agents.models.echo import EchoModel
 
         return EchoModel(cfg.delay_ms)
-    assert cfg.name is not None  # checked by ModelConfig
     if cfg.provider == "anthropic":
         # importable: ModelConfig refuses provider "anthropic" when the extra is not installed
         from fleet.agents.models.anthropic import DEFAULT_MAX_TOKENS, AnthropicModel
 
-        key = settings.anthropic_api_key
         return AnthropicModel(
-            model=cfg.name,
-            base_url=cfg.base_url or settings.anthropic_base_url,
-            api_key=key.get_secret_value() if key else None,
-            timeout_s=cfg.timeout,
-            max_retries=cfg.max_retries,
+            **_endpoint(cfg, settings.anthropic_base_url, settings.anthropic_api_key),
             max_tokens=cfg.max_tokens or DEFAULT_MAX_TOKENS,
         )
     from fleet.agents.models.openai import OpenAIModel
 
-    key = settings.openai_api_key
     return OpenAIModel(
+        **_endpoint(cfg, settings.openai_base_url, settings.openai_api_key),
+        temperature=cfg.temperature,
+        max_tokens=cfg.max_tokens,
+    )
+
+
+class _Endpoint(TypedDict):
+    model: str
+    base_url: str
+    api_key: str | None
+    timeout_s: float
+    max_retries: int
+
+
+def _endpoint(cfg: ModelConfig, base_url: str, key: SecretStr | None) -> _Endpoint:
+    """Where and how an SDK adapter calls its provider: the config's, else the settings' URL."""
+    assert cfg.name is not None  # checked by ModelConfig
+    return _Endpoint(
         model=cfg.name,
-        base_url=cfg.base_url or settings.openai_base_url,
+        base_url=cfg.base_url or base_url,
         api_key=key.get_secret_value() if key else None,
         timeout_s=cfg.timeout,
         max_retries=cfg.max_retries,
-        temperature=cfg.temperature,
-        max_tokens=cfg.max_tokens,
     )
