@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TypedDict
-
-from pydantic import SecretStr
+from typing import TYPE_CHECKING
 
 from fleet.agents.models.base import (
     ChatMessage,
@@ -16,6 +14,11 @@ from fleet.agents.models.base import (
     provider_of,
 )
 from fleet.config import ModelConfig, Settings
+
+if TYPE_CHECKING:
+    from pydantic import SecretStr
+
+    from fleet.agents.models.sdk import Endpoint
 
 __all__ = [
     "ChatMessage",
@@ -52,21 +55,13 @@ def build(cfg: ModelConfig, settings: Settings) -> Model:
     )
 
 
-class _Endpoint(TypedDict):
-    model: str
-    base_url: str
-    api_key: str | None
-    timeout_s: float
-    max_retries: int
-
-
-def _endpoint(cfg: ModelConfig, base_url: str, key: SecretStr | None) -> _Endpoint:
+def _endpoint(cfg: ModelConfig, base_url: str, key: SecretStr | None) -> Endpoint:
     """Where and how an SDK adapter calls its provider: the config's, else the settings' URL."""
     assert cfg.name is not None  # checked by ModelConfig
-    return _Endpoint(
-        model=cfg.name,
-        base_url=cfg.base_url or base_url,
-        api_key=key.get_secret_value() if key else None,
-        timeout_s=cfg.timeout,
-        max_retries=cfg.max_retries,
-    )
+    return {
+        "model": cfg.name,
+        "base_url": cfg.base_url or base_url,
+        "api_key": key.get_secret_value() if key else None,
+        "timeout_s": cfg.timeout,
+        "max_retries": cfg.max_retries,
+    }

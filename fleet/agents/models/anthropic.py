@@ -10,7 +10,7 @@ SDK speaks API version 2026-10-21, which has no sampling parameters: no ``temper
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import anthropic
 from anthropic.types import (
@@ -31,7 +31,7 @@ from fleet.agents.models.base import (
     names_back,
     wire_name,
 )
-from fleet.agents.models.sdk import SDKErrors, SDKModel
+from fleet.agents.models.sdk import Endpoint, SDKErrors, SDKModel
 
 #: ``max_tokens`` when the agent's config sets none (the Messages API requires one).
 DEFAULT_MAX_TOKENS = 4096
@@ -59,24 +59,9 @@ class AnthropicModel(SDKModel[anthropic.Anthropic]):
     )
 
     def __init__(
-        self,
-        *,
-        model: str,
-        base_url: str,
-        api_key: str | None = None,
-        timeout_s: float = 60.0,
-        max_retries: int = 3,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
+        self, *, max_tokens: int = DEFAULT_MAX_TOKENS, **endpoint: Unpack[Endpoint]
     ) -> None:
-        super().__init__(
-            anthropic.Anthropic,
-            anthropic.omit,
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-        )
+        super().__init__(anthropic.Anthropic, anthropic.omit, **endpoint)
         self.max_tokens = max_tokens
 
     def complete(

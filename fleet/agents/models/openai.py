@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import openai
 from openai.types.chat import (
@@ -31,7 +31,7 @@ from fleet.agents.models.base import (
     names_back,
     wire_name,
 )
-from fleet.agents.models.sdk import SDKErrors, SDKModel
+from fleet.agents.models.sdk import Endpoint, SDKErrors, SDKModel
 
 
 class OpenAIModel(SDKModel[openai.OpenAI]):
@@ -46,23 +46,11 @@ class OpenAIModel(SDKModel[openai.OpenAI]):
     def __init__(
         self,
         *,
-        model: str,
-        base_url: str,
-        api_key: str | None = None,
-        timeout_s: float = 60.0,
-        max_retries: int = 3,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        **endpoint: Unpack[Endpoint],
     ) -> None:
-        super().__init__(
-            openai.OpenAI,
-            openai.omit,
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-        )
+        super().__init__(openai.OpenAI, openai.omit, **endpoint)
         self.temperature = temperature
         self.max_tokens = max_tokens
 

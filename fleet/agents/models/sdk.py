@@ -9,7 +9,7 @@ from fleet's settings alone and turns those exceptions into readable ModelErrors
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, NamedTuple, NotRequired, Protocol, TypedDict, TypeVar
 
 from fleet.agents.models.base import ChatMessage
 from fleet.agents.models.failures import Failures, excerpt
@@ -34,6 +34,16 @@ class SDKErrors(NamedTuple):
     root: type[Any]
 
 
+class Endpoint(TypedDict):
+    """Where and how an adapter calls its provider."""
+
+    model: str
+    base_url: str
+    api_key: NotRequired[str | None]
+    timeout_s: NotRequired[float]
+    max_retries: NotRequired[int]
+
+
 class SDKModel(Generic[C]):
     """An adapter's name, timeout, SDK client, failures and the headers of every request."""
 
@@ -49,9 +59,9 @@ class SDKModel(Generic[C]):
         *,
         model: str,
         base_url: str,
-        api_key: str | None,
-        timeout_s: float,
-        max_retries: int,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
     ) -> None:
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
