@@ -26,6 +26,9 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 #: ``--json``: print the command's JSON record(s) instead of text.
 AsJson = Annotated[bool, typer.Option("--json")]
 
+#: ``--deployment``: only what belongs to this deployment (all of them when left out).
+OnlyDeployment = Annotated[str | None, typer.Option("--deployment", "-d")]
+
 #: Exit codes: 0 ok, 1 failure (task failed, service down), 2 bad input.
 EXIT_FAILED, EXIT_BAD_INPUT = 1, 2
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Protocol
 
 import typer
 
-from fleet.cli.common import AsJson, answer, out, over_client, talk_to
+from fleet.cli.common import AsJson, OnlyDeployment, answer, out, over_client, talk_to
 from fleet.cli.tables import Col, fit
 from fleet.domain import lifecycle as rules
 from fleet.domain.tenancy import tenant_name
@@ -178,7 +178,7 @@ def _open(ctx: typer.Context) -> AbstractContextManager[Conversations]:
 def ls(
     ctx: typer.Context,
     *,
-    deployment: Annotated[str | None, typer.Option("--deployment", "-d")] = None,
+    deployment: OnlyDeployment = None,
     state: Annotated[
         str | None, typer.Option("--state", help="stuck, running, queued or idle.")
     ] = None,
@@ -298,7 +298,7 @@ def _print_delete(done: View) -> None:
 def prune(
     ctx: typer.Context,
     *,
-    deployment: Annotated[str | None, typer.Option("--deployment", "-d")] = None,
+    deployment: OnlyDeployment = None,
     older_than: Annotated[
         str | None,
         typer.Option(

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleet.cli.backends import Tasks, tasks_for
-from fleet.cli.common import AsJson, answer, fail, out, print_json
+from fleet.cli.common import AsJson, OnlyDeployment, answer, fail, out, print_json
 from fleet.cli.runs import fetch_runs, show_context, show_runs, show_trace
 from fleet.cli.tables import Col, fit
 from fleet.domain.ids import IdPrefix, parse_ref, short
@@ -100,7 +100,7 @@ def tasks_ls(
     conversation: Annotated[
         str | None, typer.Option("--conversation", "-c", help="Only this conversation key.")
     ] = None,
-    deployment: Annotated[str | None, typer.Option("--deployment", "-d")] = None,
+    deployment: OnlyDeployment = None,
     status: Annotated[
         str | None, typer.Option("--status", help="Only tasks in this status.")
     ] = None,
