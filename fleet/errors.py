@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class FleetError(Exception):
     """Base of every error fleet raises on purpose."""
@@ -16,18 +18,23 @@ class FleetError(Exception):
         self.message = message
         self.field = field
 
+    def __init_subclass__(
+        cls, *, status: int | None = None, title: str | None = None, **kwargs: Any
+    ) -> None:
+        """A subclass names its HTTP status and title in its header: ``status=404, title=...``."""
+        super().__init_subclass__(**kwargs)
+        if status is not None:
+            cls.status = status
+        if title is not None:
+            cls.title = title
 
-class InputError(FleetError):
+
+class InputError(FleetError, status=422, title="Invalid input"):
     """A caller sent a value fleet cannot accept."""
 
-    status = 422
-    title = "Invalid input"
 
-
-class ConfigError(FleetError):
+class ConfigError(FleetError, title="Invalid configuration"):
     """A configuration file or setting is invalid."""
-
-    title = "Invalid configuration"
 
     def __init__(self, file: str, key: str, reason: str) -> None:
         super().__init__(f"{file}: {key}: {reason}", field=key)
@@ -36,46 +43,28 @@ class ConfigError(FleetError):
         self.reason = reason
 
 
-class NotFound(FleetError):
+class NotFound(FleetError, status=404, title="Not found"):
     """The named object does not exist (or is outside the caller's scope)."""
 
-    status = 404
-    title = "Not found"
 
-
-class Forbidden(FleetError):
+class Forbidden(FleetError, status=403, title="Forbidden"):
     """The caller may not touch this object."""
 
-    status = 403
-    title = "Forbidden"
 
-
-class Conflict(FleetError):
+class Conflict(FleetError, status=409, title="Conflict"):
     """The request conflicts with the current state."""
 
-    status = 409
-    title = "Conflict"
 
-
-class QueueFull(FleetError):
+class QueueFull(FleetError, status=429, title="Queue full"):
     """The conversation's queue is at its cap and its policy is to refuse (``on_full``)."""
 
-    status = 429
-    title = "Queue full"
 
-
-class Unavailable(FleetError):
+class Unavailable(FleetError, status=503, title="Service unavailable"):
     """A backing service (database, Redis) cannot be reached; retry later."""
 
-    status = 503
-    title = "Service unavailable"
 
-
-class ModelError(FleetError):
+class ModelError(FleetError, status=502, title="Model call failed"):
     """A model call failed; ``retryable`` says whether trying again may help."""
-
-    status = 502
-    title = "Model call failed"
 
     def __init__(
         self, message: str, *, retryable: bool = False, status_code: int | None = None
@@ -85,8 +74,5 @@ class ModelError(FleetError):
         self.status_code = status_code
 
 
-class LeaseLost(FleetError):
+class LeaseLost(FleetError, status=409, title="Lease lost"):
     """This worker no longer holds the task: another took over (fencing number moved on)."""
-
-    status = 409
-    title = "Lease lost"

@@ -236,36 +236,30 @@ def _tool_step(
         steps.replay(entry)
         return _as_text(entry.output), Signals()
     step = entry.step if entry is not None else steps.next_step()
-    if action == "unknown":
-        steps.ports.tracer.unknown(call, step)
+
+    def record(output: str, error: str | None, since: float) -> None:
         steps.record(
             "tool",
             call.name,
             started,
-            t0,
+            since,
             step=step,
             input=args,
-            output=journal.UNKNOWN_RESULT,
-            error="in flight when its worker was lost",
+            output=output,
+            error=error,
             call_id=call.id,
         )
+
+    if action == "unknown":
+        steps.ports.tracer.unknown(call, step)
+        record(journal.UNKNOWN_RESULT, "in flight when its worker was lost", t0)
         return journal.UNKNOWN_RESULT, Signals()
     if tool is None:
         known = ", ".join(sorted(tools)) or "none"
         text = f"error: no tool named {call.name!r} (available: {known})"
         with steps.ports.tracer.tool(call, step) as span:
             span.fail("tool_not_found", text)
-        steps.record(
-            "tool",
-            call.name,
-            started,
-            t0,
-            step=step,
-            input=args,
-            output=text,
-            error=text,
-            call_id=call.id,
-        )
+        record(text, text, t0)
         return text, Signals()
     # Finished steps are stored before this one begins; an unsafe call is journaled as
     # started first, so a retry knows it may have had its effect.
@@ -290,17 +284,7 @@ def _tool_step(
             watch=steps.ports.watch,
         )
         span.result(result)
-    steps.record(
-        "tool",
-        call.name,
-        started,
-        t0,
-        step=step,
-        input=args,
-        output=result.text,
-        error=result.error,
-        call_id=call.id,
-    )
+    record(result.text, result.error, t0)
     if result.stopped:  # the watch saw a cancel, an interrupt or a lost lease: which?
         return result.text, steps.commit()
     return result.text, Signals()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import Protocol, TypedDict, Unpack
 
 import typer
 from rich.console import Console
@@ -25,6 +25,16 @@ from fleet.sdk.backends import Backend, StoreTasks, View
 
 #: Whole task ids as text.
 Ids = list[str]
+
+
+class TaskQuery(TypedDict, total=False):
+    """Which tasks ListTasks lists: of one conversation, deployment or status; the newest
+    ``limit`` (100)."""
+
+    conversation_key: str | None
+    deployment: str | None
+    status: str | None
+    limit: int
 
 
 class Tasks(Backend, Protocol):
@@ -47,14 +57,7 @@ class Tasks(Backend, Protocol):
         """GetTask: the task and where its reply was delivered."""
         ...
 
-    def list_tasks(
-        self,
-        *,
-        conversation_key: str | None = None,
-        deployment: str | None = None,
-        status: str | None = None,
-        limit: int = 100,
-    ) -> list[View]:
+    def list_tasks(self, **query: Unpack[TaskQuery]) -> list[View]:
         """ListTasks, oldest first (the newest ``limit``)."""
         ...
 
@@ -110,18 +113,13 @@ class LocalTasks(StoreTasks):
         task = self.rt.store.get_task(task_id)
         return task_with_deliveries(task, self.rt.store.task_deliveries(task.id))
 
-    def list_tasks(
-        self,
-        *,
-        conversation_key: str | None = None,
-        deployment: str | None = None,
-        status: str | None = None,
-        limit: int = 100,
-    ) -> list[View]:
+    def list_tasks(self, **query: Unpack[TaskQuery]) -> list[View]:
         from fleet.domain.keys import api_scope, split_scoped
         from fleet.store import TaskFilter
         from fleet.views import task_json
 
+        deployment, conversation_key = query.get("deployment"), query.get("conversation_key")
+        status, limit = query.get("status"), query.get("limit", 100)
         if deployment is not None:
             self.rt.config.deployment(deployment)  # an unknown one is refused, as by the server
         scope, key, tenants = None, None, None

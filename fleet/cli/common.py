@@ -8,18 +8,26 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
     from fleet.runtime import Runtime
+    from fleet.sdk.client import FleetClient
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+#: ``--json``: print the command's JSON record(s) instead of text.
+AsJson = Annotated[bool, typer.Option("--json")]
+
+#: ``--deployment``: only what belongs to this deployment (all of them when left out).
+OnlyDeployment = Annotated[str | None, typer.Option("--deployment", "-d")]
 
 #: Exit codes: 0 ok, 1 failure (task failed, service down), 2 bad input.
 EXIT_FAILED, EXIT_BAD_INPUT = 1, 2
@@ -54,3 +62,35 @@ def talk_to(
         yield local(rt)
     finally:
         rt.close()
+
+
+def answer(
+    opened: AbstractContextManager[T],
+    ask: Callable[[T], V],
+    as_json: bool,
+    text: Callable[[V], None],
+) -> None:
+    """Ask once through ``opened`` (the store or a server, closed before printing), then print
+    the answer: as JSON with ``--json``, else as ``text`` prints it."""
+    with opened as api:
+        found = ask(api)
+    if as_json:
+        print_json(found)
+    else:
+        text(found)
+
+
+def over_client(
+    wrap: Callable[[FleetClient], T],
+) -> Callable[[str, str | None], AbstractContextManager[T]]:
+    """A ``remote`` for :func:`talk_to`: ``wrap`` around an HTTP client of the server, which is
+    closed on exit (httpx loads only when a server is named)."""
+
+    @contextmanager
+    def remote(server: str, api_key: str | None) -> Iterator[T]:
+        from fleet.sdk.client import FleetClient
+
+        with FleetClient(server, api_key) as client:
+            yield wrap(client)
+
+    return remote

@@ -6,14 +6,13 @@ operations (an operator key in FLEET_API_KEY); both answer with the same JSON sh
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Annotated, Any, Protocol
 
 import typer
 
-from fleet.cli.common import out, print_json, talk_to
+from fleet.cli.common import AsJson, OnlyDeployment, answer, out, over_client, talk_to
 from fleet.cli.tables import Col, fit
 from fleet.domain import lifecycle as rules
 from fleet.domain.tenancy import tenant_name
@@ -32,7 +31,6 @@ CancelRunning = Annotated[
     bool,
     typer.Option("--cancel-running", help="Stop a running task first (else: refused, exit 2)."),
 ]
-AsJson = Annotated[bool, typer.Option("--json")]
 
 
 def _tenant(value: str | None) -> str | None:
@@ -172,23 +170,15 @@ def _bad(message: str) -> Exception:
     return InputError(message)
 
 
-@contextmanager
-def _remote(server: str, api_key: str | None) -> Iterator[Conversations]:
-    from fleet.sdk.client import FleetClient
-
-    with FleetClient(server, api_key) as client:
-        yield RemoteConversations(client)
-
-
 def _open(ctx: typer.Context) -> AbstractContextManager[Conversations]:
-    return talk_to(ctx, LocalConversations, _remote)
+    return talk_to(ctx, LocalConversations, over_client(RemoteConversations))
 
 
 @conversations_app.command("ls")
 def ls(
     ctx: typer.Context,
     *,
-    deployment: Annotated[str | None, typer.Option("--deployment", "-d")] = None,
+    deployment: OnlyDeployment = None,
     state: Annotated[
         str | None, typer.Option("--state", help="stuck, running, queued or idle.")
     ] = None,
@@ -196,11 +186,10 @@ def ls(
     as_json: AsJson = False,
 ) -> None:
     """List conversations: stuck, running, queued first, then the most recently active."""
-    with _open(ctx) as convs:
-        found = convs.ls(deployment, state, limit)
-    if as_json:
-        print_json(found)
-        return
+    answer(_open(ctx), lambda convs: convs.ls(deployment, state, limit), as_json, _print_ls)
+
+
+def _print_ls(found: list[View]) -> None:
     rows = []
     for row in found:
         state_text = row["state"] + (f" ({row['reason']})" if row.get("reason") else "")
@@ -230,11 +219,10 @@ def show(
     as_json: AsJson = False,
 ) -> None:
     """Show a conversation's generation and counts (an unknown key: exit 2, nothing created)."""
-    with _open(ctx) as convs:
-        found = convs.show(deployment, key, tenant)
-    if as_json:
-        print_json(found)
-        return
+    answer(_open(ctx), lambda convs: convs.show(deployment, key, tenant), as_json, _print_show)
+
+
+def _print_show(found: View) -> None:
     active = found["activeTask"] or "none"
     out.print(
         f"{found['conversation']} ({found['deployment']}) generation {found['generation']}\n"
@@ -261,11 +249,15 @@ def reset(
 ) -> None:
     """Start a new generation: history (and notes, unless kept) is no longer recalled; queued
     tasks are cancelled; idempotency keys seen before still answer duplicate."""
-    with _open(ctx) as convs:
-        done = convs.reset(deployment, key, keep_notes, cancel_running, tenant)
-    if as_json:
-        print_json(done)
-        return
+    answer(
+        _open(ctx),
+        lambda convs: convs.reset(deployment, key, keep_notes, cancel_running, tenant),
+        as_json,
+        _print_reset,
+    )
+
+
+def _print_reset(done: View) -> None:
     notes = "notes kept" if done["notesKept"] else f"{done['notesRemoved']} notes removed"
     out.print(
         f"{done['conversation']} ({done['deployment']}): generation {done['generation']} "
@@ -286,11 +278,15 @@ def delete(
 ) -> None:
     """Delete a conversation with its tasks, runs, messages and notes; its key is remembered,
     so a later task with it starts fresh and is told so."""
-    with _open(ctx) as convs:
-        done = convs.delete(deployment, key, cancel_running, tenant)
-    if as_json:
-        print_json(done)
-        return
+    answer(
+        _open(ctx),
+        lambda convs: convs.delete(deployment, key, cancel_running, tenant),
+        as_json,
+        _print_delete,
+    )
+
+
+def _print_delete(done: View) -> None:
     out.print(
         f"{done['conversation']} ({done['deployment']}) deleted: {done['tasks']} tasks, "
         f"{done['messages']} messages; a new task with this key starts fresh",
@@ -302,7 +298,7 @@ def delete(
 def prune(
     ctx: typer.Context,
     *,
-    deployment: Annotated[str | None, typer.Option("--deployment", "-d")] = None,
+    deployment: OnlyDeployment = None,
     older_than: Annotated[
         str | None,
         typer.Option(
@@ -317,11 +313,15 @@ def prune(
     """Delete messages past retention and past each conversation's stored cap, in batches."""
     if older_than is not None:
         rules.parse_age(older_than)  # bad input: exit 2 before connecting anywhere
-    with _open(ctx) as convs:
-        done = convs.prune(deployment, older_than, dry_run)
-    if as_json:
-        print_json(done)
-        return
+    answer(
+        _open(ctx),
+        lambda convs: convs.prune(deployment, older_than, dry_run),
+        as_json,
+        lambda done: _print_prune(done, dry_run),
+    )
+
+
+def _print_prune(done: View, dry_run: bool) -> None:
     verb = "would delete" if done["dryRun"] else "deleted"
     for name in sorted(done["retention"]):
         out.print(

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
+from fleet.cli.common import AsJson
 from fleet.cli.tables import Col, fit
 from fleet.constants import DEFAULT_TENANT
 from fleet.domain.blocks import Edit
@@ -23,7 +26,6 @@ memory_app = typer.Typer(help="Manage memory blocks (durable named text).", no_a
 _out = Console(highlight=False, soft_wrap=True)
 
 Namespace = Annotated[str, typer.Option("--namespace", "-n", help="The block's namespace.")]
-AsJson = Annotated[bool, typer.Option("--json")]
 
 
 def _tenant(value: str) -> str:
@@ -44,13 +46,18 @@ Tenant = Annotated[
 ]
 
 
-def _store() -> Store:
+@contextmanager
+def _store() -> Iterator[Store]:
+    """The settings' store with its schema ensured, disposed of on exit."""
     from fleet.config import load_settings
     from fleet.runtime import ensure_schema, open_store
 
     store = open_store(load_settings())
-    ensure_schema(store)
-    return store
+    try:
+        ensure_schema(store)
+        yield store
+    finally:
+        store.dispose()
 
 
 @memory_app.command("set")
@@ -69,8 +76,7 @@ def set_block(
             f"stdin is not UTF-8 text (byte {exc.start}); give the block's value as UTF-8",
             field="stdin",
         ) from None
-    store = _store()
-    try:
+    with _store() as store:
         found = store.edit_block(
             namespace,
             block,
@@ -80,8 +86,6 @@ def set_block(
             now=datetime.now(UTC),
             title=title,
         )
-    finally:
-        store.dispose()
     if as_json:
         print(
             json.dumps(
@@ -99,11 +103,8 @@ def list_blocks(
     as_json: AsJson = False,
 ) -> None:
     """List a tenant's memory blocks."""
-    store = _store()
-    try:
+    with _store() as store:
         found = store.list_blocks(namespace, tenant=tenant)
-    finally:
-        store.dispose()
     if as_json:
         print(
             json.dumps(
@@ -163,11 +164,8 @@ def get_block(
     block: str, namespace: Namespace = "default", tenant: Tenant = DEFAULT_TENANT
 ) -> None:
     """Print a block's current value (ending in a newline, as a shell prompt expects)."""
-    store = _store()
-    try:
+    with _store() as store:
         found = store.get_block(namespace, block, tenant=tenant)
-    finally:
-        store.dispose()
     if found is None:
         raise NotFound(f"no memory block {block!r} in namespace {namespace!r}", field="block")
     sys.stdout.write(found.value if found.value.endswith("\n") else found.value + "\n")
@@ -181,11 +179,8 @@ def history(
     as_json: AsJson = False,
 ) -> None:
     """Every version of a block: who wrote it and when."""
-    store = _store()
-    try:
+    with _store() as store:
         versions = store.block_history(namespace, block, tenant=tenant)
-    finally:
-        store.dispose()
     if as_json:
         print(
             json.dumps(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from fleet.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, fail, out, print_json
+from fleet.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, AsJson, fail, out, print_json
 
 if TYPE_CHECKING:
     from fleet.runtime import Runtime
@@ -74,12 +74,31 @@ def migrate(
         )
 
 
+def _metrics_port(what: str) -> Any:
+    """The ``--metrics-port`` option of a process that serves ``what``."""
+    return typer.Option(
+        "--metrics-port",
+        min=1,
+        max=65535,
+        envvar="FLEET_METRICS_PORT",
+        help=f"Serve {what} on :PORT/metrics.",
+    )
+
+
+def _serve_metrics(port: int | None) -> None:
+    """Serve this process's metrics on ``port`` (``--metrics-port``), if one is given."""
+    if port is not None:
+        from fleet.dispatch import worker_metrics
+
+        worker_metrics.serve(port)
+
+
 #: The revision that adds tenants: stored conversations move into theirs once it is applied.
 TENANTS_REVISION = "0015_tenants"
 
 
 def check(
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: AsJson = False,
     connect: Annotated[
         bool,
         typer.Option("--connect", help="Also start or reach each MCP server and list its tools."),
@@ -111,14 +130,7 @@ def worker(
     ] = False,
     loglevel: Annotated[str, typer.Option("--loglevel")] = "INFO",
     metrics_port: Annotated[
-        int | None,
-        typer.Option(
-            "--metrics-port",
-            min=1,
-            max=65535,
-            envvar="FLEET_METRICS_PORT",
-            help="Serve the worker's run metrics (all its processes) on :PORT/metrics.",
-        ),
+        int | None, _metrics_port("the worker's run metrics (all its processes)")
     ] = None,
     name: Annotated[
         str | None,
@@ -133,10 +145,7 @@ def worker(
     """Run a Celery worker that drains conversations (needs FLEET_REDIS_URL)."""
     if name is not None and (not name.strip() or any(c.isspace() for c in name)):
         fail(f"--name {name!r}: a node name is one word without spaces, e.g. fleet1@%h")
-    if metrics_port is not None:
-        from fleet.dispatch import worker_metrics
-
-        worker_metrics.serve(metrics_port)
+    _serve_metrics(metrics_port)
     _celery_argv(
         [
             "worker",
@@ -211,14 +220,7 @@ def serve(
 def beat_cmd(
     loglevel: Annotated[str, typer.Option("--loglevel", help="The sweeper's log level.")] = "INFO",
     metrics_port: Annotated[
-        int | None,
-        typer.Option(
-            "--metrics-port",
-            min=1,
-            max=65535,
-            envvar="FLEET_METRICS_PORT",
-            help="Serve the sweeper's metrics (tasks recovered) on :PORT/metrics.",
-        ),
+        int | None, _metrics_port("the sweeper's metrics (tasks recovered)")
     ] = None,
     parent_pid: Annotated[int | None, typer.Option("--parent-pid", hidden=True)] = None,
 ) -> None:
@@ -232,10 +234,7 @@ def beat_cmd(
     if not isinstance(level, int):
         fail(f"--loglevel {loglevel!r} is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
     _need_fleet_mode()
-    if metrics_port is not None:
-        from fleet.dispatch import worker_metrics
-
-        worker_metrics.serve(metrics_port)
+    _serve_metrics(metrics_port)
     from fleet.dispatch import sweeper
 
     sweeper.main(level, parent_pid=parent_pid)

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleet.cli.backends import Tasks, tasks_for
-from fleet.cli.common import fail, out, print_json
+from fleet.cli.common import AsJson, OnlyDeployment, answer, fail, out, print_json
 from fleet.cli.runs import fetch_runs, show_context, show_runs, show_trace
 from fleet.cli.tables import Col, fit
 from fleet.domain.ids import IdPrefix, parse_ref, short
@@ -28,6 +28,10 @@ AMBIGUOUS_SHOWN = 10
 SUMMARY_CHARS = 60
 
 tasks_app = typer.Typer(help="Inspect and cancel tasks.", no_args_is_help=True)
+
+TaskRef = Annotated[
+    str, typer.Argument(help="Task id, or a unique prefix of it (at least 6 hex characters).")
+]
 
 
 def _parse_id(value: str) -> uuid.UUID | IdPrefix:
@@ -62,10 +66,8 @@ def resolve_id(tasks: Tasks, ref: uuid.UUID | IdPrefix) -> uuid.UUID:
 @tasks_app.command("show")
 def tasks_show(
     ctx: typer.Context,
-    task_id: Annotated[
-        str, typer.Argument(help="Task id, or a unique prefix of it (at least 6 hex characters).")
-    ],
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    task_id: TaskRef,
+    as_json: AsJson = False,
     context: Annotated[
         bool, typer.Option("--context", help="Each run's context: injected and dropped messages.")
     ] = False,
@@ -98,12 +100,12 @@ def tasks_ls(
     conversation: Annotated[
         str | None, typer.Option("--conversation", "-c", help="Only this conversation key.")
     ] = None,
-    deployment: Annotated[str | None, typer.Option("--deployment", "-d")] = None,
+    deployment: OnlyDeployment = None,
     status: Annotated[
         str | None, typer.Option("--status", help="Only tasks in this status.")
     ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 50,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: AsJson = False,
 ) -> None:
     """List tasks, oldest first (the newest LIMIT)."""
     st: TaskStatus | None = None
@@ -112,35 +114,33 @@ def tasks_ls(
             st = TaskStatus(status)
         except ValueError:
             fail(f"--status {status!r} is not one of {', '.join(s.value for s in TaskStatus)}")
-    with tasks_for(ctx) as tasks:
-        found = tasks.list_tasks(
+    answer(
+        tasks_for(ctx),
+        lambda tasks: tasks.list_tasks(
             conversation_key=conversation,
             deployment=deployment,
             status=None if st is None else st.value,
             limit=limit,
-        )
-    if as_json:
-        print_json(found)
-    else:
-        show_task_list(out, found)
+        ),
+        as_json,
+        lambda found: show_task_list(out, found),
+    )
 
 
 @tasks_app.command("cancel")
 def tasks_cancel(
     ctx: typer.Context,
-    task_id: Annotated[
-        str, typer.Argument(help="Task id, or a unique prefix of it (at least 6 hex characters).")
-    ],
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    task_id: TaskRef,
+    as_json: AsJson = False,
 ) -> None:
     """Cancel a task: a queued one at once, a running one at its next step boundary."""
     ref = _parse_id(task_id)
-    with tasks_for(ctx) as tasks:
-        result = tasks.cancel(str(resolve_id(tasks, ref)))
-    if as_json:
-        print_json(result)
-    else:
-        out.print(cancel_message(result), markup=False)
+    answer(
+        tasks_for(ctx),
+        lambda tasks: tasks.cancel(str(resolve_id(tasks, ref))),
+        as_json,
+        lambda result: out.print(cancel_message(result), markup=False),
+    )
 
 
 # -- printing ----------------------------------------------------------------------------------

@@ -8,14 +8,13 @@ tenants it reaches); both answer with ``fleet.views.tenants``' JSON shapes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from typing import Annotated, Any, Protocol
 
 import typer
 from rich.table import Table
 
-from fleet.cli.common import out, print_json, talk_to
+from fleet.cli.common import answer, out, over_client, talk_to
 
 View = dict[str, Any]
 
@@ -70,16 +69,8 @@ class RemoteTenants:
         return found
 
 
-@contextmanager
-def _remote(server: str, api_key: str | None) -> Iterator[Tenants]:
-    from fleet.sdk.client import FleetClient
-
-    with FleetClient(server, api_key) as client:
-        yield RemoteTenants(client)
-
-
 def _open(ctx: typer.Context) -> AbstractContextManager[Tenants]:
-    return talk_to(ctx, LocalTenants, _remote)
+    return talk_to(ctx, LocalTenants, over_client(RemoteTenants))
 
 
 def _cells(view: View) -> list[str]:
@@ -99,11 +90,10 @@ def _cells(view: View) -> list[str]:
 @tenants_app.command("ls")
 def ls(ctx: typer.Context, *, as_json: AsJson = False) -> None:
     """List tenants: configured ones and any other with unfinished tasks or tokens today."""
-    with _open(ctx) as tenants:
-        found = tenants.ls()
-    if as_json:
-        print_json(found)
-        return
+    answer(_open(ctx), lambda tenants: tenants.ls(), as_json, _print_ls)
+
+
+def _print_ls(found: list[View]) -> None:
     table = Table(box=None, pad_edge=False)
     table.add_column("tenant", overflow="fold", min_width=6)
     for header in _COLUMNS:
@@ -116,11 +106,10 @@ def ls(ctx: typer.Context, *, as_json: AsJson = False) -> None:
 @tenants_app.command("show")
 def show(ctx: typer.Context, name: Name, *, as_json: AsJson = False) -> None:
     """Show one tenant: its quotas and figures now (unknown or out of reach: exit 2)."""
-    with _open(ctx) as tenants:
-        found = tenants.show(name)
-    if as_json:
-        print_json(found)
-        return
+    answer(_open(ctx), lambda tenants: tenants.show(name), as_json, _print_show)
+
+
+def _print_show(found: View) -> None:
     from fleet.views.tenants import wait_text
 
     quotas = ", ".join(f"{k} {v:,}" for k, v in found["quotas"].items()) or "none"

@@ -132,12 +132,8 @@ def recall(
     )
     method = store.vector_search.method
     record["method"] = method
-    if method == "exact":
-        hits, record["searched"] = _exact(store, embedder, cfg, query, where=where, already=already)
-    else:
-        hits, record["searched"] = _in_database(
-            store, embedder, cfg, query, where=where, already=already
-        )
+    search = _exact if method == "exact" else _in_database
+    hits, record["searched"] = search(_Search(store, embedder, cfg, query, where, already))
     record["not_embedded_yet"] = store.pending_embeddings(task.conversation_id)
     if not hits:
         record["ms"] = round((time.perf_counter() - t0) * 1000, 3)
@@ -182,16 +178,24 @@ def recall(
     return Recall(RECALL_PREAMBLE + "\n" + "\n".join(lines), record)
 
 
-def _exact(
-    store: Store,
-    embedder: Embedder,
-    cfg: RecallConfig,
-    query: str,
-    *,
-    where: dict[str, Any],
-    already: Set[int],
-) -> tuple[list[tuple[int, float]], int]:
+@dataclass(frozen=True, slots=True)
+class _Search:
+    """One recall search, as either way of scoring takes it."""
+
+    store: Store
+    embedder: Embedder
+    cfg: RecallConfig
+    query: str
+    #: Whose messages: a conversation's, or a resource's across its conversations.
+    where: dict[str, Any]
+    #: Messages already in the context (not recalled again).
+    already: Set[int]
+
+
+def _exact(search: _Search) -> tuple[list[tuple[int, float]], int]:
     """Score every candidate here (vectors pooled in this process); (hits, searched)."""
+    store, embedder, cfg, query = search.store, search.embedder, search.cfg, search.query
+    where, already = search.where, search.already
     # keyed by database too: a process (tests, tools) may open more than one
     database = store.engine.url.render_as_string(hide_password=True)
     cached = POOLS.get((database, embedder.name, cfg.max_candidates, *sorted(where.items())))
@@ -221,30 +225,22 @@ def _exact(
     return [(pool[i].message_id, score) for i, score in scored], len(pool)
 
 
-def _in_database(
-    store: Store,
-    embedder: Embedder,
-    cfg: RecallConfig,
-    query: str,
-    *,
-    where: dict[str, Any],
-    already: Set[int],
-) -> tuple[list[tuple[int, float]], int]:
+def _in_database(search: _Search) -> tuple[list[tuple[int, float]], int]:
     """The same search scored by the database (pgvector or sqlite-vec); (hits, searched)."""
-    if not query.strip():
+    if not search.query.strip():
         return [], 0
-    flt = cfg.filter
+    flt = search.cfg.filter
 
     def keep(row: Mapping[str, Any]) -> bool:
         return rules.matches(row, flt)
 
-    return store.nearest(
-        to_bytes(embedder.embed([query])[0]),
-        model=embedder.name,
-        limit=cfg.max_candidates,
-        top_k=cfg.top_k,
-        threshold=cfg.threshold,
-        exclude=already,
+    return search.store.nearest(
+        to_bytes(search.embedder.embed([search.query])[0]),
+        model=search.embedder.name,
+        limit=search.cfg.max_candidates,
+        top_k=search.cfg.top_k,
+        threshold=search.cfg.threshold,
+        exclude=search.already,
         keep=keep if flt else None,
-        **where,
+        **search.where,
     )

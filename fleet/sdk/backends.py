@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 from fleet.constants import DEFAULT_TENANT
 from fleet.domain.values import TaskStatus
@@ -30,6 +30,22 @@ POLL_MIN_S, POLL_MAX_S = 0.005, 0.1
 MESSAGES_PAGE = 1000
 
 
+class Submission(TypedDict, total=False):
+    """What a submission may say besides its input: its ``labels``, an ``idempotency_key``
+    (repeats return the first task) and a ``delivery`` mode overriding the deployment's."""
+
+    labels: dict[str, str] | None
+    idempotency_key: str | None
+    delivery: str | None
+
+
+class BackendSubmission(Submission, total=False):
+    """A submission as a backend takes it: with its conversation's key and its resource."""
+
+    conversation_key: str | None
+    resource_id: str | None
+
+
 def terminal(view: View) -> bool:
     return TaskStatus(view["status"]).terminal
 
@@ -37,17 +53,7 @@ def terminal(view: View) -> bool:
 class Backend(Protocol):
     """The calls a Fleet makes, named as the HTTP client names them (SubmitTask, GetTask...)."""
 
-    def submit(
-        self,
-        deployment: str,
-        input: Input,
-        *,
-        conversation_key: str | None = None,
-        labels: dict[str, str] | None = None,
-        idempotency_key: str | None = None,
-        delivery: str | None = None,
-        resource_id: str | None = None,
-    ) -> View:
+    def submit(self, deployment: str, input: Input, **options: Unpack[BackendSubmission]) -> View:
         """The admitted task (with ``mergedInto``, ``duplicate``, ``deliveredTo``)."""
         ...
 
@@ -116,27 +122,17 @@ class StoreTasks:
         except NotFound as exc:
             raise InputError(exc.message, field="deployment") from None
 
-    def submit(
-        self,
-        deployment: str,
-        input: Input,
-        *,
-        conversation_key: str | None = None,
-        labels: dict[str, str] | None = None,
-        idempotency_key: str | None = None,
-        delivery: str | None = None,
-        resource_id: str | None = None,
-    ) -> View:
+    def submit(self, deployment: str, input: Input, **options: Unpack[BackendSubmission]) -> View:
         from fleet.views import admission_json
 
         admitted = self.rt.dispatcher.submit(
             deployment,
             input,
-            key=conversation_key,
-            labels=labels,
-            idempotency_key=idempotency_key,
-            delivery=delivery,
-            resource_id=resource_id,
+            key=options.get("conversation_key"),
+            labels=options.get("labels"),
+            idempotency_key=options.get("idempotency_key"),
+            delivery=options.get("delivery"),
+            resource_id=options.get("resource_id"),
         )
         return admission_json(admitted)
 

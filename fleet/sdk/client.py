@@ -12,8 +12,7 @@ import json
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -29,6 +28,7 @@ from fleet.errors import (
     QueueFull,
     Unavailable,
 )
+from fleet.sdk.closing import Closing
 
 #: Longest long-poll one GetTask call asks for (the server caps ``wait`` at 60 s).
 MAX_WAIT_S = 60.0
@@ -140,7 +140,7 @@ def _problem(response: httpx.Response) -> tuple[str, str | None]:
     return f"server answered {response.status_code}: {first}", None
 
 
-class FleetClient:
+class FleetClient(Closing):
     """Talks to ``fleet serve`` at ``base_url`` with an optional bearer API key."""
 
     def __init__(
@@ -168,17 +168,6 @@ class FleetClient:
         self._http = httpx.Client(
             base_url=self.base_url, headers=headers, timeout=TIMEOUT_S, transport=transport
         )
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         self._http.close()

@@ -13,10 +13,11 @@ import threading
 import uuid
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 from fleet.errors import FleetError, InputError
-from fleet.sdk.backends import Backend, Input, StoreTasks, View, messages_of
+from fleet.sdk.backends import Backend, Input, StoreTasks, Submission, View, messages_of
+from fleet.sdk.closing import Closing
 from fleet.sdk.tasks import Message, TaskHandle
 
 
@@ -48,14 +49,7 @@ class Conversation:
     def __repr__(self) -> str:
         return f"Conversation({self.deployment!r}, key={self._key!r}, resource={self.resource!r})"
 
-    def submit(
-        self,
-        input: Input,
-        *,
-        labels: dict[str, str] | None = None,
-        idempotency_key: str | None = None,
-        delivery: str | None = None,
-    ) -> TaskHandle:
+    def submit(self, input: Input, **options: Unpack[Submission]) -> TaskHandle:
         """Add a task to the conversation and return at once (it runs after those before it).
 
         ``delivery`` (``followup``, ``collect``, ``steer``, ``interrupt``) overrides the
@@ -68,10 +62,8 @@ class Conversation:
                 self.deployment,
                 input,
                 conversation_key=self._key,
-                labels=labels,
-                idempotency_key=idempotency_key,
-                delivery=delivery,
                 resource_id=self.resource,
+                **options,
             )
             self._key = view["conversation"]
             return view
@@ -84,51 +76,21 @@ class Conversation:
         return TaskHandle._admitted(self._backend, view)
 
     def run(
-        self,
-        input: Input,
-        *,
-        labels: dict[str, str] | None = None,
-        idempotency_key: str | None = None,
-        delivery: str | None = None,
-        timeout: float | None = None,
+        self, input: Input, *, timeout: float | None = None, **options: Unpack[Submission]
     ) -> str:
         """Submit and wait: the agent's reply. TaskFailed if the task failed or was
         cancelled; TimeoutError after ``timeout`` seconds (the task goes on)."""
-        handle = self.submit(
-            input, labels=labels, idempotency_key=idempotency_key, delivery=delivery
-        )
-        return handle.wait(timeout)
+        return self.submit(input, **options).wait(timeout)
 
-    async def asubmit(
-        self,
-        input: Input,
-        *,
-        labels: dict[str, str] | None = None,
-        idempotency_key: str | None = None,
-        delivery: str | None = None,
-    ) -> TaskHandle:
+    async def asubmit(self, input: Input, **options: Unpack[Submission]) -> TaskHandle:
         """``submit`` for async code (the admission runs on a worker thread)."""
-        return await asyncio.to_thread(
-            self.submit,
-            input,
-            labels=labels,
-            idempotency_key=idempotency_key,
-            delivery=delivery,
-        )
+        return await asyncio.to_thread(self.submit, input, **options)
 
     async def arun(
-        self,
-        input: Input,
-        *,
-        labels: dict[str, str] | None = None,
-        idempotency_key: str | None = None,
-        delivery: str | None = None,
-        timeout: float | None = None,
+        self, input: Input, *, timeout: float | None = None, **options: Unpack[Submission]
     ) -> str:
         """``run`` for async code: the event loop goes on while the task runs."""
-        handle = await self.asubmit(
-            input, labels=labels, idempotency_key=idempotency_key, delivery=delivery
-        )
+        handle = await self.asubmit(input, **options)
         return await handle.await_(timeout)
 
     def messages(self, limit: int = 100) -> list[Message]:
@@ -139,7 +101,7 @@ class Conversation:
         return [Message.from_view(m) for m in found]
 
 
-class Fleet:
+class Fleet(Closing):
     """Entry point of the SDK; close it (or use ``with``) to stop its threads and connections.
 
     - ``Fleet()``: embedded without ``FLEET_REDIS_URL`` (SQLite in ``FLEET_HOME``, tasks run on
@@ -237,17 +199,6 @@ class Fleet:
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
-
-    def __enter__(self) -> Fleet:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     async def __aenter__(self) -> Fleet:
         return self

@@ -10,7 +10,7 @@ SDK speaks API version 2026-10-21, which has no sampling parameters: no ``temper
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import anthropic
 from anthropic.types import (
@@ -31,7 +31,7 @@ from fleet.agents.models.base import (
     names_back,
     wire_name,
 )
-from fleet.agents.models.failures import Failures, excerpt
+from fleet.agents.models.sdk import Endpoint, SDKErrors, SDKModel
 
 #: ``max_tokens`` when the agent's config sets none (the Messages API requires one).
 DEFAULT_MAX_TOKENS = 4096
@@ -46,41 +46,23 @@ FINISH_REASONS = {
 }
 
 
-class AnthropicModel:
+class AnthropicModel(SDKModel[anthropic.Anthropic]):
     """Synchronous Messages API calls with tools, through ``anthropic.Anthropic``."""
 
     provider = "anthropic"
+    key_setting = "FLEET_ANTHROPIC_API_KEY"
+    errors = SDKErrors(
+        anthropic.APITimeoutError,
+        anthropic.APIConnectionError,
+        anthropic.APIStatusError,
+        anthropic.AnthropicError,
+    )
 
     def __init__(
-        self,
-        *,
-        model: str,
-        base_url: str,
-        api_key: str | None = None,
-        timeout_s: float = 60.0,
-        max_retries: int = 3,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
+        self, *, max_tokens: int = DEFAULT_MAX_TOKENS, **endpoint: Unpack[Endpoint]
     ) -> None:
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        self.name = f"anthropic:{model}"
-        self.model = model
-        self.timeout_s = timeout_s
+        super().__init__(anthropic.Anthropic, anthropic.omit, **endpoint)
         self.max_tokens = max_tokens
-        self._failures = Failures(self.name, api_key=api_key, key_setting="FLEET_ANTHROPIC_API_KEY")
-        # An explicit key (a stand-in when there is none, omitted from every request) keeps the
-        # SDK from reading ANTHROPIC_* variables or profiles: fleet's settings are the one source.
-        self._client = anthropic.Anthropic(
-            api_key=api_key or "no-key",
-            base_url=base_url,
-            timeout=timeout_s,
-            max_retries=max_retries,
-        )
-        self._headers: dict[str, Any] = {} if api_key else {"Authorization": anthropic.omit}
-
-    def close(self) -> None:
-        """Close the SDK's HTTP client."""
-        self._client.close()
 
     def complete(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
@@ -91,22 +73,15 @@ class AnthropicModel:
             extra["system"] = system
         if tools:
             extra["tools"] = [_tool(t) for t in tools]
-        try:
-            reply = self._client.messages.create(
+        reply = self._send(
+            lambda: self._client.messages.create(
                 model=self.model,
                 max_tokens=self.max_tokens,
                 messages=wire,
                 extra_headers=self._headers,
                 **extra,
             )
-        except anthropic.APITimeoutError as exc:
-            raise self._failures.timed_out(exc.request, self.timeout_s) from None
-        except anthropic.APIConnectionError as exc:
-            raise self._failures.unreachable(exc.request, exc.__cause__) from None
-        except anthropic.APIStatusError as exc:
-            raise self._failures.rejected(exc.response) from None
-        except anthropic.AnthropicError as exc:
-            raise self._failures.error(f"the request failed: {excerpt(str(exc))}") from None
+        )
         return self._parse(reply, names_back(tools))
 
     # -- request -----------------------------------------------------------------------
@@ -149,12 +124,7 @@ class AnthropicModel:
         return "\n\n".join(s for s in system if s), wire
 
     def _tool_result(self, m: ChatMessage) -> ToolResultBlockParam:
-        if not m.tool_call_id:
-            raise self._failures.error(
-                f"tool message for {m.name or 'unnamed tool'!r} has no tool_call_id; "
-                "set it to the id of the call it answers"
-            )
-        return {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
+        return {"type": "tool_result", "tool_use_id": self._answered_call(m), "content": m.content}
 
     # -- response ----------------------------------------------------------------------
 
@@ -182,11 +152,7 @@ class AnthropicModel:
                 provider=self.provider,
             )
         except (AttributeError, TypeError, ValueError) as exc:
-            shown = reply.model_dump_json() if hasattr(reply, "model_dump_json") else repr(reply)
-            raise self._failures.error(
-                f"the endpoint returned a body that is not a Messages API message "
-                f"({type(exc).__name__}: {exc}): {excerpt(shown)}"
-            ) from None
+            raise self._unreadable("a Messages API message", reply, exc) from None
 
 
 def _tool(t: ToolSpec) -> ToolParam:

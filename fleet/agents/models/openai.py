@@ -2,15 +2,16 @@
 
 Any ``base_url`` works: OpenAI, Azure OpenAI (its ``…/openai/v1`` URL and key), vLLM, Ollama,
 LiteLLM. Retries (429, 408, 409, 5xx, timeouts, refused connections), ``Retry-After`` and
-timeouts are the SDK's; this module maps messages and tools in, the reply out, and the SDK's
-exceptions to readable :class:`~fleet.errors.ModelError` messages.
+timeouts are the SDK's; this module maps messages and tools in and the reply out, and
+:class:`~fleet.agents.models.sdk.SDKModel` turns the SDK's exceptions into readable
+:class:`~fleet.errors.ModelError` messages.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import openai
 from openai.types.chat import (
@@ -30,47 +31,28 @@ from fleet.agents.models.base import (
     names_back,
     wire_name,
 )
-from fleet.agents.models.failures import Failures, excerpt
+from fleet.agents.models.sdk import Endpoint, SDKErrors, SDKModel
 
 
-class OpenAIModel:
+class OpenAIModel(SDKModel[openai.OpenAI]):
     """Synchronous chat completions with tools, through ``openai.OpenAI``."""
 
     provider = "openai"
+    key_setting = "FLEET_OPENAI_API_KEY"
+    errors = SDKErrors(
+        openai.APITimeoutError, openai.APIConnectionError, openai.APIStatusError, openai.OpenAIError
+    )
 
     def __init__(
         self,
         *,
-        model: str,
-        base_url: str,
-        api_key: str | None = None,
-        timeout_s: float = 60.0,
-        max_retries: int = 3,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        **endpoint: Unpack[Endpoint],
     ) -> None:
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        self.name = f"openai:{model}"
-        self.model = model
-        self.timeout_s = timeout_s
+        super().__init__(openai.OpenAI, openai.omit, **endpoint)
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self._failures = Failures(self.name, api_key=api_key, key_setting="FLEET_OPENAI_API_KEY")
-        # Without a key no Authorization header is sent (local vLLM/Ollama); the SDK insists on
-        # one at construction, so it gets a stand-in that every request then omits. The SDK's own
-        # OPENAI_* variables are never read: fleet's settings are the one source.
-        self._client = openai.OpenAI(
-            api_key=api_key or "no-key",
-            base_url=base_url,
-            timeout=timeout_s,
-            max_retries=max_retries,
-        )
-        self._headers: dict[str, Any] = {} if api_key else {"Authorization": openai.omit}
-
-    def close(self) -> None:
-        """Close the SDK's HTTP client."""
-        self._client.close()
 
     def complete(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
@@ -86,30 +68,18 @@ class OpenAIModel:
             # OpenAI's current name (its newer models refuse ``max_tokens``); vLLM and LiteLLM
             # take it too, while Ollama and LM Studio still read only ``max_tokens``.
             extra["max_completion_tokens"] = self.max_tokens
-        try:
-            completion = self._client.chat.completions.create(
+        completion = self._send(
+            lambda: self._client.chat.completions.create(
                 model=self.model, messages=wire, extra_headers=self._headers, **extra
             )
-        except openai.APITimeoutError as exc:
-            raise self._failures.timed_out(exc.request, self.timeout_s) from None
-        except openai.APIConnectionError as exc:
-            raise self._failures.unreachable(exc.request, exc.__cause__) from None
-        except openai.APIStatusError as exc:
-            raise self._failures.rejected(exc.response) from None
-        except openai.OpenAIError as exc:
-            raise self._failures.error(f"the request failed: {excerpt(str(exc))}") from None
+        )
         return self._parse(completion, names_back(tools))
 
     # -- request -----------------------------------------------------------------------
 
     def _message(self, m: ChatMessage) -> ChatCompletionMessageParam:
         if m.role == "tool":
-            if not m.tool_call_id:
-                raise self._failures.error(
-                    f"tool message for {m.name or 'unnamed tool'!r} has no tool_call_id; "
-                    "set it to the id of the call it answers"
-                )
-            return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
+            return {"role": "tool", "tool_call_id": self._answered_call(m), "content": m.content}
         if m.role == "system":
             return {"role": "system", "content": m.content}
         if m.role == "user":
@@ -149,11 +119,7 @@ class OpenAIModel:
                 provider=self.provider,
             )
         except (AttributeError, IndexError, TypeError, ValueError) as exc:
-            shown = completion.model_dump_json() if hasattr(completion, "model_dump_json") else ""
-            raise self._failures.error(
-                f"the endpoint returned a body that is not a chat completion "
-                f"({type(exc).__name__}: {exc}): {excerpt(shown or repr(completion))}"
-            ) from None
+            raise self._unreadable("a chat completion", completion, exc) from None
 
 
 def _tool(t: ToolSpec) -> ChatCompletionFunctionToolParam:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from fleet.agents.tools.base import Tool, ToolContext, ToolError
+from fleet.agents.tools.base import SyncFn, Tool, ToolContext, ToolError
 from fleet.constants import DELEGATION_POLL_S
 from fleet.domain.delegation import Refused, call_result, signal_result, started_result
 from fleet.errors import FleetError
@@ -107,36 +107,31 @@ def tools(port: Delegation, delegates: Sequence[str]) -> list[Tool]:
         return signal_result(done)
 
     allowed = ", ".join(delegates)
+    # All three are safe to run again: the port keys each admission and message by the call.
+    table: tuple[tuple[str, SyncFn, str, dict[str, Any]], ...] = (
+        (
+            "call_agent",
+            call_agent,
+            "Hand a task to another agent and wait for its reply (a new conversation each "
+            f"call). Agents: {allowed}.",
+            _parameters(delegates),
+        ),
+        (
+            "start_agent",
+            start_agent,
+            "Start a task on another agent without waiting; its result arrives later in "
+            f"this conversation as a new message. Agents: {allowed}.",
+            _parameters(delegates),
+        ),
+        (
+            "signal_agent",
+            signal_agent,
+            "Send a message to a running task of another agent (e.g. one start_agent "
+            f"started); its run reads it before its next model call. Agents: {allowed}.",
+            _SIGNAL_PARAMETERS,
+        ),
+    )
     return [
-        Tool(
-            name="call_agent",
-            description=(
-                "Hand a task to another agent and wait for its reply (a new conversation each "
-                f"call). Agents: {allowed}."
-            ),
-            parameters=_parameters(delegates),
-            fn=call_agent,
-            retry="safe",
-        ),
-        Tool(
-            name="start_agent",
-            description=(
-                "Start a task on another agent without waiting; its result arrives later in "
-                f"this conversation as a new message. Agents: {allowed}."
-            ),
-            parameters=_parameters(delegates),
-            fn=start_agent,
-            retry="safe",
-        ),
-        Tool(
-            name="signal_agent",
-            description=(
-                "Send a message to a running task of another agent (e.g. one start_agent "
-                "started); its run reads it before its next model call. Agents: "
-                f"{allowed}."
-            ),
-            parameters=_SIGNAL_PARAMETERS,
-            fn=signal_agent,
-            retry="safe",
-        ),
+        Tool(name=name, description=description, parameters=parameters, fn=fn, retry="safe")
+        for name, fn, description, parameters in table
     ]

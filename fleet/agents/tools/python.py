@@ -128,20 +128,8 @@ def from_function(
     def with_context(kwargs: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         return {**kwargs, context_param: ctx} if context_param else kwargs
 
-    if is_async:
-
-        async def afn(args: dict[str, Any], ctx: ToolContext) -> str:
-            return _text(await fn(**with_context(validated(args), ctx)))
-
-        return Tool(
-            name=tool_name,
-            description=description,
-            parameters=schema,
-            afn=afn,
-            retry=retry or options.get("retry", "unsafe"),
-            timeout=timeout if timeout is not None else options.get("timeout"),
-            origin=origin,
-        )
+    async def afn(args: dict[str, Any], ctx: ToolContext) -> str:
+        return _text(await fn(**with_context(validated(args), ctx)))
 
     def sync_fn(args: dict[str, Any], ctx: ToolContext) -> str:
         return _text(fn(**with_context(validated(args), ctx)))
@@ -150,7 +138,8 @@ def from_function(
         name=tool_name,
         description=description,
         parameters=schema,
-        fn=sync_fn,
+        fn=None if is_async else sync_fn,
+        afn=afn if is_async else None,
         retry=retry or options.get("retry", "unsafe"),
         timeout=timeout if timeout is not None else options.get("timeout"),
         origin=origin,
