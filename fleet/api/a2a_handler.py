@@ -132,6 +132,14 @@ class FleetRequestHandler(RequestHandler):
             raise NotFound(f"no task with id {task_id} on deployment {deployment!r}")
         return task
 
+    async def _callers_task(
+        self, context: ServerCallContext, task_id: str
+    ) -> tuple[Caller, FleetTask]:
+        """The caller, and its task as ``_task`` finds it (push-notification configs are
+        the caller's own)."""
+        caller, _ = _who(context)
+        return caller, await self._task(context, task_id)
+
     async def _wait(self, task: FleetTask, timeout: float) -> FleetTask:
         """Poll the store (never holding a thread while asleep) until terminal or timeout."""
         loop = asyncio.get_running_loop()
@@ -327,16 +335,14 @@ class FleetRequestHandler(RequestHandler):
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
         with a2a_errors():
-            caller, _ = _who(context)
-            task = await self._task(context, params.task_id)
+            caller, task = await self._callers_task(context, params.task_id)
             return push.to_a2a(await self._set_push(task, params, caller))
 
     async def _push_configs(
         self, context: ServerCallContext, task_id: str
     ) -> list[TaskPushNotificationConfig]:
         """The caller's own configs of the task (another caller's are not shown)."""
-        caller, _ = _who(context)
-        task = await self._task(context, task_id)
+        caller, task = await self._callers_task(context, task_id)
         found = await run_in_threadpool(
             functools.partial(self.rt.store.push_configs, task.id, owner=caller.name)
         )
@@ -363,8 +369,7 @@ class FleetRequestHandler(RequestHandler):
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
         with a2a_errors():
-            caller, _ = _who(context)
-            task = await self._task(context, params.task_id)
+            caller, task = await self._callers_task(context, params.task_id)
             gone = await run_in_threadpool(
                 functools.partial(
                     self.rt.store.delete_push_config,

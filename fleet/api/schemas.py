@@ -23,7 +23,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from fleet.constants import MAX_PRIORITY
-from fleet.domain.values import TaskStatus
+from fleet.domain.values import DataPart, TaskStatus, TextPart
 
 
 class _Camel(BaseModel):
@@ -32,18 +32,12 @@ class _Camel(BaseModel):
     )
 
 
-class TextPartModel(_Camel):
+class TextPartModel(_Camel, TextPart):
     """A piece of text for the agent."""
 
-    type: Literal["text"] = "text"
-    text: str
 
-
-class DataPartModel(_Camel):
+class DataPartModel(_Camel, DataPart):
     """A JSON object for the agent (rendered to it as sorted JSON)."""
-
-    type: Literal["data"] = "data"
-    data: dict[str, Any]
 
 
 PartModel = Annotated[TextPartModel | DataPartModel, Field(discriminator="type")]

@@ -9,10 +9,11 @@ an operator sees every scope of its deployments in the tenants it reaches. Who m
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, FastAPI, Query, Request
@@ -32,6 +33,8 @@ from fleet.runtime import Runtime
 from fleet.store.operator import ConversationFilter
 from fleet.version import __version__
 from fleet.views.tenants import everyone, read_tenants
+
+_T = TypeVar("_T")
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 #: Static files the pages load, and their types (nothing else is served from the folder).
@@ -231,10 +234,7 @@ async def conversations(
 async def conversation(request: Request, conversation_id: uuid.UUID) -> Response:
     viewer = _viewer(request)
     rt = _rt(request)
-    try:
-        found = await run_in_threadpool(rt.store.conversation, conversation_id)
-    except NotFound:
-        raise UiRefused(404, "No conversation with that id.") from None
+    found = await _read("conversation", rt.store.conversation, conversation_id)
     _seen(viewer, found.deployment, "conversation", found.tenant)
     runs = await run_in_threadpool(rt.store.runs_by_task, [t.id for t in found.tasks])
     messages = await run_in_threadpool(rt.store.messages, found.id, limit=200)
@@ -256,11 +256,8 @@ async def conversation(request: Request, conversation_id: uuid.UUID) -> Response
 async def run_page(request: Request, run_id: uuid.UUID) -> Response:
     viewer = _viewer(request)
     rt = _rt(request)
-    try:
-        detail = await run_in_threadpool(rt.store.get_run, run_id)
-        task = await run_in_threadpool(rt.store.get_task, detail.run.task_id)
-    except NotFound:
-        raise UiRefused(404, "No run with that id.") from None
+    detail = await _read("run", rt.store.get_run, run_id)
+    task = await _read("run", rt.store.get_task, detail.run.task_id)
     _seen(viewer, task.deployment, "run", task.tenant)
     _, position = await snapshot(hub_of(request), task.id)
     run = views.run_json(detail.run, detail.steps)
@@ -311,10 +308,7 @@ async def reset(request: Request, conversation_id: uuid.UUID) -> Response:
     form = await _form(request)
     _csrf(viewer, form)
     rt = _rt(request)
-    try:
-        found = await run_in_threadpool(rt.store.conversation, conversation_id, tasks=1)
-    except NotFound:
-        raise UiRefused(404, "No conversation with that id.") from None
+    found = await _read("conversation", partial(rt.store.conversation, tasks=1), conversation_id)
     _seen(viewer, found.deployment, "conversation", found.tenant)
     target = f"/ui/conversations/{found.id}"
     if form.get("confirmed") != "yes":
@@ -350,12 +344,17 @@ async def static(name: str) -> Response:
 
 
 async def _task(request: Request, viewer: Viewer, task_id: uuid.UUID) -> Any:
-    try:
-        task = await run_in_threadpool(_rt(request).store.get_task, task_id)
-    except NotFound:
-        raise UiRefused(404, "No task with that id.") from None
+    task = await _read("task", _rt(request).store.get_task, task_id)
     _seen(viewer, task.deployment, "task", task.tenant)
     return task
+
+
+async def _read(what: str, read: Callable[..., _T], *args: Any) -> _T:
+    """``read(*args)`` on a pool thread; NotFound is the page "No <what> with that id." (404)."""
+    try:
+        return await run_in_threadpool(read, *args)
+    except NotFound:
+        raise UiRefused(404, f"No {what} with that id.") from None
 
 
 def install(app: FastAPI) -> None:

@@ -6,7 +6,7 @@ and ``memory``) and ``intake`` the models of the files in ``config/``, ``loading
 cross-checks them, ``base`` what they share.
 """
 
-from fleet.config.agents import AgentConfig, HistoryConfig
+from fleet.config.agents import AgentConfig, HistoryConfig, LimitDefaults
 from fleet.config.base import MAX_DURATION_S, Duration, parse_duration
 from fleet.config.intake import (
     CallerConfig,
@@ -20,7 +20,6 @@ from fleet.config.loading import (
     AppConfig,
     EmbeddingsConfig,
     FleetConfig,
-    LimitDefaults,
     load_config,
 )
 from fleet.config.memory import (

@@ -2,7 +2,8 @@
 
 The sub-configs live by topic: ``model`` (``[model]``), ``tools`` (``tools``,
 ``[[mcp_servers]]``) and ``memory`` (blocks, ``[recall]``, ``[working_memory]``,
-``[observations]``); this module puts them together and re-exports them.
+``[observations]``); this module puts them together and re-exports them. ``[limits]`` of
+``fleet.toml`` (``LimitDefaults``) gives the same limit fields their app-wide defaults.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from typing import Any
 from pydantic import Field, StrictBool, StrictInt, field_validator
 
 from fleet.config.base import (
-    Duration,
     HistoryBytes,
     HistoryItems,
     InputBytes,
     NotesBytes,
+    PositiveDuration,
     Retention,
     Steps,
     StoredMessages,
@@ -53,7 +54,7 @@ class AgentConfig(_Strict):
     #: each a name or a table with options (``{ tool = "…", timeout = "10s" }``).
     tools: tuple[ToolRef, ...] = ()
     #: Seconds a tool call may take unless the tool says otherwise.
-    tool_timeout: Duration = DEFAULT_TOOL_TIMEOUT_S
+    tool_timeout: PositiveDuration = DEFAULT_TOOL_TIMEOUT_S
     max_steps: Steps = _limit("max_steps")
     max_input_bytes: InputBytes = _limit("max_input_bytes")
     history: HistoryConfig = HistoryConfig()
@@ -101,12 +102,30 @@ class AgentConfig(_Strict):
             return [{"tool": item} if isinstance(item, str) else item for item in v]
         return v
 
-    @field_validator("tool_timeout")
-    @classmethod
-    def _timeout_positive(cls, v: float) -> float:
-        if v <= 0:
-            raise ValueError("must be greater than zero")
-        return v
+
+class HistoryDefaults(_Strict):
+    """``[limits.history]``: the history limits every agent gets unless it sets its own."""
+
+    #: Default of the agents' ``history.max_items``.
+    max_items: HistoryItems | None = None
+    #: Default of the agents' ``history.max_bytes``.
+    max_bytes: HistoryBytes | None = None
+
+
+class LimitDefaults(_Strict):
+    """``[limits]`` of ``config/fleet.toml``: app-wide values an agent file may override."""
+
+    history: HistoryDefaults = HistoryDefaults()
+    #: Default of the agents' ``max_input_bytes``.
+    max_input_bytes: InputBytes | None = None
+    #: Default of the agents' ``max_steps``.
+    max_steps: Steps | None = None
+    #: Default of the agents' ``notes_bytes``.
+    notes_bytes: NotesBytes | None = None
+    #: Default of the agents' ``retention``.
+    retention: Retention | None = None
+    #: Default of the agents' ``stored_messages``.
+    stored_messages: StoredMessages | None = None
 
 
 __all__ = [

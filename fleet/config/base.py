@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -46,6 +47,39 @@ def parse_duration(value: Any, maximum: float = MAX_DURATION_S) -> float:
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+def _checked(ok: Callable[[Any], object], message: str) -> Any:
+    """A field's check after parsing: a value ``ok`` refuses fails with ``message`` (as a
+    ``field_validator`` raising ``ValueError(message)`` would)."""
+
+    def check(v: Any) -> Any:
+        if not ok(v):
+            raise ValueError(message)
+        return v
+
+    return AfterValidator(check)
+
+
+def _at_least(minimum: float, message: str) -> Any:
+    """A number of at least ``minimum``, else ``message``."""
+    return _checked(lambda v: v >= minimum, message)
+
+
+def _matching(pattern: re.Pattern[str], message: str) -> Any:
+    """A string ``pattern`` must match, else ``message``."""
+    return _checked(pattern.match, message)
+
+
+def _env_name(example: str) -> Any:
+    """A string naming an environment variable (the message shows ``example``)."""
+    return _matching(_ENV_NAME, f"must be an environment variable name like {example}")
+
+
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+#: A duration greater than zero.
+PositiveDuration = Annotated[Duration, _checked(lambda v: v > 0, "must be greater than zero")]
 
 
 def _retention(value: Any) -> float:
@@ -118,6 +152,5 @@ def _limit(name: str) -> Any:
     return Field(default=lim.default, description=lim.doc)
 
 
-_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _POINTER = re.compile(r"^(/([^~/]|~[01])*)*$")
 _TOOL_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$")

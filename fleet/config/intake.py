@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     Field,
@@ -14,10 +14,11 @@ from pydantic import (
 )
 
 from fleet.config.base import (
-    _ENV_NAME,
     _NAME,
     _POINTER,
     Duration,
+    _env_name,
+    _matching,
     _Strict,
 )
 from fleet.config.reply import ReplyConfig
@@ -88,7 +89,9 @@ class DeploymentConfig(_Strict):
     #: Labels copied onto every task of this deployment.
     labels: dict[str, str] = Field(default_factory=dict)
     #: Which memory blocks its agents see: deployments of one namespace share them.
-    namespace: str = "default"
+    namespace: Annotated[
+        str, _matching(_NAME, "must be 1-63 lowercase letters, digits, '-' or '_'")
+    ] = "default"
     #: Where replies are delivered (a trigger's own ``[reply]`` replaces it for its tasks).
     reply: ReplyConfig | None = None
     #: Which replies later runs see as history: ``all`` (default, as returned), or only
@@ -97,13 +100,6 @@ class DeploymentConfig(_Strict):
     #: Where its tasks stand among their tenant's due work (0-9, higher first; a task's own
     #: ``priority`` wins; unset: 5).
     priority: StrictInt | None = Field(default=None, ge=0, le=MAX_PRIORITY)
-
-    @field_validator("namespace")
-    @classmethod
-    def _namespace(cls, v: str) -> str:
-        if not _NAME.match(v):
-            raise ValueError("must be 1-63 lowercase letters, digits, '-' or '_'")
-        return v
 
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -121,9 +117,15 @@ class CallerConfig(TenantRef):
     #: ``api``, ``a2a`` (scope ``a2a:<caller name>``) or ``webhook:<trigger>``.
     source: str
     #: The SHA-256 hex of the key (``fleet keys hash``); or give ``key_env``.
-    key_sha256: str | None = None
+    key_sha256: (
+        Annotated[
+            str,
+            _matching(_SHA256, "must be 64 lowercase hex characters (see `fleet keys hash`)"),
+        ]
+        | None
+    ) = None
     #: An environment variable holding the key (hashed when loaded); or give ``key_sha256``.
-    key_env: str | None = None
+    key_env: Annotated[str, _env_name("FLEET_KEY_OPS")] | None = None
     #: Deployments this caller may use; ``["*"]`` means all.
     deployments: tuple[str, ...] = ("*",)
     #: An operator key: it may sign in to the operator UI (``/ui``) and see every scope's
@@ -140,20 +142,6 @@ class CallerConfig(TenantRef):
     def _source(cls, v: str) -> str:
         if v not in ("api", "a2a") and not re.match(r"^webhook:[a-z0-9][a-z0-9_-]{0,62}$", v):
             raise ValueError("must be 'api', 'a2a' or 'webhook:<trigger name>'")
-        return v
-
-    @field_validator("key_sha256")
-    @classmethod
-    def _hash(cls, v: str | None) -> str | None:
-        if v is not None and not _SHA256.match(v):
-            raise ValueError("must be 64 lowercase hex characters (see `fleet keys hash`)")
-        return v
-
-    @field_validator("key_env")
-    @classmethod
-    def _env(cls, v: str | None) -> str | None:
-        if v is not None and not _ENV_NAME.match(v):
-            raise ValueError("must be an environment variable name like FLEET_KEY_OPS")
         return v
 
     @field_validator("tenants")
@@ -212,14 +200,10 @@ class FieldRef(_Strict):
     #: A request header's name (an empty or blank value counts as absent).
     header: str | None = None
     #: A JSON pointer into the body (RFC 6901), like ``/issue/number``.
-    pointer: str | None = None
-
-    @field_validator("pointer")
-    @classmethod
-    def _pointer(cls, v: str | None) -> str | None:
-        if v is not None and not _POINTER.match(v):
-            raise ValueError("must be a JSON pointer like /issue/number (RFC 6901)")
-        return v
+    pointer: (
+        Annotated[str, _matching(_POINTER, "must be a JSON pointer like /issue/number (RFC 6901)")]
+        | None
+    ) = None
 
     @model_validator(mode="after")
     def _one(self) -> FieldRef:
@@ -235,18 +219,11 @@ class SignatureConfig(_Strict):
     #: timestamps) or ``hmac`` (the hex digest in ``header``).
     style: Literal["github", "stripe", "hmac"] = "github"
     #: The environment variable holding the secret (8 characters at least).
-    secret_env: str
+    secret_env: Annotated[str, _env_name("FLEET_GITHUB_SECRET")]
     #: ``hmac`` style: the header carrying the hex digest.
     header: str = "X-Signature-256"
     #: ``stripe`` style: how old a signed timestamp may be.
     tolerance: Duration = 300.0
-
-    @field_validator("secret_env")
-    @classmethod
-    def _env(cls, v: str) -> str:
-        if not _ENV_NAME.match(v):
-            raise ValueError("must be an environment variable name like FLEET_GITHUB_SECRET")
-        return v
 
 
 class TriggerConfig(TenantRef):
@@ -260,7 +237,10 @@ class TriggerConfig(TenantRef):
     #: Where the resource id is (who the delivery is about, e.g. ``/sender/login``).
     resource: FieldRef | None = None
     #: JSON pointer of the input text; ``""`` sends the whole body as a data part.
-    input: str = ""
+    input: Annotated[
+        str,
+        _matching(_POINTER, "must be a JSON pointer like /comment/body, or '' for the whole body"),
+    ] = ""
     #: label name → JSON pointer of its value.
     labels: dict[str, str] = Field(default_factory=dict)
     #: Header whose value is the delivery id (idempotency key), e.g. ``X-GitHub-Delivery``.
@@ -272,13 +252,6 @@ class TriggerConfig(TenantRef):
     public: StrictBool = False
     #: Where the replies of its tasks are delivered (e.g. the GitHub issue's comments URL).
     reply: ReplyConfig | None = None
-
-    @field_validator("input")
-    @classmethod
-    def _input(cls, v: str) -> str:
-        if not _POINTER.match(v):
-            raise ValueError("must be a JSON pointer like /comment/body, or '' for the whole body")
-        return v
 
     @field_validator("labels")
     @classmethod

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -14,22 +14,15 @@ from pydantic import (
     Field,
     StrictInt,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
-from fleet.config.agents import AgentConfig
+from fleet.config.agents import AgentConfig, LimitDefaults
 from fleet.config.base import (
     _NAME,
     _TOOL_REF,
     _TYPE_TAG,
-    HistoryBytes,
-    HistoryItems,
-    InputBytes,
-    NotesBytes,
-    Retention,
-    Steps,
-    StoredMessages,
+    _matching,
     _reason,
     _Strict,
 )
@@ -38,31 +31,6 @@ from fleet.config.reply import ReplyConfig
 from fleet.config.tenants import TenantConfig, check_tenants, default_tenant
 from fleet.constants import DEFAULT_TENANT
 from fleet.errors import ConfigError, NotFound
-
-
-class HistoryDefaults(_Strict):
-    """``[limits.history]``: the history limits every agent gets unless it sets its own."""
-
-    #: Default of the agents' ``history.max_items``.
-    max_items: HistoryItems | None = None
-    #: Default of the agents' ``history.max_bytes``.
-    max_bytes: HistoryBytes | None = None
-
-
-class LimitDefaults(_Strict):
-    """``[limits]`` of ``config/fleet.toml``: app-wide values an agent file may override."""
-
-    history: HistoryDefaults = HistoryDefaults()
-    #: Default of the agents' ``max_input_bytes``.
-    max_input_bytes: InputBytes | None = None
-    #: Default of the agents' ``max_steps``.
-    max_steps: Steps | None = None
-    #: Default of the agents' ``notes_bytes``.
-    notes_bytes: NotesBytes | None = None
-    #: Default of the agents' ``retention``.
-    retention: Retention | None = None
-    #: Default of the agents' ``stored_messages``.
-    stored_messages: StoredMessages | None = None
 
 
 class EmbeddingsConfig(_Strict):
@@ -98,14 +66,12 @@ class AppConfig(_Strict):
     embeddings: EmbeddingsConfig = EmbeddingsConfig()
     #: ``module:function`` deciding who may dispatch into, recall from, or write notes and
     #: memory in a conversation (see fleet.policy); unset: the scope rules alone.
-    authorize: str | None = None
-
-    @field_validator("authorize")
-    @classmethod
-    def _ref(cls, v: str | None) -> str | None:
-        if v is not None and not _TOOL_REF.match(v):
-            raise ValueError("must name a Python function as 'package.module:function'")
-        return v
+    authorize: (
+        Annotated[
+            str, _matching(_TOOL_REF, "must name a Python function as 'package.module:function'")
+        ]
+        | None
+    ) = None
 
 
 class FleetConfig(BaseModel):
@@ -240,6 +206,11 @@ def _reply_env(path: Path, reply: ReplyConfig | None) -> None:
             )
 
 
+def _unknown(path: Path, key: str, missing: str, known: Iterable[str]) -> ConfigError:
+    """``key`` of ``path`` names what is not configured: ``missing`` says so, then lists what is."""
+    return ConfigError(str(path), key, f"{missing} (known: {', '.join(sorted(known)) or 'none'})")
+
+
 def load_config(root: Path) -> FleetConfig:
     """Load and cross-check ``root/agents/*.toml`` and ``root/deployments/*.toml``."""
     if not root.is_dir():
@@ -272,38 +243,26 @@ def load_config(root: Path) -> FleetConfig:
         sections[section] = found
     agents, deployments = sections["agents"], sections["deployments"]
     for name, dep in deployments.items():
+        path = root / "deployments" / f"{name}.toml"
         if dep.agent not in agents:
-            known = ", ".join(sorted(agents)) or "none"
-            raise ConfigError(
-                str(root / "deployments" / f"{name}.toml"),
-                "agent",
-                f"no agent named {dep.agent!r} in {root}/agents (known: {known})",
-            )
+            raise _unknown(path, "agent", f"no agent named {dep.agent!r} in {root}/agents", agents)
         from fleet.domain.labels import validate_labels
 
         try:
             validate_labels(dep.labels)
         except Exception as exc:
-            raise ConfigError(
-                str(root / "deployments" / f"{name}.toml"), "labels", str(exc)
-            ) from None
+            raise ConfigError(str(path), "labels", str(exc)) from None
     for name, agent in agents.items():
         for i, target in enumerate(agent.delegates):
             if target not in deployments:
-                known = ", ".join(sorted(deployments)) or "none"
-                raise ConfigError(
-                    str(root / "agents" / f"{name}.toml"),
-                    f"delegates[{i}]",
-                    f"no deployment named {target!r} (known: {known})",
-                )
+                path = root / "agents" / f"{name}.toml"
+                missing = f"no deployment named {target!r}"
+                raise _unknown(path, f"delegates[{i}]", missing, deployments)
     for name, trig in sections["triggers"].items():
         if trig.deployment not in deployments:
-            known = ", ".join(sorted(deployments)) or "none"
-            raise ConfigError(
-                str(root / "triggers" / f"{name}.toml"),
-                "deployment",
-                f"no deployment named {trig.deployment!r} (known: {known})",
-            )
+            path = root / "triggers" / f"{name}.toml"
+            missing = f"no deployment named {trig.deployment!r}"
+            raise _unknown(path, "deployment", missing, deployments)
     for section in ("deployments", "triggers"):
         for name, holder in sections[section].items():
             _reply_env(root / section / f"{name}.toml", getattr(holder, "reply", None))

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
-from fleet.config.base import _Strict
+from fleet.config.base import _matching, _Strict
 from fleet.config.model import ModelConfig
 
 _BLOCK = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
@@ -18,19 +18,14 @@ class MemoryAttachment(_Strict):
     """A memory block an agent sees, and what it may do with it."""
 
     #: The block's name: 1-100 lowercase letters, digits, ``.``, ``_`` or ``-``.
-    block: str
+    block: Annotated[
+        str, _matching(_BLOCK, "must be 1-100 lowercase letters, digits, '.', '_' or '-'")
+    ]
     #: ``read``: in the prompt only; ``append``: may add to it; ``write``: may also replace it
     #: or edit it in place (the ``memory_update`` tool).
     mode: Literal["read", "append", "write"] = "read"
     #: The heading it gets in the prompt (default: the block's title, else its name).
     label: str | None = None
-
-    @field_validator("block")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not _BLOCK.match(v):
-            raise ValueError("must be 1-100 lowercase letters, digits, '.', '_' or '-'")
-        return v
 
 
 class RecallConfig(_Strict):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictInt, field_validator
 
-from fleet.config.base import _ENV_NAME, Duration, _Strict
+from fleet.config.base import _ENV_NAME, Duration, _env_name, _Strict
 from fleet.constants import (
     DEFAULT_DELIVERY_ATTEMPTS,
     DEFAULT_DELIVERY_TIMEOUT_S,
@@ -26,16 +26,9 @@ class HeaderFromEnv(_Strict):
     """A header whose value is an environment variable's, optionally after a fixed prefix."""
 
     #: The environment variable holding the header's value.
-    env: str
+    env: Annotated[str, _env_name("GITHUB_TOKEN")]
     #: Put before the variable's value, e.g. ``"Bearer "``.
     prefix: str = ""
-
-    @field_validator("env")
-    @classmethod
-    def _env(cls, v: str) -> str:
-        if not _ENV_NAME.match(v):
-            raise ValueError("must be an environment variable name like GITHUB_TOKEN")
-        return v
 
 
 class ReplyConfig(_Strict):

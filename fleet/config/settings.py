@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
     SecretStr,
     ValidationError,
-    field_validator,
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from fleet.config.base import (
     Duration,
+    PositiveDuration,
+    _at_least,
     _reason,
 )
 from fleet.constants import DEFAULT_MAX_DELEGATION_DEPTH, FAIR_HOLD_S
@@ -47,21 +48,26 @@ class Settings(BaseSettings):
     #: API key for that endpoint (redacted wherever it would be stored or logged).
     anthropic_api_key: SecretStr | None = None
     #: Lease time-to-live: a dead worker's conversation is free again after this long.
-    lease_ttl: Duration = 10.0
+    lease_ttl: Annotated[
+        Duration, _at_least(1.0, "must be at least 1s so heartbeats can renew it")
+    ] = 10.0
     #: How often the sweeper recovers expired leases and re-sends lost wake-ups.
-    sweep_interval: Duration = 5.0
+    sweep_interval: PositiveDuration = 5.0
     #: How often the sweeper enforces retention and the stored cap (batched deletes).
-    prune_interval: Duration = 60.0
+    prune_interval: PositiveDuration = 60.0
     #: How often a run is tried before its task fails (crash recovery retries).
     max_attempts: int = Field(default=3, ge=1, le=100)
     #: How long one drain may keep a worker on one conversation before yielding to others.
-    drain_budget: Duration = 5.0
+    drain_budget: PositiveDuration = 5.0
     #: A turn picked from the fair queue and not done within this long goes back to its
     #: tenant's due work unless its conversation's lease is held (its worker died first).
-    turn_hold: Duration = FAIR_HOLD_S
+    turn_hold: Annotated[
+        Duration,
+        _at_least(1.0, "must be at least 1s (it covers a pick up to its lease)"),
+    ] = FAIR_HOLD_S
     #: On SIGTERM (or Ctrl-C) a run's current step may take this long to finish before its task
     #: is handed back anyway; ``fleet serve`` drains in-flight requests for as long.
-    shutdown_grace: Duration = 10.0
+    shutdown_grace: Annotated[Duration, _at_least(0, "must be zero or more seconds")] = 10.0
     #: Embedded ``fleet serve`` and the SDK: conversations run at once (threads, each draining
     #: one conversation, in order).
     embedded_concurrency: int = Field(default=4, ge=1, le=32)
@@ -79,48 +85,16 @@ class Settings(BaseSettings):
     #: API key the CLI sends to ``server``.
     api_key: SecretStr | None = None
     #: Longest a task event stream stays open; the client then reconnects with its last id.
-    event_stream_max: Duration = 300.0
+    event_stream_max: PositiveDuration = 300.0
     #: Longest a quiet task event stream goes without a keep-alive comment (each waits a random
     #: half to whole of it): below the idle timeout of any proxy in front of the API.
-    event_keepalive: Duration = 15.0
+    event_keepalive: Annotated[
+        Duration,
+        _at_least(1.0, "must be at least 1s (each quiet stream writes once per interval)"),
+    ] = 15.0
     #: Signs the operator UI's session cookies; unset: a random one per process (sessions end
     #: when it restarts; set it when several API processes serve the UI).
     ui_secret: SecretStr | None = None
-
-    @field_validator("lease_ttl")
-    @classmethod
-    def _ttl_positive(cls, v: float) -> float:
-        if v < 1.0:
-            raise ValueError("must be at least 1s so heartbeats can renew it")
-        return v
-
-    @field_validator("shutdown_grace")
-    @classmethod
-    def _not_negative(cls, v: float) -> float:
-        if v < 0:
-            raise ValueError("must be zero or more seconds")
-        return v
-
-    @field_validator("turn_hold")
-    @classmethod
-    def _hold_floor(cls, v: float) -> float:
-        if v < 1.0:
-            raise ValueError("must be at least 1s (it covers a pick up to its lease)")
-        return v
-
-    @field_validator("event_keepalive")
-    @classmethod
-    def _keepalive_floor(cls, v: float) -> float:
-        if v < 1.0:
-            raise ValueError("must be at least 1s (each quiet stream writes once per interval)")
-        return v
-
-    @field_validator("sweep_interval", "prune_interval", "drain_budget", "event_stream_max")
-    @classmethod
-    def _positive(cls, v: float) -> float:
-        if v <= 0:
-            raise ValueError("must be greater than zero")
-        return v
 
     @property
     def resolved_database_url(self) -> str:

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from fleet.config.base import _ENV_NAME, _TOOL_REF, Duration, _Strict
+from fleet.config.base import _ENV_NAME, _TOOL_REF, PositiveDuration, _Strict
 from fleet.constants import BUILTIN_TOOL_NAMES, DEFAULT_MCP_CONNECT_TIMEOUT_S
 
 
@@ -26,7 +26,7 @@ class ToolRef(_Strict):
     #: The name the model sees (default: the built-in's or the function's name).
     name: str | None = None
     #: Seconds one call may take (default: the decorator's, else the agent's ``tool_timeout``).
-    timeout: Duration | None = None
+    timeout: PositiveDuration | None = None
     #: ``safe``: a call in flight when its worker died may run again; ``unsafe``: the model is
     #: told the outcome is unknown. Default: the decorator's, else ``unsafe`` (built-ins: safe).
     retry: Literal["safe", "unsafe"] | None = None
@@ -41,13 +41,6 @@ class ToolRef(_Strict):
             f"unknown tool {v!r}: name a built-in ({known}) or a Python function as "
             "'package.module:function'"
         )
-
-    @field_validator("timeout")
-    @classmethod
-    def _positive(cls, v: float | None) -> float | None:
-        if v is not None and v <= 0:
-            raise ValueError("must be greater than zero")
-        return v
 
     @property
     def builtin(self) -> bool:
@@ -65,6 +58,18 @@ _TRANSPORT_HEADERS = frozenset(
 _SHOWN_CHARS = 80
 #: Headers whose values are secrets: never literal in a file (use ``headers_env``).
 _SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key"})
+
+
+def _process_env_name(name: str) -> None:
+    """A variable the server process gets must have a name a process environment can hold."""
+    if not _PROCESS_ENV_NAME.match(name):
+        raise ValueError(f"{name!r} is not an environment variable name")
+
+
+def _env_source(name: str, source: str, example: str) -> None:
+    """``name``'s value comes from the fleet process's variable ``source``."""
+    if not _ENV_NAME.match(source):
+        raise ValueError(f"{name}: {source!r} must name an environment variable like {example}")
 
 
 class McpServerConfig(_Strict):
@@ -95,9 +100,9 @@ class McpServerConfig(_Strict):
     #: Tool names or glob patterns to leave out (applied after ``include``).
     exclude: tuple[str, ...] = ()
     #: Start (or connect), handshake and list tools within this long, or the run fails.
-    connect_timeout: Duration = DEFAULT_MCP_CONNECT_TIMEOUT_S
+    connect_timeout: PositiveDuration = DEFAULT_MCP_CONNECT_TIMEOUT_S
     #: Seconds one call may take (default: the agent's ``tool_timeout``).
-    call_timeout: Duration | None = None
+    call_timeout: PositiveDuration | None = None
     #: Retry policy for every tool of the server. Default per tool: ``safe`` when the server
     #: marks it readOnlyHint or idempotentHint, else ``unsafe``.
     retry: Literal["safe", "unsafe"] | None = None
@@ -137,20 +142,15 @@ class McpServerConfig(_Strict):
     @classmethod
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
         for name in v:
-            if not _PROCESS_ENV_NAME.match(name):
-                raise ValueError(f"{name!r} is not an environment variable name")
+            _process_env_name(name)
         return v
 
     @field_validator("env_from")
     @classmethod
     def _env_from(cls, v: dict[str, str]) -> dict[str, str]:
         for name, source in v.items():
-            if not _PROCESS_ENV_NAME.match(name):
-                raise ValueError(f"{name!r} is not an environment variable name")
-            if not _ENV_NAME.match(source):
-                raise ValueError(
-                    f"{name}: {source!r} must name an environment variable like FLEET_GITHUB_TOKEN"
-                )
+            _process_env_name(name)
+            _env_source(name, source, "FLEET_GITHUB_TOKEN")
         return v
 
     @field_validator("headers", "headers_env")
@@ -178,10 +178,7 @@ class McpServerConfig(_Strict):
     @classmethod
     def _header_sources(cls, v: dict[str, str]) -> dict[str, str]:
         for name, source in v.items():
-            if not _ENV_NAME.match(source):
-                raise ValueError(
-                    f"{name}: {source!r} must name an environment variable like FLEET_MCP_TOKEN"
-                )
+            _env_source(name, source, "FLEET_MCP_TOKEN")
         return v
 
     @field_validator("include", "exclude")
@@ -190,13 +187,6 @@ class McpServerConfig(_Strict):
         for pattern in v:
             if not pattern.strip():
                 raise ValueError("an empty tool name or pattern matches nothing")
-        return v
-
-    @field_validator("connect_timeout", "call_timeout")
-    @classmethod
-    def _positive(cls, v: float | None) -> float | None:
-        if v is not None and v <= 0:
-            raise ValueError("must be greater than zero")
         return v
 
     @model_validator(mode="after")

@@ -7,7 +7,7 @@ The SDK's protobuf types stay in :mod:`fleet.api.a2a`; this module sees their JS
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fleet.domain.labels import merge_labels
@@ -105,22 +105,55 @@ def wait_seconds(
     """How long SendMessage may wait for the task to finish (0 = answer at once)."""
     if return_immediately:
         return 0.0
-    for meta in (message_metadata, request_metadata):
-        if meta and WAIT_KEY in meta:
-            value = meta[WAIT_KEY]
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or not 0 <= value <= MAX_WAIT_S
-            ):
-                raise InputError(
-                    f"metadata[{WAIT_KEY!r}] must be a number of seconds from 0 to "
-                    f"{MAX_WAIT_S:g}, got {value!r}",
-                    field=f"metadata.{WAIT_KEY}",
-                )
-            return float(value)
-    return DEFAULT_WAIT_S
+    given = _given(WAIT_KEY, request_metadata, message_metadata)
+    if given is None:
+        return DEFAULT_WAIT_S
+    _, value = given
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 <= value <= MAX_WAIT_S
+    ):
+        raise InputError(
+            f"metadata[{WAIT_KEY!r}] must be a number of seconds from 0 to "
+            f"{MAX_WAIT_S:g}, got {value!r}",
+            field=f"metadata.{WAIT_KEY}",
+        )
+    return float(value)
+
+
+def _given(
+    key: str,
+    request_metadata: Mapping[str, Any] | None,
+    message_metadata: Mapping[str, Any] | None,
+) -> tuple[str, Any] | None:
+    """Where ``key`` is given, ``message`` or ``params`` (the message's wins), and its value."""
+    for where, meta in (("message", message_metadata), ("params", request_metadata)):
+        if meta and key in meta:
+            return where, meta[key]
+    return None
+
+
+def _checked(
+    key: str,
+    wanted: str,
+    ok: Callable[[Any], bool],
+    request_metadata: Mapping[str, Any] | None,
+    message_metadata: Mapping[str, Any] | None,
+) -> Any:
+    """``key``'s value (the message's wins; None where neither gives it); one ``ok`` refuses is
+    an InputError saying it must be ``wanted``."""
+    given = _given(key, request_metadata, message_metadata)
+    if given is None:
+        return None
+    where, value = given
+    if not ok(value):
+        raise InputError(
+            f"{where}.metadata[{key!r}] must be {wanted}, got {value!r}",
+            field=f"{where}.metadata.{key}",
+        )
+    return value
 
 
 def delivery(
@@ -129,30 +162,22 @@ def delivery(
     """``fleet.delivery`` (the message's wins): a queue mode for this one submission."""
     from fleet.domain.admission import QUEUE_MODES
 
-    for where, meta in (("message", message_metadata), ("params", request_metadata)):
-        if meta and DELIVERY_KEY in meta:
-            value = meta[DELIVERY_KEY]
-            if value not in QUEUE_MODES:
-                raise InputError(
-                    f"{where}.metadata[{DELIVERY_KEY!r}] must be one of "
-                    f"{', '.join(QUEUE_MODES)}, got {value!r}",
-                    field=f"{where}.metadata.{DELIVERY_KEY}",
-                )
-            return str(value)
-    return None
+    modes = ", ".join(QUEUE_MODES)
+    value = _checked(
+        DELIVERY_KEY,
+        f"one of {modes}",
+        QUEUE_MODES.__contains__,
+        request_metadata,
+        message_metadata,
+    )
+    return None if value is None else str(value)
 
 
 def resource(
     request_metadata: Mapping[str, Any] | None, message_metadata: Mapping[str, Any] | None
 ) -> str | None:
     """``fleet.resource`` (the message's wins): the submission's resource id."""
-    for where, meta in (("message", message_metadata), ("params", request_metadata)):
-        if meta and RESOURCE_KEY in meta:
-            value = meta[RESOURCE_KEY]
-            if not isinstance(value, str):
-                raise InputError(
-                    f"{where}.metadata[{RESOURCE_KEY!r}] must be a string, got {value!r}",
-                    field=f"{where}.metadata.{RESOURCE_KEY}",
-                )
-            return value
-    return None
+    value = _checked(
+        RESOURCE_KEY, "a string", lambda v: isinstance(v, str), request_metadata, message_metadata
+    )
+    return None if value is None else str(value)

@@ -94,23 +94,21 @@ def unstorable(value: Any) -> str | None:
 
 def resource_id(value: str | None) -> str | None:
     """A submission's resource (who or what it is about across conversations), or None."""
-    if value is None:
-        return None
-    if not value or len(value) > MAX_IDEMPOTENCY_KEY_CHARS or not value.isprintable():
-        raise InputError(
-            f"resource id {value!r} must be 1-{MAX_IDEMPOTENCY_KEY_CHARS} printable characters",
-            field="resourceId",
-        )
-    return value
+    return _printable(value, "resource id", "resourceId")
 
 
 def idempotency_key(value: str | None) -> str | None:
+    return _printable(value, "idempotency key", "idempotencyKey")
+
+
+def _printable(value: str | None, what: str, field: str) -> str | None:
+    """None, or ``value`` if it is 1 to ``MAX_IDEMPOTENCY_KEY_CHARS`` printable characters."""
     if value is None:
         return None
     if not value or len(value) > MAX_IDEMPOTENCY_KEY_CHARS or not value.isprintable():
         raise InputError(
-            f"idempotency key {value!r} must be 1-{MAX_IDEMPOTENCY_KEY_CHARS} printable characters",
-            field="idempotencyKey",
+            f"{what} {value!r} must be 1-{MAX_IDEMPOTENCY_KEY_CHARS} printable characters",
+            field=field,
         )
     return value
 

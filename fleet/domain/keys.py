@@ -99,13 +99,20 @@ def resolve(
             "only continue conversations of its own scope",
             field="conversationKey",
         )
+    return ConversationRef(caller_scope, check_bare(key, bare))
+
+
+def check_bare(key: str, bare: str, hint: str = "") -> str:
+    """``bare``, the part of ``key`` after its scope, if it is 1 to ``MAX_CONVERSATION_KEY_CHARS``
+    characters without control characters; else InputError naming ``key`` (``hint`` ends the
+    message)."""
     if not bare or len(bare) > MAX_CONVERSATION_KEY_CHARS or not _KEY.fullmatch(bare):
         raise InputError(
             f"conversation key {key!r} must be 1-{MAX_CONVERSATION_KEY_CHARS} characters without "
-            "control characters",
+            f"control characters{hint}",
             field="conversationKey",
         )
-    return ConversationRef(caller_scope, bare)
+    return bare
 
 
 def is_api(scope: str) -> bool:

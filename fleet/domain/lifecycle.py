@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from fleet.constants import DEFAULT_TENANT, LIMITS, MAX_CONVERSATION_KEY_CHARS
+from fleet.constants import DEFAULT_TENANT, LIMITS
 from fleet.domain.keys import (
     SINGLETON_KEY,
     SINGLETON_SCOPE,
     ConversationRef,
     DeploymentKind,
     api_scope,
+    check_bare,
     check_scope,
     split_scoped,
 )
@@ -39,7 +40,6 @@ PRUNE_BATCH = 500
 MAX_AGE_S = 3650 * 86400.0
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 86400.0}
-_KEY = re.compile(r"^[^\x00-\x1f\x7f\ud800-\udfff]+$")
 
 
 def operator_tenant(value: str, tenants: Collection[str]) -> str | None:
@@ -75,13 +75,8 @@ def operator_ref(kind: DeploymentKind, value: str, tenant: str = DEFAULT_TENANT)
             field="conversationKey",
         )
     scope = check_scope(scope or own)
-    if not bare or len(bare) > MAX_CONVERSATION_KEY_CHARS or not _KEY.fullmatch(bare):
-        raise InputError(
-            f"conversation key {value!r} must be 1-{MAX_CONVERSATION_KEY_CHARS} characters "
-            "without control characters (scoped like api:ticket-4711, or bare for api)",
-            field="conversationKey",
-        )
-    return ConversationRef(scope, bare)
+    hint = " (scoped like api:ticket-4711, or bare for api)"
+    return ConversationRef(scope, check_bare(value, bare, hint))
 
 
 def parse_age(value: str) -> float:

@@ -180,6 +180,8 @@ class Run(_Frozen):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
+# The same fields as fleet.domain.runs.TraceRow, which runs build (positionally, with defaults)
+# and the store writes; this is the validated model its readers get, so each keeps its own form.
 class Step(_Frozen):
     """One recorded step of a run, a model call or a tool call, as readers see it."""
 
