@@ -421,13 +421,7 @@ class LeasingStore(PgHotPath):
         Conditioned on ``fence`` and an active status, so it never touches a task that finished
         or was claimed again in the meantime. Returns the new status (None if nothing changed).
         """
-        params = {"b_task": task_id, "b_fence": fence, "b_reason": reason, "b_now": now}
-        with self.tx() as conn:
-            status = conn.execute(q.RECOVER, params).scalar()
-            if status is None:
-                return None
-            conn.execute(q.INTERRUPT_RUN, params)
-        return TaskStatus(status)
+        return self._take_back(q.RECOVER, task_id, fence, reason, now)
 
     def hand_back(
         self, task_id: uuid.UUID, fence: int, reason: str, now: datetime
@@ -435,9 +429,16 @@ class LeasingStore(PgHotPath):
         """Give a running task back at worker shutdown: its run is closed as interrupted and the
         task waits, claimable at once, to resume from its journal. A hand-back never fails a task
         (the attempt still counts). Fenced like ``recover``."""
+        return self._take_back(q.HAND_BACK, task_id, fence, reason, now)
+
+    def _take_back(
+        self, statement: Any, task_id: uuid.UUID, fence: int, reason: str, now: datetime
+    ) -> TaskStatus | None:
+        """``statement`` (``RECOVER`` or ``HAND_BACK``), then the run closed as interrupted, in
+        one transaction; the task's new status (None if nothing changed)."""
         params = {"b_task": task_id, "b_fence": fence, "b_reason": reason, "b_now": now}
         with self.tx() as conn:
-            status = conn.execute(q.HAND_BACK, params).scalar()
+            status = conn.execute(statement, params).scalar()
             if status is None:
                 return None
             conn.execute(q.INTERRUPT_RUN, params)
