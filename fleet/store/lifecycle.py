@@ -27,6 +27,7 @@ from fleet.domain.values import ACTIVE, CLAIMABLE, TaskStatus
 from fleet.errors import Conflict, NotFound
 from fleet.store import schema as s
 from fleet.store.base import StoreBase
+from fleet.store.clauses import named
 
 c, t, m, n = s.conversations, s.tasks, s.messages, s.notes
 tomb = s.conversation_tombstones
@@ -96,14 +97,7 @@ class LifecycleStore(StoreBase):
     ) -> ConversationInfo | None:
         """The tenant's conversation with its counts, or None; creates nothing."""
         with self.read() as conn:
-            row = conn.execute(
-                select(c).where(
-                    c.c.deployment == deployment,
-                    c.c.tenant == tenant,
-                    c.c.scope == scope,
-                    c.c.key == key,
-                )
-            ).first()
+            row = conn.execute(select(c).where(*named(c, deployment, tenant, scope, key))).first()
             if row is None:
                 return None
             cid, gen = row.id, row.generation
@@ -150,12 +144,7 @@ class LifecycleStore(StoreBase):
     def tombstone(self, deployment: str, scope: str, key: str, *, tenant: str) -> Tombstone | None:
         with self.read() as conn:
             row = conn.execute(
-                select(tomb).where(
-                    tomb.c.deployment == deployment,
-                    tomb.c.tenant == tenant,
-                    tomb.c.scope == scope,
-                    tomb.c.key == key,
-                )
+                select(tomb).where(*named(tomb, deployment, tenant, scope, key))
             ).first()
         return None if row is None else Tombstone(**row._mapping)
 
@@ -241,12 +230,7 @@ class LifecycleStore(StoreBase):
                 row.deployment, row.scope, row.key, now, by[:200], int(tasks), int(said), row.tenant
             )
             conn.execute(
-                delete(tomb).where(
-                    tomb.c.deployment == row.deployment,
-                    tomb.c.tenant == row.tenant,
-                    tomb.c.scope == row.scope,
-                    tomb.c.key == row.key,
-                )
+                delete(tomb).where(*named(tomb, row.deployment, row.tenant, row.scope, row.key))
             )
             conn.execute(insert(tomb).values(**_fields(stone)))
             conn.execute(

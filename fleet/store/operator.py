@@ -18,6 +18,7 @@ from fleet.errors import NotFound
 from fleet.store import rows
 from fleet.store import schema as s
 from fleet.store.base import StoreBase
+from fleet.store.clauses import narrowed
 
 t, c = s.tasks, s.conversations
 _FINAL = sorted(st.value for st in TaskStatus if st.terminal)
@@ -134,20 +135,16 @@ class OperatorStore(StoreBase):
         )
         busy = select(c, pending).join(pending, pending.c.conversation_id == c.c.id)
         recent = select(c).order_by(c.c.updated_at.desc()).limit(min(flt.limit, MAX_LISTED))
-        for query in ("busy", "recent"):
-            q = busy if query == "busy" else recent
-            if flt.deployments is not None:
-                q = q.where(c.c.deployment.in_(sorted(flt.deployments)))
-            if flt.deployment is not None:
-                q = q.where(c.c.deployment == flt.deployment)
-            if flt.scope is not None:
-                q = q.where(c.c.scope == flt.scope)
-            if flt.tenants is not None:
-                q = q.where(c.c.tenant.in_(sorted(flt.tenants)))
-            if query == "busy":
-                busy = q
-            else:
-                recent = q
+        busy, recent = (
+            narrowed(
+                q,
+                (c.c.deployment, flt.deployments),
+                (c.c.deployment, flt.deployment),
+                (c.c.scope, flt.scope),
+                (c.c.tenant, flt.tenants),
+            )
+            for q in (busy, recent)
+        )
         with self.read() as conn:
             busy_rows = conn.execute(busy).all()
             recent_rows = conn.execute(recent).all() if flt.state in (None, "idle") else []
