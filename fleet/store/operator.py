@@ -4,7 +4,7 @@ one conversation's tasks. Every read takes the deployments the operator may see.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,11 +19,14 @@ from fleet.store import rows
 from fleet.store import schema as s
 from fleet.store.base import StoreBase
 from fleet.store.clauses import narrowed
+from fleet.store.lifecycle import CONVERSATION_FIELDS, StoredConversation
 
 t, c = s.tasks, s.conversations
 _FINAL = sorted(st.value for st in TaskStatus if st.terminal)
 #: A conversations list holds at most this many.
 MAX_LISTED = 500
+#: The run columns a ``RunMark`` takes as they are.
+_RUN_MARK_FIELDS = tuple(f.name for f in fields(RunMark))
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,22 +41,11 @@ class ConversationFilter:
 
 
 @dataclass(frozen=True, slots=True)
-class Conversation:
+class Conversation(StoredConversation):
     """A conversation with its newest tasks (seq order)."""
 
-    id: uuid.UUID
-    deployment: str
-    scope: str
-    key: str
-    generation: int
-    created_at: datetime
-    updated_at: datetime
     tasks: tuple[Task, ...]
     tenant: str = DEFAULT_TENANT
-
-    @property
-    def conversation(self) -> str:
-        return f"{self.scope}:{self.key}"
 
 
 class OperatorStore(StoreBase):
@@ -206,31 +198,14 @@ class OperatorStore(StoreBase):
                 .order_by(t.c.seq.desc())
                 .limit(tasks)
             ).all()
-        m = row._mapping
         return Conversation(
-            id=m["id"],
-            deployment=m["deployment"],
-            scope=m["scope"],
-            key=m["key"],
-            generation=m["generation"],
-            created_at=m["created_at"],
-            updated_at=m["updated_at"],
+            **rows.pick(row, CONVERSATION_FIELDS),
             tasks=tuple(rows.task(r) for r in reversed(found)),
-            tenant=m["tenant"],
         )
 
 
 def _run_mark(m: Any) -> RunMark:
-    return RunMark(
-        id=m["id"],
-        attempt=m["attempt"],
-        status=m["status"],
-        model=m["model"],
-        worker=m["worker"],
-        started_at=m["started_at"],
-        finished_at=m["finished_at"],
-        error=m["error"],
-    )
+    return RunMark(**rows.pick(m, _RUN_MARK_FIELDS))
 
 
 def _aware(value: object) -> datetime | None:
