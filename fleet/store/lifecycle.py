@@ -74,6 +74,9 @@ class ConversationInfo(StoredConversation):
 
 @dataclass(frozen=True, slots=True)
 class Tombstone:
+    """What a deleted conversation leaves: its name, who deleted it when, and how many tasks
+    and messages went with it (a new conversation of that name notes the deletion)."""
+
     deployment: str
     scope: str
     key: str
