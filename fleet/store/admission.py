@@ -16,6 +16,7 @@ from fleet.domain.values import Admission, Task, TaskStatus
 from fleet.errors import QueueFull
 from fleet.store import pg, rows
 from fleet.store import statements as q
+from fleet.store.clauses import named
 from fleet.store.delegation import insert_record
 from fleet.store.quotas import QuotaStore, waiting_in
 from fleet.store.schema import conversation_tombstones as tomb
@@ -269,10 +270,7 @@ class AdmissionStore(QuotaStore):
         if created and task.seq == 1:  # a new conversation: was one of its key deleted before?
             outcome["fresh_after_delete"] = conn.execute(
                 select(tomb.c.deleted_at).where(
-                    tomb.c.deployment == sub.deployment,
-                    tomb.c.tenant == sub.tenant,
-                    tomb.c.scope == sub.scope,
-                    tomb.c.key == sub.key,
+                    *named(tomb, sub.deployment, sub.tenant, sub.scope, sub.key)
                 )
             ).scalar()
         return Admission(task=task, **outcome)

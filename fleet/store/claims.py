@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from fleet.domain.context import Record
+from fleet.domain.runs import Outcome
 from fleet.domain.values import CLAIMABLE, Task, TaskStatus
 
 
@@ -62,6 +63,31 @@ class Head:
     @property
     def claimable(self) -> bool:
         return self.status in CLAIMABLE
+
+
+class Claiming(NamedTuple):
+    """What a claim of a conversation's next task goes by (``LeasingStore.start_next``'s
+    arguments)."""
+
+    conversation_id: uuid.UUID
+    worker: str
+    now: datetime
+    history_items: Callable[[str], int]
+    prepare: Callable[[Claim], Prepared]
+    history_cap: int
+    preread: Head | None
+
+
+class Closing(NamedTuple):
+    """What a settle writes of a run: its task, the run, the outcome, the redacted reply and
+    error, and the time."""
+
+    task: Task
+    run_id: uuid.UUID
+    outcome: Outcome
+    reply: str | None
+    error: str | None
+    now: datetime
 
 
 class Settled(NamedTuple):

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, insert, select, update
+from sqlalchemy import Connection, Select, and_, delete, insert, select, update
 
 from fleet.domain import delivery as rules
 from fleet.domain.values import TERMINAL
@@ -104,18 +104,15 @@ class DeliveryStore(StoreBase):
         """Tasks that ended before ``before`` with a push config not journaled (a worker lost
         after its settle, a task cancelled while queued): the sweeper journals them."""
         t = s.tasks
-        with self.read() as conn:
-            return list(
-                conn.execute(
-                    select(t.c.id)
-                    .where(
-                        t.c.push_pending,
-                        status_in(t.c.status, TERMINAL),
-                        (t.c.finished_at.is_(None)) | (t.c.finished_at < before),
-                    )
-                    .limit(limit)
-                ).scalars()
+        return self._ids(
+            select(t.c.id)
+            .where(
+                t.c.push_pending,
+                status_in(t.c.status, TERMINAL),
+                (t.c.finished_at.is_(None)) | (t.c.finished_at < before),
             )
+            .limit(limit)
+        )
 
     def delivery(self, delivery_id: uuid.UUID) -> rules.Record | None:
         with self.read() as conn:
@@ -234,19 +231,21 @@ class DeliveryStore(StoreBase):
         """Pending deliveries due before ``before`` whose attempt is not under way (a lost
         message, a worker that died mid-attempt): the sweeper sends them again."""
         d = s.deliveries
-        with self.read() as conn:
-            return list(
-                conn.execute(
-                    select(d.c.id)
-                    .where(
-                        d.c.status == "pending",
-                        d.c.next_at < before,
-                        (d.c.claimed_until.is_(None)) | (d.c.claimed_until < before),
-                    )
-                    .order_by(d.c.next_at)
-                    .limit(limit)
-                ).scalars()
+        return self._ids(
+            select(d.c.id)
+            .where(
+                d.c.status == "pending",
+                d.c.next_at < before,
+                (d.c.claimed_until.is_(None)) | (d.c.claimed_until < before),
             )
+            .order_by(d.c.next_at)
+            .limit(limit)
+        )
+
+    def _ids(self, query: Select[Any]) -> list[uuid.UUID]:
+        """The ids ``query`` selects."""
+        with self.read() as conn:
+            return list(conn.execute(query).scalars())
 
     # -- A2A push configs -----------------------------------------------------------------------
 

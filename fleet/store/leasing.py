@@ -32,7 +32,7 @@ from fleet.errors import LeaseLost
 from fleet.store import rows
 from fleet.store import schema as s
 from fleet.store import statements as q
-from fleet.store.claims import Chain, Claim, Head, Prepared, Settled, Started
+from fleet.store.claims import Chain, Claim, Claiming, Closing, Head, Prepared, Settled, Started
 from fleet.store.hotpath import REPLIED, PgHotPath
 from fleet.store.schema_types import utcnow
 
@@ -72,13 +72,7 @@ class LeasingStore(PgHotPath):
         """
         if self.one_statement_path:
             return self._start_next_pg(
-                conversation_id,
-                worker,
-                now,
-                history_items=history_items,
-                prepare=prepare,
-                history_cap=history_cap,
-                preread=preread,
+                Claiming(conversation_id, worker, now, history_items, prepare, history_cap, preread)
             )
         with self.tx() as conn:
             row = conn.execute(
@@ -237,38 +231,21 @@ class LeasingStore(PgHotPath):
         """
         reply = None if outcome.reply is None else self.redactor.text(outcome.reply)
         error = self.redactor.text(outcome.error) if outcome.error else None
+        closing = Closing(task, run_id, outcome, reply, error, now)
         if self.one_statement_path:
             done, left = self._settle_pg(
-                task,
-                run_id,
-                outcome,
-                reply=reply,
-                error=error,
-                now=now,
-                history_cap=history_cap,
-                reserved=reserved,
-                chain=chain,
+                closing, history_cap=history_cap, reserved=reserved, chain=chain
             )
         else:
-            done, left = self._settle_portable(
-                task, run_id, outcome, reply=reply, error=error, now=now
-            )
+            done, left = self._settle_portable(closing)
         if left and self.requeue_inbox(task.id, now) and not isinstance(done.next, Started):
             # the inbox's messages queued behind
             done = done._replace(next=self.head(task.conversation_id))
         return done
 
-    def _settle_portable(
-        self,
-        task: Task,
-        run_id: uuid.UUID,
-        outcome: Outcome,
-        *,
-        reply: str | None,
-        error: str | None,
-        now: datetime,
-    ) -> tuple[Settled, int]:
+    def _settle_portable(self, closing: Closing) -> tuple[Settled, int]:
         """SQLite: the settle as several statements in one transaction."""
+        task, run_id, outcome, reply, error, now = closing
         with self.tx() as conn:
             row = conn.execute(
                 q.SETTLE,
@@ -421,13 +398,7 @@ class LeasingStore(PgHotPath):
         Conditioned on ``fence`` and an active status, so it never touches a task that finished
         or was claimed again in the meantime. Returns the new status (None if nothing changed).
         """
-        params = {"b_task": task_id, "b_fence": fence, "b_reason": reason, "b_now": now}
-        with self.tx() as conn:
-            status = conn.execute(q.RECOVER, params).scalar()
-            if status is None:
-                return None
-            conn.execute(q.INTERRUPT_RUN, params)
-        return TaskStatus(status)
+        return self._take_back(q.RECOVER, task_id, fence, reason, now)
 
     def hand_back(
         self, task_id: uuid.UUID, fence: int, reason: str, now: datetime
@@ -435,9 +406,16 @@ class LeasingStore(PgHotPath):
         """Give a running task back at worker shutdown: its run is closed as interrupted and the
         task waits, claimable at once, to resume from its journal. A hand-back never fails a task
         (the attempt still counts). Fenced like ``recover``."""
+        return self._take_back(q.HAND_BACK, task_id, fence, reason, now)
+
+    def _take_back(
+        self, statement: Any, task_id: uuid.UUID, fence: int, reason: str, now: datetime
+    ) -> TaskStatus | None:
+        """``statement`` (``RECOVER`` or ``HAND_BACK``), then the run closed as interrupted, in
+        one transaction; the task's new status (None if nothing changed)."""
         params = {"b_task": task_id, "b_fence": fence, "b_reason": reason, "b_now": now}
         with self.tx() as conn:
-            status = conn.execute(q.HAND_BACK, params).scalar()
+            status = conn.execute(statement, params).scalar()
             if status is None:
                 return None
             conn.execute(q.INTERRUPT_RUN, params)

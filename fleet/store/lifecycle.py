@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 
 from sqlalchemy import (
@@ -25,16 +25,18 @@ from fleet.constants import DEFAULT_TENANT
 from fleet.domain import lifecycle as rules
 from fleet.domain.values import ACTIVE, CLAIMABLE, TaskStatus
 from fleet.errors import Conflict, NotFound
+from fleet.store import rows
 from fleet.store import schema as s
 from fleet.store.base import StoreBase
+from fleet.store.clauses import named
 
 c, t, m, n = s.conversations, s.tasks, s.messages, s.notes
 tomb = s.conversation_tombstones
 
 
 @dataclass(frozen=True, slots=True)
-class ConversationInfo:
-    """One conversation as an operator sees it (GetConversation, ``conversations show``)."""
+class StoredConversation:
+    """What a conversation's row says of it: its name, generation and times."""
 
     id: uuid.UUID
     deployment: str
@@ -43,6 +45,20 @@ class ConversationInfo:
     generation: int
     created_at: datetime
     updated_at: datetime
+
+    @property
+    def conversation(self) -> str:
+        return f"{self.scope}:{self.key}"
+
+
+#: A conversation row's columns that a ``StoredConversation`` (and its tenant) take as they are.
+CONVERSATION_FIELDS = (*(f.name for f in fields(StoredConversation)), "tenant")
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationInfo(StoredConversation):
+    """One conversation as an operator sees it (GetConversation, ``conversations show``)."""
+
     #: Messages of the current generation (what runs recall), and of every generation.
     messages: int
     stored: int
@@ -55,13 +71,12 @@ class ConversationInfo:
     active_status: TaskStatus | None = None
     tenant: str = DEFAULT_TENANT
 
-    @property
-    def conversation(self) -> str:
-        return f"{self.scope}:{self.key}"
-
 
 @dataclass(frozen=True, slots=True)
 class Tombstone:
+    """What a deleted conversation leaves: its name, who deleted it when, and how many tasks
+    and messages went with it (a new conversation of that name notes the deletion)."""
+
     deployment: str
     scope: str
     key: str
@@ -96,14 +111,7 @@ class LifecycleStore(StoreBase):
     ) -> ConversationInfo | None:
         """The tenant's conversation with its counts, or None; creates nothing."""
         with self.read() as conn:
-            row = conn.execute(
-                select(c).where(
-                    c.c.deployment == deployment,
-                    c.c.tenant == tenant,
-                    c.c.scope == scope,
-                    c.c.key == key,
-                )
-            ).first()
+            row = conn.execute(select(c).where(*named(c, deployment, tenant, scope, key))).first()
             if row is None:
                 return None
             cid, gen = row.id, row.generation
@@ -130,13 +138,7 @@ class LifecycleStore(StoreBase):
                 .limit(1)
             ).first()
         return ConversationInfo(
-            id=cid,
-            deployment=row.deployment,
-            scope=row.scope,
-            key=row.key,
-            generation=gen,
-            created_at=row.created_at,
-            updated_at=row.updated_at,
+            **rows.pick(row, CONVERSATION_FIELDS),
             messages=int(current),
             stored=int(stored),
             notes=int(notes),
@@ -144,18 +146,12 @@ class LifecycleStore(StoreBase):
             queued=sum(int(by_status.get(st, 0)) for st in CLAIMABLE),
             active=None if active is None else active.id,
             active_status=None if active is None else TaskStatus(active.status),
-            tenant=row.tenant,
         )
 
     def tombstone(self, deployment: str, scope: str, key: str, *, tenant: str) -> Tombstone | None:
         with self.read() as conn:
             row = conn.execute(
-                select(tomb).where(
-                    tomb.c.deployment == deployment,
-                    tomb.c.tenant == tenant,
-                    tomb.c.scope == scope,
-                    tomb.c.key == key,
-                )
+                select(tomb).where(*named(tomb, deployment, tenant, scope, key))
             ).first()
         return None if row is None else Tombstone(**row._mapping)
 
@@ -241,14 +237,9 @@ class LifecycleStore(StoreBase):
                 row.deployment, row.scope, row.key, now, by[:200], int(tasks), int(said), row.tenant
             )
             conn.execute(
-                delete(tomb).where(
-                    tomb.c.deployment == row.deployment,
-                    tomb.c.tenant == row.tenant,
-                    tomb.c.scope == row.scope,
-                    tomb.c.key == row.key,
-                )
+                delete(tomb).where(*named(tomb, row.deployment, row.tenant, row.scope, row.key))
             )
-            conn.execute(insert(tomb).values(**_fields(stone)))
+            conn.execute(insert(tomb).values(**asdict(stone)))
             conn.execute(
                 delete(s.working_memory).where(
                     s.working_memory.c.key == f"conversation:{conversation_id}"
@@ -373,16 +364,3 @@ class LifecycleStore(StoreBase):
 def _of(tenants: frozenset[str] | None) -> ColumnElement[bool]:
     """Conversations of these tenants (None: every tenant)."""
     return true() if tenants is None else c.c.tenant.in_(sorted(tenants))
-
-
-def _fields(stone: Tombstone) -> dict[str, object]:
-    return {
-        "deployment": stone.deployment,
-        "tenant": stone.tenant,
-        "scope": stone.scope,
-        "key": stone.key,
-        "deleted_at": stone.deleted_at,
-        "deleted_by": stone.deleted_by,
-        "tasks": stone.tasks,
-        "messages": stone.messages,
-    }

@@ -18,6 +18,7 @@ from sqlalchemy import LargeBinary, and_, bindparam, cast, func, select
 
 from fleet.store import schema as s
 from fleet.store.base import StoreBase
+from fleet.store.recall import embedded_in
 from fleet.store.vectors import EXACT, VectorSearch, probe
 
 m, e, c = s.messages, s.message_embeddings, s.conversations
@@ -80,15 +81,7 @@ class VectorStore(StoreBase):
             .order_by(e.c.message_id.desc())
             .limit(limit)
         )
-        if conversation_id is not None:
-            inner = inner.where(e.c.conversation_id == conversation_id)
-        else:
-            inner = inner.where(
-                e.c.tenant == tenant,
-                e.c.scope == scope,
-                e.c.namespace == namespace,
-                e.c.resource_id == resource_id,
-            )
+        inner = embedded_in(inner, conversation_id, (tenant, scope, namespace, resource_id))
         sub = inner.subquery()
         counted = select(sub, func.count().over().label("n"))
         if exclude:

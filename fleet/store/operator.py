@@ -4,7 +4,7 @@ one conversation's tasks. Every read takes the deployments the operator may see.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,11 +18,15 @@ from fleet.errors import NotFound
 from fleet.store import rows
 from fleet.store import schema as s
 from fleet.store.base import StoreBase
+from fleet.store.clauses import narrowed
+from fleet.store.lifecycle import CONVERSATION_FIELDS, StoredConversation
 
 t, c = s.tasks, s.conversations
 _FINAL = sorted(st.value for st in TaskStatus if st.terminal)
 #: A conversations list holds at most this many.
 MAX_LISTED = 500
+#: The run columns a ``RunMark`` takes as they are.
+_RUN_MARK_FIELDS = tuple(f.name for f in fields(RunMark))
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,22 +41,11 @@ class ConversationFilter:
 
 
 @dataclass(frozen=True, slots=True)
-class Conversation:
+class Conversation(StoredConversation):
     """A conversation with its newest tasks (seq order)."""
 
-    id: uuid.UUID
-    deployment: str
-    scope: str
-    key: str
-    generation: int
-    created_at: datetime
-    updated_at: datetime
     tasks: tuple[Task, ...]
     tenant: str = DEFAULT_TENANT
-
-    @property
-    def conversation(self) -> str:
-        return f"{self.scope}:{self.key}"
 
 
 class OperatorStore(StoreBase):
@@ -134,20 +127,16 @@ class OperatorStore(StoreBase):
         )
         busy = select(c, pending).join(pending, pending.c.conversation_id == c.c.id)
         recent = select(c).order_by(c.c.updated_at.desc()).limit(min(flt.limit, MAX_LISTED))
-        for query in ("busy", "recent"):
-            q = busy if query == "busy" else recent
-            if flt.deployments is not None:
-                q = q.where(c.c.deployment.in_(sorted(flt.deployments)))
-            if flt.deployment is not None:
-                q = q.where(c.c.deployment == flt.deployment)
-            if flt.scope is not None:
-                q = q.where(c.c.scope == flt.scope)
-            if flt.tenants is not None:
-                q = q.where(c.c.tenant.in_(sorted(flt.tenants)))
-            if query == "busy":
-                busy = q
-            else:
-                recent = q
+        busy, recent = (
+            narrowed(
+                q,
+                (c.c.deployment, flt.deployments),
+                (c.c.deployment, flt.deployment),
+                (c.c.scope, flt.scope),
+                (c.c.tenant, flt.tenants),
+            )
+            for q in (busy, recent)
+        )
         with self.read() as conn:
             busy_rows = conn.execute(busy).all()
             recent_rows = conn.execute(recent).all() if flt.state in (None, "idle") else []
@@ -209,31 +198,14 @@ class OperatorStore(StoreBase):
                 .order_by(t.c.seq.desc())
                 .limit(tasks)
             ).all()
-        m = row._mapping
         return Conversation(
-            id=m["id"],
-            deployment=m["deployment"],
-            scope=m["scope"],
-            key=m["key"],
-            generation=m["generation"],
-            created_at=m["created_at"],
-            updated_at=m["updated_at"],
+            **rows.pick(row, CONVERSATION_FIELDS),
             tasks=tuple(rows.task(r) for r in reversed(found)),
-            tenant=m["tenant"],
         )
 
 
 def _run_mark(m: Any) -> RunMark:
-    return RunMark(
-        id=m["id"],
-        attempt=m["attempt"],
-        status=m["status"],
-        model=m["model"],
-        worker=m["worker"],
-        started_at=m["started_at"],
-        finished_at=m["finished_at"],
-        error=m["error"],
-    )
+    return RunMark(**rows.pick(m, _RUN_MARK_FIELDS))
 
 
 def _aware(value: object) -> datetime | None:

@@ -24,6 +24,7 @@ from fleet.errors import NotFound
 from fleet.store import rows
 from fleet.store import schema as s
 from fleet.store.base import StoreBase
+from fleet.store.clauses import narrowed
 
 t = s.tasks
 
@@ -92,21 +93,16 @@ class QueryStore(StoreBase):
 
     @staticmethod
     def _filtered(query: Select[Any], flt: TaskFilter) -> Select[Any]:
-        query = query.select_from(t)
-        if flt.deployment is not None:
-            query = query.where(t.c.deployment == flt.deployment)
-        if flt.scope is not None:
-            query = query.where(t.c.scope == flt.scope)
-        if flt.conversation_key is not None:
-            query = query.where(t.c.conversation_key == flt.conversation_key)
-        if flt.status is not None:
-            query = query.where(t.c.status == flt.status)
-        if flt.deployments is not None:
-            query = query.where(t.c.deployment.in_(sorted(flt.deployments)))
-        if flt.tenants is not None:
-            query = query.where(t.c.tenant.in_(sorted(flt.tenants)))
-        if flt.statuses is not None:
-            query = query.where(t.c.status.in_(sorted(flt.statuses)))
+        query = narrowed(
+            query.select_from(t),
+            (t.c.deployment, flt.deployment),
+            (t.c.scope, flt.scope),
+            (t.c.conversation_key, flt.conversation_key),
+            (t.c.status, flt.status),
+            (t.c.deployment, flt.deployments),
+            (t.c.tenant, flt.tenants),
+            (t.c.status, flt.statuses),
+        )
         if flt.changed_after is not None:
             changed = func.coalesce(t.c.finished_at, t.c.started_at, t.c.created_at)
             query = query.where(changed > flt.changed_after)

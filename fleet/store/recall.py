@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, insert, literal, select, union_all, update
+from sqlalchemy import Select, and_, func, insert, literal, select, union_all, update
 from sqlalchemy.exc import IntegrityError
 
 from fleet.constants import DEFAULT_TENANT
@@ -24,6 +24,25 @@ def as_floats(vector: bytes) -> list[float]:
     import numpy as np  # (here: a process that reads no vectors does not load numpy)
 
     return [float(x) for x in np.frombuffer(vector, dtype="<f4")]
+
+
+def embedded_in(
+    query: Select[Any],
+    conversation_id: uuid.UUID | None,
+    resource: tuple[str | None, str | None, str | None, str | None],
+) -> Select[Any]:
+    """``query`` of embeddings narrowed to one conversation's, or (without ``conversation_id``)
+    to those of every conversation of a resource within one scope and namespace: ``resource``
+    is (tenant, scope, namespace, resource id)."""
+    if conversation_id is not None:
+        return query.where(e.c.conversation_id == conversation_id)
+    tenant, scope, namespace, resource_id = resource
+    return query.where(
+        e.c.tenant == tenant,
+        e.c.scope == scope,
+        e.c.namespace == namespace,
+        e.c.resource_id == resource_id,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,15 +191,7 @@ class RecallStore(StoreBase):
             .order_by(e.c.message_id.desc())
             .limit(limit)
         )
-        if conversation_id is not None:
-            query = query.where(e.c.conversation_id == conversation_id)
-        else:
-            query = query.where(
-                e.c.tenant == tenant,
-                e.c.scope == scope,
-                e.c.namespace == namespace,
-                e.c.resource_id == resource_id,
-            )
+        query = embedded_in(query, conversation_id, (tenant, scope, namespace, resource_id))
         with self.read() as conn:
             found = conn.execute(query).all()
         return [Candidate(r[0], r[1], r[2], dict(r[3] or {}), r[4], bytes(r[5])) for r in found]
@@ -336,20 +347,17 @@ class ObservationRow:
     tokens: int
 
 
+#: An observation's columns, in ``ObservationRow``'s field order.
+_OBSERVATION_COLUMNS = tuple(s.observations.c[f.name] for f in fields(ObservationRow))
+
+
 class ObservationStore(StoreBase):
     def observations(self, conversation_id: uuid.UUID) -> list[ObservationRow]:
         """The conversation's observations and reflections (current generation), oldest first."""
         o = s.observations
         with self.read() as conn:
             found = conn.execute(
-                select(
-                    o.c.level,
-                    o.c.from_message_id,
-                    o.c.to_message_id,
-                    o.c.text,
-                    o.c.model,
-                    o.c.tokens,
-                )
+                select(*_OBSERVATION_COLUMNS)
                 .join(c, and_(c.c.id == o.c.conversation_id, c.c.generation == o.c.generation))
                 .where(o.c.conversation_id == conversation_id)
                 .order_by(o.c.from_message_id, o.c.level)
@@ -363,14 +371,7 @@ class ObservationStore(StoreBase):
         o = s.observations
         with self.read() as conn:
             r = conn.execute(
-                select(
-                    o.c.level,
-                    o.c.from_message_id,
-                    o.c.to_message_id,
-                    o.c.text,
-                    o.c.model,
-                    o.c.tokens,
-                ).where(
+                select(*_OBSERVATION_COLUMNS).where(
                     o.c.conversation_id == conversation_id,
                     o.c.generation == generation,
                     o.c.level == level,

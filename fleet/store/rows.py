@@ -63,7 +63,7 @@ def task(row: Any) -> Task:
 _EMPTY = frozenset({"usage", "details", "labels"})
 
 
-def _pick(row: Any, names: Iterable[str]) -> dict[str, Any]:
+def pick(row: Any, names: Iterable[str]) -> dict[str, Any]:
     """The row's columns named like the value's fields, as they are (``_EMPTY`` ones: ``{}``
     for NULL)."""
     m = _mapping(row)
@@ -71,20 +71,20 @@ def _pick(row: Any, names: Iterable[str]) -> dict[str, Any]:
 
 
 def message(row: Any) -> Message:
-    return Message(**_pick(row, Message.model_fields))
+    return Message(**pick(row, Message.model_fields))
 
 
 def run(row: Any) -> Run:
-    return Run(**_pick(row, Run.model_fields))
+    return Run(**pick(row, Run.model_fields))
 
 
 def step(row: Any) -> Step:
-    return Step(**_pick(row, Step.model_fields))
+    return Step(**pick(row, Step.model_fields))
 
 
 def trace(row: Any) -> TraceRow:
     """A journal step as a retry replays it (the same columns as ``step``)."""
-    return TraceRow(**_pick(row, Step.model_fields))
+    return TraceRow(**pick(row, Step.model_fields))
 
 
 def dump_parts(parts: tuple[TextPart | DataPart, ...] | list[TextPart | DataPart]) -> list[Any]:

@@ -40,7 +40,15 @@ from fleet.store.schema_memory import (
     WorkingMemory,
     WorkingMemoryOperation,
 )
-from fleet.store.schema_types import Base, BigId, FloatArray, JSONType, UTCDateTime, utcnow
+from fleet.store.schema_types import (
+    Base,
+    BigId,
+    FloatArray,
+    JSONType,
+    UTCDateTime,
+    partial_index,
+    utcnow,
+)
 
 _ACTIVE = "status IN ('leased', 'running')"
 _CLAIMABLE = "status IN ('queued', 'interrupted')"
@@ -107,19 +115,17 @@ class Task(Base):
             "status IN (" + ", ".join(f"'{s}'" for s in TASK_STATUSES) + ")", name="status"
         ),
         # Invariant 1: one leased/running task per conversation, enforced by the store.
-        Index(
+        partial_index(
             "uq_tasks_one_active",
             "conversation_id",
+            where=_ACTIVE,
             unique=True,
-            postgresql_where=text(_ACTIVE),
-            sqlite_where=text(_ACTIVE),
         ),
         # The sweeper's scan for due work whose wake-up was lost.
-        Index(
+        partial_index(
             "ix_tasks_claimable_due",
             "not_before",
-            postgresql_where=text(_CLAIMABLE),
-            sqlite_where=text(_CLAIMABLE),
+            where=_CLAIMABLE,
         ),
         Index("ix_tasks_listing", "deployment", "scope", "created_at"),
         # The operator UI's last-hour throughput and failures: a range of recent finishes, not
@@ -128,33 +134,29 @@ class Task(Base):
         # A conversation's head (lowest unfinished seq) in one index probe, however many
         # finished tasks the conversation has (a singleton's grow without end).
         # Finished tasks whose inbox still holds messages (the sweeper requeues them): few.
-        Index(
+        partial_index(
             "ix_tasks_inbox",
             "id",
-            postgresql_where=text("inbox > 0"),
-            sqlite_where=text("inbox > 0"),
+            where="inbox > 0",
         ),
         # Ended tasks whose push notifications are not journaled yet (the sweeper's look): few.
-        Index(
+        partial_index(
             "ix_tasks_push_pending",
             "id",
-            postgresql_where=text("push_pending"),
-            sqlite_where=text("push_pending"),
+            where="push_pending",
         ),
-        Index(
+        partial_index(
             "ix_tasks_unfinished",
             "conversation_id",
             "seq",
-            postgresql_where=text(_UNFINISHED),
-            sqlite_where=text(_UNFINISHED),
+            where=_UNFINISHED,
         ),
         # A tenant's unfinished tasks (its queued quota, ``fleet tenants``): few per tenant.
-        Index(
+        partial_index(
             "ix_tasks_tenant_unfinished",
             "tenant",
             "status",
-            postgresql_where=text(_UNFINISHED),
-            sqlite_where=text(_UNFINISHED),
+            where=_UNFINISHED,
         ),
     )
 

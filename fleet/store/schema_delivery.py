@@ -12,17 +12,15 @@ from typing import Any
 
 from sqlalchemy import (
     ForeignKey,
-    Index,
     Integer,
     String,
     Text,
     UniqueConstraint,
     Uuid,
-    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from fleet.store.schema_types import Base, JSONType, utcnow
+from fleet.store.schema_types import Base, JSONType, partial_index, utcnow
 
 
 class Delegation(Base):
@@ -36,11 +34,10 @@ class Delegation(Base):
     __tablename__ = "delegations"
     __table_args__ = (
         # The sweeper's scan for started tasks whose result was not reported yet: few.
-        Index(
+        partial_index(
             "ix_delegations_unreported",
             "task_id",
-            postgresql_where=text("mode = 'start' AND reported_at IS NULL"),
-            sqlite_where=text("mode = 'start' AND reported_at IS NULL"),
+            where="mode = 'start' AND reported_at IS NULL",
         ),
     )
 
@@ -72,11 +69,10 @@ class Delivery(Base):
     __tablename__ = "deliveries"
     __table_args__ = (
         UniqueConstraint("task_id", "target"),
-        Index(
+        partial_index(
             "ix_deliveries_pending",
             "next_at",
-            postgresql_where=text("status = 'pending'"),
-            sqlite_where=text("status = 'pending'"),
+            where="status = 'pending'",
         ),
     )
 

@@ -5,7 +5,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, Dialect, Integer, MetaData, TypeDecorator
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Dialect,
+    Index,
+    Integer,
+    MetaData,
+    TypeDecorator,
+    text,
+)
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, REAL
 from sqlalchemy.orm import DeclarativeBase
 
@@ -52,3 +62,14 @@ class Base(DeclarativeBase):
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def partial_index(name: str, *columns: str, where: str, unique: bool = False) -> Index:
+    """An index of the rows ``where`` holds, on PostgreSQL and SQLite alike."""
+    return Index(
+        name,
+        *columns,
+        unique=unique,
+        postgresql_where=text(where),
+        sqlite_where=text(where),
+    )

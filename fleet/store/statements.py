@@ -173,56 +173,42 @@ def _upsert_traces() -> dict[str, Any]:
 #: ``UPSERT_TRACES[dialect]``
 UPSERT_TRACES = _upsert_traces()
 
+
+def _take_back(*, last_attempt_fails: bool) -> Any:
+    """A fenced update that ends an active task's lease: claimable again (``interrupted``), or
+    finished when a cancel was requested meanwhile (that wins) or, if ``last_attempt_fails``,
+    when it has used its last attempt."""
+    cancelled = t.c.cancel_requested
+    out_of_attempts = t.c.attempts >= t.c.max_attempts
+    statuses: list[tuple[ColumnElement[bool], str]] = [(cancelled, TaskStatus.CANCELLED.value)]
+    finishes: ColumnElement[bool] = cancelled
+    if last_attempt_fails:
+        statuses.append((out_of_attempts, TaskStatus.FAILED.value))
+        finishes = cancelled | out_of_attempts
+    return (
+        update(t)
+        .where(
+            t.c.id == bindparam("b_task"),
+            t.c.fence == bindparam("b_fence"),
+            status_in(t.c.status, ACTIVE),
+        )
+        .values(
+            status=case(*statuses, else_=TaskStatus.INTERRUPTED.value),
+            error=case((cancelled, "cancelled by request"), else_=bindparam("b_reason")),
+            finished_at=case((finishes, bindparam("b_now", type_=s.UTCDateTime())), else_=null()),
+            worker=None,
+        )
+        .returning(t.c.status)
+    )
+
+
 #: Take back a task whose worker was lost: retry it, fail it after its last attempt, or finish a
 #: cancel that was requested while it ran.
-RECOVER = (
-    update(t)
-    .where(
-        t.c.id == bindparam("b_task"),
-        t.c.fence == bindparam("b_fence"),
-        status_in(t.c.status, ACTIVE),
-    )
-    .values(
-        status=case(
-            (t.c.cancel_requested, TaskStatus.CANCELLED.value),
-            (t.c.attempts >= t.c.max_attempts, TaskStatus.FAILED.value),
-            else_=TaskStatus.INTERRUPTED.value,
-        ),
-        error=case((t.c.cancel_requested, "cancelled by request"), else_=bindparam("b_reason")),
-        finished_at=case(
-            (
-                t.c.cancel_requested | (t.c.attempts >= t.c.max_attempts),
-                bindparam("b_now", type_=s.UTCDateTime()),
-            ),
-            else_=null(),
-        ),
-        worker=None,
-    )
-    .returning(t.c.status)
-)
+RECOVER = _take_back(last_attempt_fails=True)
 
 #: Give a running task back at worker shutdown: claimable at once, never failed for it (it keeps
 #: its frozen context and journal; a cancel requested meanwhile wins).
-HAND_BACK = (
-    update(t)
-    .where(
-        t.c.id == bindparam("b_task"),
-        t.c.fence == bindparam("b_fence"),
-        status_in(t.c.status, ACTIVE),
-    )
-    .values(
-        status=case(
-            (t.c.cancel_requested, TaskStatus.CANCELLED.value),
-            else_=TaskStatus.INTERRUPTED.value,
-        ),
-        error=case((t.c.cancel_requested, "cancelled by request"), else_=bindparam("b_reason")),
-        finished_at=case(
-            (t.c.cancel_requested, bindparam("b_now", type_=s.UTCDateTime())), else_=null()
-        ),
-        worker=None,
-    )
-    .returning(t.c.status)
-)
+HAND_BACK = _take_back(last_attempt_fails=False)
 
 INTERRUPT_RUN = (
     update(r)

@@ -21,6 +21,7 @@ from fleet.domain.keys import SINGLETON_SCOPE
 from fleet.domain.tenancy import Legacy, Move
 from fleet.store import schema as s
 from fleet.store.base import StoreBase
+from fleet.store.clauses import named
 
 c, t, k, e = s.conversations, s.tasks, s.idempotency_keys, s.message_embeddings
 #: Conversations read a batch at a time.
@@ -88,12 +89,7 @@ class TenancyStore(StoreBase):
             if row is None:
                 return False
             taken = conn.execute(
-                select(c.c.id).where(
-                    c.c.deployment == row.deployment,
-                    c.c.tenant == to.tenant,
-                    c.c.scope == to.scope,
-                    c.c.key == row.key,
-                )
+                select(c.c.id).where(*named(c, row.deployment, to.tenant, to.scope, row.key))
             ).first()
             if taken is not None:
                 return False
