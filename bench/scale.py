@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -316,8 +317,13 @@ class Scale:
         if self.pgss:
             own = self.watch_statements - watched + 1  # the bench's own, this query included
             row.statements += self.pg_calls() - calls - own
+        # Warm shutdown from each worker's main process (not its whole process group): a pool
+        # process still taking a leftover turn token ends its turn, then writes its counts.
         for proc in procs:
-            proc.stop(timeout=60)
+            os.kill(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            proc.popen.wait(60)
+            proc.stop()
         if not self.pgss:
             files = list(counts.glob("*.json"))
             assert len(files) == row.workers, f"{len(files)} count files for {row.workers}"
