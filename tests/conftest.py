@@ -120,6 +120,17 @@ def empty_pg_url() -> Iterator[str]:
 
 
 @pytest.fixture
+def pgbouncer_url(empty_pg_url: str) -> Iterator[tuple[str, str]]:
+    """A fresh empty database and PgBouncer (transaction mode) in front of it: the direct URL
+    and the bouncer's, the bouncer stopped after."""
+    from tests.support.pgbouncer import binary, pgbouncer
+
+    need("PgBouncer", None if binary() else "pgbouncer is not installed (`make pgbouncer`)")
+    with pgbouncer(empty_pg_url) as bouncer:
+        yield empty_pg_url, bouncer.url
+
+
+@pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'fleet.db'}"
     engine = db.create(url)
