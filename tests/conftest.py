@@ -120,13 +120,15 @@ def empty_pg_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def pgbouncer_url(empty_pg_url: str) -> Iterator[tuple[str, str]]:
+def pgbouncer_url(request: pytest.FixtureRequest, empty_pg_url: str) -> Iterator[tuple[str, str]]:
     """A fresh empty database and PgBouncer (transaction mode) in front of it: the direct URL
-    and the bouncer's, the bouncer stopped after."""
+    and the bouncer's, the bouncer stopped after. Its server connections: 20, or what the
+    test's ``pgbouncer_pool_size`` mark says."""
     from tests.support.pgbouncer import binary, pgbouncer
 
     need("PgBouncer", None if binary() else "pgbouncer is not installed (`make pgbouncer`)")
-    with pgbouncer(empty_pg_url) as bouncer:
+    mark = request.node.get_closest_marker("pgbouncer_pool_size")
+    with pgbouncer(empty_pg_url, pool_size=mark.args[0] if mark else 20) as bouncer:
         yield empty_pg_url, bouncer.url
 
 

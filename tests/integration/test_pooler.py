@@ -114,6 +114,9 @@ def test_api_and_worker_through_pgbouncer_in_transaction_mode(
         assert prepared_statement_errors(fleet) == []
 
 
+#: One server connection for every client: the API's connections meet the names another
+#: prepared on it at once, however the load spreads the submissions.
+@pytest.mark.pgbouncer_pool_size(1)
 def test_without_the_setting_the_bouncer_breaks_prepared_statements_and_says_what_to_set(
     tmp_path: Path, pgbouncer_url: tuple[str, str], redis_url: str, config_dir: Path
 ) -> None:

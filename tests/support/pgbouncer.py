@@ -45,9 +45,12 @@ class Bouncer:
 
 
 @contextmanager
-def pgbouncer(database_url: str, pool_mode: str = "transaction") -> Iterator[Bouncer]:
+def pgbouncer(
+    database_url: str, pool_mode: str = "transaction", pool_size: int = 20
+) -> Iterator[Bouncer]:
     """PgBouncer on a free port of 127.0.0.1 in ``pool_mode``, passing the database of
-    ``database_url`` (trust auth, the URL's user) to its server; stopped after."""
+    ``database_url`` (trust auth, the URL's user) to its server over at most ``pool_size``
+    server connections; stopped after."""
     exe = binary()
     assert exe is not None, "pgbouncer is not installed"
     target = make_url(database_url)
@@ -68,7 +71,7 @@ def pgbouncer(database_url: str, pool_mode: str = "transaction") -> Iterator[Bou
         "auth_type = trust\n"
         f"auth_file = {folder / 'userlist.txt'}\n"
         f"pool_mode = {pool_mode}\n"
-        "default_pool_size = 20\n"
+        f"default_pool_size = {pool_size}\n"
         "max_client_conn = 500\n"
         f"logfile = {folder / 'pgbouncer.log'}\n"
         "log_connections = 0\n"
