@@ -1,7 +1,7 @@
 # One command surface for people and CI (.ci/run calls `make test`).
 PYTHON ?= python
 
-.PHONY: setup lint typecheck docs browser pgvector test unit bench
+.PHONY: setup lint typecheck docs browser pgvector pgbouncer test unit bench
 
 # apt-get as root, else through sudo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -41,12 +41,21 @@ pgvector:
 	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql-$$v-pgvector; } \
 	  || echo "pgvector could not be installed: its tests skip, exact search is tested" >&2; }
 
+# The connection-pooler tests start Debian's PgBouncer in front of the test database: installed
+# when missing, so `make test` needs nothing installed by hand (under CI=true a missing
+# pgbouncer fails those tests; locally they skip).
+pgbouncer:
+	@command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || [ -n "$$FLEET_TEST_PGBOUNCER" ] || { \
+	  echo "PgBouncer is missing (the connection-pooler tests): installing Debian's"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq pgbouncer \
+	  || echo "PgBouncer could not be installed: the pooler tests will skip, or fail under CI=true" >&2; }
+
 # The whole suite: needs PostgreSQL and Redis on 127.0.0.1 (CI=true fails instead of skipping).
 # Most tests wait on processes, the database and Redis more than they compute: they run in
 # JOBS parallel pytest processes (each with its own template database and Redis database);
 # those bound by wall-clock time (marked serial) run alone afterwards.
 JOBS ?= 4
-test: lint typecheck docs browser pgvector
+test: lint typecheck docs browser pgvector pgbouncer
 	$(PYTHON) -m pytest -n $(JOBS) -m "not serial"
 	$(PYTHON) -m pytest -m serial
 

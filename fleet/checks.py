@@ -157,7 +157,7 @@ def _vector_search(settings: object) -> str:
     if path is not None and not path.exists():
         url = "sqlite://"  # not created yet: what this Python's SQLite can load is the same
     try:
-        engine = db.create(url, readonly=True)
+        engine = db.create(url, readonly=True, pooler=settings.database_pooler)
     except FleetError:
         return "search not probed (see the database check)"
     try:
@@ -202,7 +202,7 @@ def _database(settings: object) -> CheckResult:
             "warn",
             f"{path} does not exist yet; `fleet run` (embedded) or `fleet migrate` creates it",
         )
-    engine = db.create(url, readonly=True)
+    engine = db.create(url, readonly=True, pooler=settings.database_pooler)
     try:
         with db.unavailable_on_outage():
             have = migrate.current(engine)

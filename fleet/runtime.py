@@ -107,7 +107,12 @@ def open_store(
     secrets = settings.secrets() + (config.secret_values() if config is not None else ())
     redactor = Redactor(secrets)
     logs.redact_with(redactor)  # JSON log records get the same redaction as the store
-    return Store.open(settings.resolved_database_url, redactor, readonly=readonly)
+    return Store.open(
+        settings.resolved_database_url,
+        redactor,
+        readonly=readonly,
+        pooler=settings.database_pooler,
+    )
 
 
 def ensure_schema(store: Store) -> None:

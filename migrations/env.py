@@ -30,12 +30,13 @@ def run_migrations_online() -> None:
     if connection is not None:
         _run(connection)
         return
-    url = config.get_main_option("sqlalchemy.url")
-    if not url:
-        from fleet.config import load_settings
+    from fleet.config import load_settings
 
-        url = load_settings().resolved_database_url
-    engine = db.create(url)
+    settings = load_settings()
+    url = config.get_main_option("sqlalchemy.url")
+    if not url:  # (plain `alembic upgrade`: the URL `fleet migrate` would use)
+        url = settings.migrate_database_url or settings.resolved_database_url
+    engine = db.create(url, pooler=settings.database_pooler)
     try:
         with engine.connect() as conn:
             _run(conn)

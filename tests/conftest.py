@@ -120,6 +120,19 @@ def empty_pg_url() -> Iterator[str]:
 
 
 @pytest.fixture
+def pgbouncer_url(request: pytest.FixtureRequest, empty_pg_url: str) -> Iterator[tuple[str, str]]:
+    """A fresh empty database and PgBouncer (transaction mode) in front of it: the direct URL
+    and the bouncer's, the bouncer stopped after. Its server connections: 20, or what the
+    test's ``pgbouncer_pool_size`` mark says."""
+    from tests.support.pgbouncer import binary, pgbouncer
+
+    need("PgBouncer", None if binary() else "pgbouncer is not installed (`make pgbouncer`)")
+    mark = request.node.get_closest_marker("pgbouncer_pool_size")
+    with pgbouncer(empty_pg_url, pool_size=mark.args[0] if mark else 20) as bouncer:
+        yield empty_pg_url, bouncer.url
+
+
+@pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'fleet.db'}"
     engine = db.create(url)

@@ -27,8 +27,9 @@ def migrate(
         ),
     ] = False,
 ) -> None:
-    """Create or upgrade the database schema to the newest revision; the upgrade that adds
-    tenants also moves each stored conversation into its tenant (``--tenants``: again)."""
+    """Create or upgrade the database schema to the newest revision (on
+    FLEET_MIGRATE_DATABASE_URL when set); the upgrade that adds tenants also moves each stored
+    conversation into its tenant (``--tenants``: again)."""
     from fleet.config import FleetConfig, load_config, load_settings
     from fleet.errors import ConfigError
     from fleet.runtime import open_store
@@ -36,6 +37,8 @@ def migrate(
     from fleet.store import migrate as migrations
 
     settings = load_settings()
+    if settings.migrate_database_url:  # a direct or session-mode URL for the migrations
+        settings = settings.model_copy(update={"database_url": settings.migrate_database_url})
     store = open_store(settings)
     try:
         with db.unavailable_on_outage():

@@ -32,6 +32,15 @@ class Settings(BaseSettings):
     #: SQLAlchemy URL of the store (``postgresql+psycopg://user@host/db`` or
     #: ``sqlite:///path``); unset means the embedded SQLite file ``<home>/fleet.db``.
     database_url: str | None = None
+    #: What stands between fleet and PostgreSQL: ``transaction`` (PgBouncer in transaction mode
+    #: before 1.21, or any pooler that hands a client's statements to other server connections)
+    #: turns off server-side prepared statements everywhere fleet connects; ``session`` and
+    #: ``none`` keep them. Unset: ``transaction`` when the URL's port is 6432 (PgBouncer's
+    #: default; logged once), else ``none``.
+    database_pooler: Literal["none", "transaction", "session"] | None = None
+    #: URL ``fleet migrate`` uses instead of ``database_url`` (a direct or session-mode
+    #: connection to the same database); unset: ``database_url``.
+    migrate_database_url: str | None = None
     #: Redis URL of the broker and leases; unset means embedded mode (one process, no Redis).
     redis_url: str | None = None
     #: Folder with ``agents/``, ``deployments/``, ``triggers/``, ``callers/``, ``tenants/`` and

@@ -60,5 +60,8 @@ class Store(
     """Everything fleet reads or writes in its database."""
 
     @classmethod
-    def open(cls, url: str, redactor: Redactor, *, readonly: bool = False) -> Store:
-        return cls(db.create(url, readonly=readonly), redactor)
+    def open(
+        cls, url: str, redactor: Redactor, *, readonly: bool = False, pooler: str | None = None
+    ) -> Store:
+        """``pooler``: ``FLEET_DATABASE_POOLER`` (``db.create``)."""
+        return cls(db.create(url, readonly=readonly, pooler=pooler), redactor)

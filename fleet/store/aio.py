@@ -4,10 +4,11 @@ A request served on a thread-pool thread pays for the hop there and back, for th
 between the pool's threads, and for checking a connection out of the engine's pool and resetting
 it. The API's intake (``fleet.api.intake``) runs its one admission statement here instead, on a
 few autocommit connections of this process's event loop, prepared on the server like
-``StoreBase.first``. The statement is its own transaction: when ``first`` returns, it is
-committed. The task event hub (``fleet.api.event_hub``) reads its change marks the same way, on
-connections of its own: a poll on a pool thread contended with the loop for the GIL and churned
-the thread's malloc arena (futex, munmap, madvise and page faults, all absent otherwise).
+``StoreBase.first`` (neither prepares behind a transaction pooler). The statement is its own
+transaction: when ``first`` returns, it is committed. The task event hub
+(``fleet.api.event_hub``) reads its change marks the same way, on connections of its own: a poll
+on a pool thread contended with the loop for the GIL and churned the thread's malloc arena
+(futex, munmap, madvise and page faults, all absent otherwise).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from psycopg.rows import dict_row
 from sqlalchemy import Engine
 
 from fleet.errors import Unavailable
-from fleet.store.db import unavailable_on_outage
+from fleet.store.db import prepares, unavailable_on_outage
 
 #: Seconds a statement waits for one of the connections (the engine pool's default too); then
 #: the request is answered 503 with Retry-After instead of queueing without end.
@@ -31,8 +32,16 @@ SLOT_TIMEOUT_S = 30.0
 class AsyncStatements:
     """Up to ``size`` connections, opened when first needed, each used by one call at a time."""
 
-    def __init__(self, conninfo: str, size: int = 10, slot_timeout: float = SLOT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        conninfo: str,
+        size: int = 10,
+        slot_timeout: float = SLOT_TIMEOUT_S,
+        *,
+        prepare: bool = True,
+    ) -> None:
         self._conninfo = conninfo
+        self._prepare = prepare
         self._slots = asyncio.Semaphore(size)
         self._slot_timeout = slot_timeout
         self._idle: list[psycopg.AsyncConnection[Any]] = []
@@ -40,7 +49,7 @@ class AsyncStatements:
     @classmethod
     def for_engine(cls, engine: Engine, size: int = 10) -> AsyncStatements:
         url = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        return cls(url, size)
+        return cls(url, size, prepare=prepares(engine))
 
     async def first(self, sql: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
         """Run one statement (its own transaction); its first row as a dict (``Unavailable``
@@ -70,7 +79,7 @@ class AsyncStatements:
                 conn = self._idle.pop() if self._idle else await self._connect()
                 try:
                     async with conn.cursor(row_factory=dict_row) as cur:
-                        await cur.execute(sql, params, prepare=True)
+                        await cur.execute(sql, params, prepare=self._prepare or None)
                         if everything:
                             found = await cur.fetchall()
                         else:
@@ -86,9 +95,12 @@ class AsyncStatements:
             self._slots.release()
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
-        return await psycopg.AsyncConnection.connect(
+        conn = await psycopg.AsyncConnection.connect(
             self._conninfo, autocommit=True, connect_timeout=5, application_name="fleet"
         )
+        if not self._prepare:  # behind a transaction pooler: nothing prepared on the server
+            conn.prepare_threshold = None
+        return conn
 
     async def close(self) -> None:
         idle, self._idle = self._idle, []

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from fleet.domain.redaction import Redactor
-from fleet.store.db import unavailable_on_outage
+from fleet.store.db import prepares, unavailable_on_outage
 
 
 class StoreBase:
@@ -20,6 +20,8 @@ class StoreBase:
         self.engine = engine
         self.redactor = redactor
         self.dialect = engine.dialect.name
+        #: Hot-path statements are prepared on the server (not behind a transaction pooler).
+        self.prepares = prepares(engine)
         # Single reads need no BEGIN/COMMIT round trips.
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._local = threading.local()
@@ -83,7 +85,8 @@ class StoreBase:
         """Run one PostgreSQL statement on the driver connection; its first row as a dict.
 
         For the hot path's single statements (``fleet.store.pg``): psycopg prepares them on the
-        server and the rows come back without SQLAlchemy's per-statement result machinery.
+        server (unless a transaction pooler is configured) and the rows come back without
+        SQLAlchemy's per-statement result machinery.
         """
         from psycopg.rows import dict_row
 
@@ -91,7 +94,7 @@ class StoreBase:
             driver = conn.connection.driver_connection
             assert driver is not None
             with driver.cursor(row_factory=dict_row) as cur:
-                cur.execute(sql, params, prepare=True)
+                cur.execute(sql, params, prepare=self.prepares or None)
                 row: dict[str, Any] | None = cur.fetchone()
                 return row
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +16,20 @@ from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 
 from fleet.domain.redaction import url_without_password
 from fleet.errors import InputError, Unavailable
+
+log = logging.getLogger(__name__)
+
+#: PgBouncer's default port: a URL on it is taken for transaction pooling unless
+#: ``FLEET_DATABASE_POOLER`` says otherwise.
+PGBOUNCER_PORT = 6432
+#: Execution option on an engine whose connections prepare nothing on the server.
+NO_PREPARE = "fleet_no_prepare"
+#: What a prepared-statement error tells the user to set.
+POOLER_HINT = (
+    "a connection pooler in transaction mode hands this connection's statements to another "
+    "server connection: set FLEET_DATABASE_POOLER=transaction (see the production guide)"
+)
+_logged_guess: set[str] = set()
 
 
 def normalize_url(url: str) -> URL:
@@ -39,20 +54,59 @@ def normalize_url(url: str) -> URL:
     return parsed
 
 
+def pooler_mode(url: URL, pooler: str | None) -> str:
+    """``FLEET_DATABASE_POOLER``, or when unset what the URL suggests: ``transaction`` on
+    PgBouncer's default port (logged once per URL), else ``none``."""
+    if pooler is not None:
+        return pooler
+    if url.get_backend_name() == "postgresql" and url.port == PGBOUNCER_PORT:
+        shown = url.render_as_string(hide_password=True)
+        if shown not in _logged_guess:
+            _logged_guess.add(shown)
+            log.warning(
+                "FLEET_DATABASE_URL %s is on port %d (PgBouncer's default): server-side "
+                "prepared statements are off as with FLEET_DATABASE_POOLER=transaction; set "
+                "FLEET_DATABASE_POOLER=session or none to keep them",
+                shown,
+                PGBOUNCER_PORT,
+            )
+        return "transaction"
+    return "none"
+
+
+def prepares(engine: Engine) -> bool:
+    """Do ``engine``'s connections prepare statements on the server?"""
+    return not engine.get_execution_options().get(NO_PREPARE, False)
+
+
 def create(
-    url: str, *, readonly: bool = False, pool_size: int = 5, sqlite_module: Any = None
+    url: str,
+    *,
+    readonly: bool = False,
+    pool_size: int = 5,
+    sqlite_module: Any = None,
+    pooler: str | None = None,
 ) -> Engine:
     """An engine for ``url``; ``readonly`` never creates a file, table or row.
 
     ``sqlite_module``: another DB-API module for SQLite than the standard library's (one whose
-    SQLite can load extensions, say).
+    SQLite can load extensions, say). ``pooler``: ``FLEET_DATABASE_POOLER`` (see
+    ``pooler_mode``); in transaction mode nothing is prepared on the server.
     """
     parsed = normalize_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite(parsed, readonly=readonly, module=sqlite_module)
+    mode = pooler_mode(parsed, pooler)
     connect_args: dict[str, Any] = {"connect_timeout": 5, "application_name": "fleet"}
-    if readonly:
+    options: dict[str, Any] = {}
+    if readonly and mode == "none":
         connect_args["options"] = "-c default_transaction_read_only=on"
+    elif readonly:  # (a pooler may refuse the startup parameter: each transaction says it)
+        options["postgresql_readonly"] = True
+    if mode == "transaction":
+        # psycopg prepares nothing, not even a statement executed with ``prepare=True``
+        connect_args["prepare_threshold"] = None
+        options[NO_PREPARE] = True
     return create_engine(
         parsed,
         pool_size=pool_size,
@@ -62,6 +116,7 @@ def create(
         # Errors are logged; what a statement was given (keys, inputs) stays out of the log.
         hide_parameters=True,
         connect_args=connect_args,
+        execution_options=options,
     )
 
 
@@ -163,8 +218,21 @@ def unavailable_on_outage(what: str = "database") -> Iterator[None]:
     except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
         # The hot path's statements run on the driver connection directly.
         raise Unavailable(f"{what} unavailable: {describe(exc)}") from None
+    except (DBAPIError, psycopg.ProgrammingError) as exc:
+        if not is_prepared_statement_error(exc):
+            raise
+        raise Unavailable(f"{what} unavailable: {describe(exc)}; {POOLER_HINT}") from None
     except SQLAlchemyTimeoutError:
         raise Unavailable(f"{what} busy: no connection free in the pool; retry") from None
+
+
+def is_prepared_statement_error(exc: BaseException) -> bool:
+    """A server connection that lacks (or already has) a statement this client prepared: the
+    mark of a transaction-mode pooler between them."""
+    from psycopg.errors import DuplicatePreparedStatement, InvalidSqlStatementName
+
+    orig = getattr(exc, "orig", None) or exc
+    return isinstance(orig, DuplicatePreparedStatement | InvalidSqlStatementName)
 
 
 def _is_connection_error(exc: DBAPIError) -> bool:
