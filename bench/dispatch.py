@@ -9,6 +9,11 @@ For each system, alternating so both see the same machine:
               submit→start p50/p99; the first ``WARMUP`` tasks (the workers' first
               connections and code paths) are run at the same rate but not counted.
 Plus the round trips per fleet task, counted on the fleet's own code path.
+With ``--pgbouncer``, fleet also runs a third time, each round beside the other two, on a
+database of its own reached through a PgBouncer in transaction mode
+(``tests/support/pgbouncer.py``, so pgbouncer must be installed): the submitting process and the
+workers connect through it with ``FLEET_DATABASE_POOLER=transaction`` (no server-side prepared
+statements); the schema is migrated on the direct connection.
 Run: ``python -m bench.dispatch`` (PostgreSQL and Redis on 127.0.0.1; it makes and drops its own
 database and uses Redis database 14).
 """
@@ -23,9 +28,10 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import redis
 from sqlalchemy import create_engine, event, select, text
@@ -38,6 +44,7 @@ from fleet.runtime import Runtime, build, redis_client
 from fleet.store import db, migrate
 from fleet.store import schema as s
 from tests.support.fleet import Fleet, Proc, wait_for
+from tests.support.pgbouncer import pgbouncer
 
 PG_ADMIN = os.environ.get("FLEET_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 REDIS = os.environ.get("FLEET_BENCH_REDIS", "redis://127.0.0.1:6379/14")
@@ -157,18 +164,33 @@ class Raw:
 
 
 class Fleetbench:
-    """fleet workers on a database of their own, followup deployment, instant echo model."""
+    """fleet workers on a database of their own, followup deployment, instant echo model.
 
-    def __init__(self, tmp: Path, workers: int, conversations: int) -> None:
-        self.name = f"fleet_bench_{os.getpid()}"
+    ``bounce``: given the database's direct URL, the URL fleet connects through instead (a
+    transaction-mode pooler's: ``FLEET_DATABASE_POOLER=transaction`` for every fleet process);
+    the migrations run on the direct URL.
+    """
+
+    def __init__(
+        self,
+        tmp: Path,
+        workers: int,
+        conversations: int,
+        *,
+        suffix: str = "",
+        bounce: Callable[[str], str] | None = None,
+    ) -> None:
+        self.name = f"fleet_bench_{os.getpid()}{suffix}"
         admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
         admin(f'CREATE DATABASE "{self.name}"')
-        self.url = (
+        direct = (
             db.normalize_url(PG_ADMIN).set(database=self.name).render_as_string(hide_password=False)
         )
-        engine = db.create(self.url)
+        engine = db.create(direct)
         migrate.upgrade(engine)
         engine.dispose()
+        self.url = bounce(direct) if bounce else direct
+        self.pooler: Literal["transaction"] | None = "transaction" if bounce else None
         self.tmp = tmp
         self.config = write_config(tmp / "config")
         self.workers = workers
@@ -187,16 +209,22 @@ class Fleetbench:
 
     def settings(self) -> Settings:
         return Settings(
-            home=self.tmp / "home", database_url=self.url, redis_url=REDIS, config_dir=self.config
+            home=self.tmp / "home",
+            database_url=self.url,
+            database_pooler=self.pooler,
+            redis_url=REDIS,
+            config_dir=self.config,
         )
 
     def fleet(self) -> Fleet:
+        pooler = {"database_pooler": self.pooler} if self.pooler else {}
         return Fleet(
             self.tmp,
             database_url=self.url,
             redis_url=REDIS,
             config_dir=self.config,
             log_level="WARNING",
+            **pooler,
         )
 
     def submit(self, i: int, rt: Runtime | None = None) -> None:
@@ -333,25 +361,44 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3, help="throughput rounds per system")
     ap.add_argument("--rate", type=float, default=100.0, help="latency phase: submissions/s")
+    ap.add_argument(
+        "--pgbouncer",
+        action="store_true",
+        help="also run fleet through a PgBouncer in transaction mode (FLEET_DATABASE_POOLER="
+        "transaction), each round beside the direct one",
+    )
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory() as d, ExitStack() as stack:
         tmp = Path(d)
         (tmp / "raw").mkdir()
         (tmp / "fleet").mkdir()
         raw = Raw(tmp / "raw", args.workers)
+        stack.callback(raw.stop)
         fl = Fleetbench(tmp / "fleet", args.workers, args.conversations)
-        try:
-            raw_tp: list[float] = []
-            fl_tp: list[float] = []
-            for _ in range(args.rounds):
-                raw_tp.append(raw.throughput(args.tasks))
-                fl_tp.append(fl.throughput(args.tasks))
-            raw_lat = raw.latency(args.tasks, args.rate)
-            fl_lat = fl.latency(args.tasks, args.rate)
-            trips = fl.round_trips()
-        finally:
-            raw.stop()
-            fl.close()
+        stack.callback(fl.close)
+        pb: Fleetbench | None = None
+        if args.pgbouncer:
+            (tmp / "pgbouncer").mkdir()
+
+            def bounce(url: str) -> str:
+                return stack.enter_context(pgbouncer(url, "transaction")).url
+
+            pb = Fleetbench(
+                tmp / "pgbouncer", args.workers, args.conversations, suffix="_pgb", bounce=bounce
+            )
+            stack.callback(pb.close)  # before the bouncer stops (callbacks run last in, first out)
+        raw_tp: list[float] = []
+        fl_tp: list[float] = []
+        pb_tp: list[float] = []
+        for _ in range(args.rounds):
+            raw_tp.append(raw.throughput(args.tasks))
+            fl_tp.append(fl.throughput(args.tasks))
+            if pb:
+                pb_tp.append(pb.throughput(args.tasks))
+        raw_lat = raw.latency(args.tasks, args.rate)
+        fl_lat = fl.latency(args.tasks, args.rate)
+        pb_lat = pb.latency(args.tasks, args.rate) if pb else []
+        trips = fl.round_trips()
     a, b = statistics.median(raw_tp), statistics.median(fl_tp)
     print(
         f"dispatch benchmark: {args.tasks} tasks, {args.workers} worker processes, "
@@ -359,10 +406,10 @@ def main() -> None:
         f"latency phase at {args.rate:g}/s"
     )
     print(f"{'':28}{'throughput/s (rounds)':>30}{'submit→start p50':>18}{'p99':>10}")
-    for label, tp, lat in (
-        ("(a) raw Celery no-op", raw_tp, raw_lat),
-        ("(b) fleet followup, echo", fl_tp, fl_lat),
-    ):
+    rows = [("(a) raw Celery no-op", raw_tp, raw_lat), ("(b) fleet followup, echo", fl_tp, fl_lat)]
+    if pb_tp:
+        rows.append(("(c) fleet via PgBouncer", pb_tp, pb_lat))
+    for label, tp, lat in rows:
         rounds = "/".join(f"{x:.0f}" for x in tp)
         print(
             f"{label:28}{statistics.median(tp):>8.0f} ({rounds}){'':>4}"
@@ -373,6 +420,14 @@ def main() -> None:
         f"p50 difference: {pct(fl_lat, 50) - pct(raw_lat, 50):+.2f} ms   "
         f"p99 ratio: {pct(fl_lat, 99) / pct(raw_lat, 99):.2f}"
     )
+    if pb_tp:
+        c = statistics.median(pb_tp)
+        print(
+            "(c) = (b) through PgBouncer in transaction mode, FLEET_DATABASE_POOLER=transaction: "
+            f"ratio (c)/(b) throughput (medians): {c / b:.2f}   "
+            f"p50 difference: {pct(pb_lat, 50) - pct(fl_lat, 50):+.2f} ms   "
+            f"p99 ratio (c)/(b): {pct(pb_lat, 99) / pct(fl_lat, 99):.2f}"
+        )
     print(
         f"round trips per task: admission {trips['admit_pg']:.1f} PostgreSQL statements + "
         f"{trips['admit_redis']:.1f} Redis (the wake-up); worker {trips['drain_pg']:.1f} "

@@ -26,7 +26,19 @@ KEDA = "worker.keda.enabled=true,worker.keda.redis.address=redis:6379"
 INLINE = "database.url=postgresql+psycopg://u:p@db/fleet,redis.url=redis://r"
 HA = "beat.replicas=2,api.replicas=3,worker.autoscaling.minReplicas=3"
 EVENTS = "events.replicas=2"
-VALUES = {"default": "", "keda": KEDA, "ha": HA, "inline-secrets": INLINE, "events": EVENTS}
+#: Behind PgBouncer in transaction mode, migrations on a direct URL from the user's Secret.
+POOLER = (
+    "database.existingSecret=fleet-env,redis.existingSecret=fleet-env,"
+    "database.pooler=transaction,database.migrate.existingSecret=fleet-env"
+)
+VALUES = {
+    "default": "",
+    "keda": KEDA,
+    "ha": HA,
+    "inline-secrets": INLINE,
+    "events": EVENTS,
+    "pooler": POOLER,
+}
 WORKLOADS = {"Deployment", "Job"}
 #: Custom resources of KEDA: no schema of theirs ships with kubernetes-validate, so these are
 #: the only kinds not validated against one (their fields are asserted below instead).
@@ -212,6 +224,52 @@ def test_inline_secrets_exist_before_the_migration_hook(render: Any) -> None:
     assert int(secret["metadata"]["annotations"]["helm.sh/hook-weight"]) < weight
 
 
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def test_pooler_mode_reaches_every_container_when_set(render: Any) -> None:
+    for sets, expected in [("", None), (POOLER, "transaction"), ("database.pooler=none", "none")]:
+        for doc in [d for d in render(sets) if d["kind"] in WORKLOADS]:
+            for container in _containers(doc):
+                env = _env(container)
+                assert env.get("FLEET_DATABASE_POOLER") == expected, (sets, doc["metadata"]["name"])
+
+
+def test_migrations_url_goes_to_the_migration_hook_only(render: Any) -> None:
+    for sets, ref in [
+        ("", None),
+        (POOLER, {"name": "fleet-env", "key": "migrate-database-url"}),
+        (
+            "database.existingSecret=env,redis.existingSecret=env,"
+            "database.migrate.existingSecret=direct,database.migrate.existingSecretKey=url",
+            {"name": "direct", "key": "url"},
+        ),
+        (f"{INLINE},database.migrate.url=postgresql+psycopg://u:p@db:5432/fleet", None),
+    ]:
+        docs = render(sets)
+        for doc in [d for d in docs if d["kind"] in WORKLOADS]:
+            (container,) = _containers(doc)
+            got = _env(container).get("FLEET_MIGRATE_DATABASE_URL")
+            if doc["kind"] != "Job":
+                assert got is None, (sets, doc["metadata"]["name"])
+            elif ref is not None:
+                assert got == {"secretKeyRef": ref}, sets
+            elif "migrate.url" in sets:  # inline: in the chart's Secret, made before the hook
+                (secret,) = [d for d in docs if d["kind"] == "Secret"]
+                name = secret["metadata"]["name"]
+                assert got == {"secretKeyRef": {"name": name, "key": "migrate-database-url"}}
+                assert set(secret["data"]) == {"database-url", "migrate-database-url", "redis-url"}
+            else:
+                assert got is None, sets
+
+
+def test_an_inline_migrations_url_needs_the_other_urls_too(chart: helm.Chart) -> None:
+    values = _values("database.migrate.url=postgresql+psycopg://u:p@db:5432/fleet")
+    with pytest.raises(helm.HelmRenderError, match=r"database\.url is empty"):
+        chart.render(values, name="t", namespace="default")
+
+
 # -- values.schema.json -----------------------------------------------------------------------
 
 
@@ -231,6 +289,10 @@ def test_inline_secrets_exist_before_the_migration_hook(render: Any) -> None:
         ("worker.keda.enabled=true", "/worker/keda/redis/address"),
         ("worker.keda.enabled=true,worker.keda.redis.address=redis://r:6379", "/address"),
         ("database.existingSecret=Not_A_Name", "/database/existingSecret"),
+        ("database.pooler=pgbouncer", "/database/pooler"),
+        ("database.pooler=Transaction", "/database/pooler"),
+        ("database.migrate.existingSecret=Not_A_Name", "/database/migrate/existingSecret"),
+        ("database.migrateUrl=postgresql://db", "additional properties 'migrateUrl' not allowed"),
     ],
 )
 def test_bad_values_fail_rendering_naming_the_value(
@@ -250,6 +312,8 @@ def test_bad_values_fail_rendering_naming_the_value(
         "settings.logFormat=json,settings.logLevel=DEBUG",
         "tmpVolume.sizeLimit=1Gi,worker.resources.limits.cpu=2",
         "config.existingConfigMap=my-config,config.existingConfigMapFiles={agents/a.toml}",
+        "database.pooler=session",
+        "database.pooler=none,database.migrate.existingSecret=direct",
     ],
 )
 def test_good_values_render(render: Any, sets: str) -> None:

@@ -53,7 +53,7 @@ app.kubernetes.io/component: {{ index . 1 }}
 
 {{/* Secrets: the chart's own Secret holds the inline values. */}}
 {{- define "fleet.hasInlineSecrets" -}}
-{{- if or .Values.database.url .Values.redis.url .Values.openai.apiKey }}true{{ end }}
+{{- if or .Values.database.url .Values.database.migrate.url .Values.redis.url .Values.openai.apiKey }}true{{ end }}
 {{- end }}
 
 {{/* secretKeyRef for one of database / redis / openai: (list $ .Values.database "database-url") */}}
@@ -63,7 +63,7 @@ app.kubernetes.io/component: {{ index . 1 }}
 name: {{ $v.existingSecret }}
 key: {{ $v.existingSecretKey }}
 {{- else -}}
-{{- if and (include "fleet.hasInlineSecrets" $root) (not $v.url) (ne $key "openai-api-key") }}
+{{- if and (include "fleet.hasInlineSecrets" $root) (not $v.url) (has $key (list "database-url" "redis-url")) }}
 {{- fail (printf "%s is empty and %s.existingSecret is unset, but the chart's Secret holds only inline values: set one of them" (replace "-" "." $key) (first (splitList "-" $key))) }}
 {{- end -}}
 name: {{ include "fleet.fullname" $root }}
@@ -77,6 +77,10 @@ key: {{ $key }}
   valueFrom:
     secretKeyRef:
       {{- include "fleet.secretKeyRef" (list . .Values.database "database-url") | nindent 6 }}
+{{- with .Values.database.pooler }}
+- name: FLEET_DATABASE_POOLER
+  value: {{ . | quote }}
+{{- end }}
 - name: FLEET_REDIS_URL
   valueFrom:
     secretKeyRef:
@@ -112,15 +116,30 @@ key: {{ $key }}
 {{- end }}
 {{- end }}
 
+{{/* The migration hook's URL, when one is given: FLEET_MIGRATE_DATABASE_URL. */}}
+{{- define "fleet.migrateEnv" -}}
+{{- $m := .Values.database.migrate }}
+{{- if or $m.url $m.existingSecret -}}
+- name: FLEET_MIGRATE_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      {{- include "fleet.secretKeyRef" (list . $m "migrate-database-url") | nindent 6 }}
+{{- end }}
+{{- end }}
+
 {{/* Container fields shared by every container: image, env, security, mounts.
-     include "fleet.containerCommon" (list $ withConfig) */}}
+     include "fleet.containerCommon" (list $ withConfig [migrate]) */}}
 {{- define "fleet.containerCommon" -}}
 {{- $withConfig := index . 1 }}
+{{- $migrate := and (gt (len .) 2) (index . 2) }}
 {{- with index . 0 -}}
 image: {{ include "fleet.image" . }}
 imagePullPolicy: {{ .Values.image.pullPolicy }}
 env:
   {{- include "fleet.env" . | nindent 2 }}
+  {{- if $migrate }}
+  {{- include "fleet.migrateEnv" . | nindent 2 }}
+  {{- end }}
 {{- with .Values.extraEnvFrom }}
 envFrom:
   {{- toYaml . | nindent 2 }}
