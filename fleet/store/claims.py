@@ -65,19 +65,6 @@ class Head:
         return self.status in CLAIMABLE
 
 
-class Claiming(NamedTuple):
-    """What a claim of a conversation's next task goes by (``LeasingStore.start_next``'s
-    arguments)."""
-
-    conversation_id: uuid.UUID
-    worker: str
-    now: datetime
-    history_items: Callable[[str], int]
-    prepare: Callable[[Claim], Prepared]
-    history_cap: int
-    preread: Head | None
-
-
 class Closing(NamedTuple):
     """What a settle writes of a run: its task, the run, the outcome, the redacted reply and
     error, and the time."""

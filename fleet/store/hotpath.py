@@ -25,7 +25,7 @@ from fleet.domain.values import CLAIMABLE, Task, TaskStatus, render_parts
 from fleet.errors import LeaseLost
 from fleet.store import pg, rows
 from fleet.store.base import StoreBase
-from fleet.store.claims import Chain, Claim, Claiming, Closing, Head, Prepared, Settled, Started
+from fleet.store.claims import Chain, Claim, Closing, Head, Prepared, Settled, Started
 
 
 def _records(found: list[Any] | None) -> tuple[Record, ...]:
@@ -49,14 +49,23 @@ REPLIED = frozenset({TaskStatus.SUCCEEDED, TaskStatus.SUPERSEDED})
 
 
 class PgHotPath(StoreBase):
-    def _start_next_pg(self, claiming: Claiming) -> Started | Head | None:
+    def _start_next_pg(
+        self,
+        conversation_id: uuid.UUID,
+        worker: str,
+        now: datetime,
+        *,
+        history_items: Callable[[str], int],
+        prepare: Callable[[Claim], Prepared],
+        history_cap: int,
+        preread: Head | None,
+    ) -> Started | Head | None:
         """Read the head with its history, build the context, then claim and open in one write.
 
         The write is conditioned on what was read (the task is still the lowest unfinished one,
         claimable and due, with the same fencing number and the same submissions), so a cancel
         or a collect merge in between makes it match nothing, and the head is read again.
         """
-        conversation_id, worker, now, history_items, prepare, history_cap, preread = claiming
         row = preread.context_row if preread is not None else None
         for _ in range(5):
             if row is None:
@@ -122,7 +131,8 @@ class PgHotPath(StoreBase):
         reserved: tuple[int, int] | None,
         chain: Chain | None,
     ) -> tuple[Settled, int]:
-        task, run_id, outcome, reply, error, now = closing
+        task, run_id, outcome, now = closing.task, closing.run_id, closing.outcome, closing.now
+        reply, error = closing.reply, closing.error
         # Messages the run took from its inbox come after the input; they were not counted in
         # what the claim reserved, so then every id is drawn here, in order, and nothing chains.
         if outcome.inbox:

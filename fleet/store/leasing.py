@@ -32,7 +32,7 @@ from fleet.errors import LeaseLost
 from fleet.store import rows
 from fleet.store import schema as s
 from fleet.store import statements as q
-from fleet.store.claims import Chain, Claim, Claiming, Closing, Head, Prepared, Settled, Started
+from fleet.store.claims import Chain, Claim, Closing, Head, Prepared, Settled, Started
 from fleet.store.hotpath import REPLIED, PgHotPath
 from fleet.store.schema_types import utcnow
 
@@ -72,7 +72,13 @@ class LeasingStore(PgHotPath):
         """
         if self.one_statement_path:
             return self._start_next_pg(
-                Claiming(conversation_id, worker, now, history_items, prepare, history_cap, preread)
+                conversation_id,
+                worker,
+                now,
+                history_items=history_items,
+                prepare=prepare,
+                history_cap=history_cap,
+                preread=preread,
             )
         with self.tx() as conn:
             row = conn.execute(
@@ -231,7 +237,9 @@ class LeasingStore(PgHotPath):
         """
         reply = None if outcome.reply is None else self.redactor.text(outcome.reply)
         error = self.redactor.text(outcome.error) if outcome.error else None
-        closing = Closing(task, run_id, outcome, reply, error, now)
+        closing = Closing(
+            task=task, run_id=run_id, outcome=outcome, reply=reply, error=error, now=now
+        )
         if self.one_statement_path:
             done, left = self._settle_pg(
                 closing, history_cap=history_cap, reserved=reserved, chain=chain
@@ -245,7 +253,8 @@ class LeasingStore(PgHotPath):
 
     def _settle_portable(self, closing: Closing) -> tuple[Settled, int]:
         """SQLite: the settle as several statements in one transaction."""
-        task, run_id, outcome, reply, error, now = closing
+        task, run_id, outcome, now = closing.task, closing.run_id, closing.outcome, closing.now
+        reply, error = closing.reply, closing.error
         with self.tx() as conn:
             row = conn.execute(
                 q.SETTLE,
