@@ -32,9 +32,19 @@ def runtime() -> Runtime:
         return _process["rt"]
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    """A pool process's SIGTERM outside a drain (``shutdown.sigterm_stops`` handles those): end
+    through the pool's own exit path, so ``worker_process_shutdown`` still runs (spans flushed,
+    the runtime closed), rather than die at once as Celery's default leaves it. The worker's
+    shutdown sends one to each pool process with a request in hand, which may have just ended
+    its drain."""
+    raise SystemExit(0)
+
+
 @worker_process_init.connect  # type: ignore[untyped-decorator]
 def _warm(**_: Any) -> None:
     """Build the runtime when the pool process starts, so the first task is not the slow one."""
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         runtime()
         telemetry.tracer()  # decided (and, if on, configured) in this process, after the fork
