@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,6 +46,7 @@ def test_worker_processes_export_their_runs_when_they_shut_down(
         OTEL_SERVICE_NAME="fleet-worker",
         # no timed export while the test runs: only the shutdown flush can deliver the spans
         OTEL_BSP_SCHEDULE_DELAY="600000",
+        PYTHONFAULTHANDLER="1",
     )
     with running_fleet(
         tmp_path, database_url=pg_url, redis_url=redis_url, config_dir=config_dir
@@ -68,7 +70,14 @@ def test_worker_processes_export_their_runs_when_they_shut_down(
         assert receiver.posts == []  # still buffered in the pool processes
 
         os.kill(worker.pid, signal.SIGTERM)  # warm shutdown, as a process manager sends it
-        worker.popen.wait(30)
+        try:
+            worker.popen.wait(30)
+        except subprocess.TimeoutExpired:
+            worker.signal(signal.SIGABRT)  # faulthandler prints where each process stands
+            worker.popen.wait(10)
+            raise AssertionError(
+                f"warm shutdown took over 30 s:\n{worker.log()[-12000:]}"
+            ) from None
         assert worker.popen.returncode == 0, worker.log()[-3000:]
 
     spans = receiver.spans()
