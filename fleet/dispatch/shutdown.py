@@ -104,22 +104,31 @@ def stop_runs(dispatcher: Dispatcher, grace_s: float) -> int:
     return abandoned
 
 
+#: The worker's own "stop gracefully" to its pool processes (``fleet.dispatch.tasks``): unlike
+#: SIGTERM it never ends a process, so one whose run had just ended when it arrived goes on to
+#: end through its pool (Celery's pool replaces a process that dies while the worker stops, and
+#: its terminate relies on SIGTERM still ending an idle process).
+STOP_SIGNAL = signal.SIGUSR2
+
+
 @contextmanager
 def sigterm_stops(
     dispatcher: Dispatcher, grace_s: float, on_abandoned: Callable[[int], None]
 ) -> Iterator[None]:
-    """While the block runs (a drain in this process's main thread), SIGTERM stops gracefully.
+    """While the block runs (a drain in this process's main thread), SIGTERM (or the worker's
+    ``STOP_SIGNAL``) stops gracefully.
 
     Instead of ending the process at once (a Celery pool process's default), the signal sets
     ``stopping`` and starts ``shut_down`` on a thread: the run hands its task back after its
     current step; if the grace period ends first, ``on_abandoned(count)`` runs (a pool process
-    exits there). When the block is over the signal takes its course: it is raised again for
+    exits there). When the block is over a SIGTERM takes its course: it is raised again for
     the handler it replaced, so the process ends as it would have.
     """
     if threading.current_thread() is not threading.main_thread():
         yield  # signals reach the main thread only: the worker's own shutdown hook stops us
         return
     fired = threading.Event()
+    terminated = threading.Event()
 
     def stop() -> None:
         abandoned = dispatcher.shut_down(grace_s)
@@ -127,15 +136,18 @@ def sigterm_stops(
             on_abandoned(abandoned)
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGTERM:
+            terminated.set()
         if not fired.is_set():
             fired.set()
-            log.warning("SIGTERM: finishing the current step, then handing the task back")
+            log.warning("stopping: finishing the current step, then handing the task back")
             threading.Thread(target=stop, name="fleet-shutdown", daemon=True).start()
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, STOP_SIGNAL)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
-        if fired.is_set():
+        for sig, was in previous.items():
+            signal.signal(sig, was)
+        if terminated.is_set():
             os.kill(os.getpid(), signal.SIGTERM)

@@ -35,16 +35,23 @@ def runtime() -> Runtime:
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     """A pool process's SIGTERM outside a drain (``shutdown.sigterm_stops`` handles those): end
     through the pool's own exit path, so ``worker_process_shutdown`` still runs (spans flushed,
-    the runtime closed), rather than die at once as Celery's default leaves it. The worker's
-    shutdown sends one to each pool process with a request in hand, which may have just ended
-    its drain."""
+    the runtime closed), rather than die at once as Celery's default leaves it (a process
+    manager signalling the whole group, the pool's terminate on a cold shutdown)."""
     raise SystemExit(0)
+
+
+def _stop_requested(signum: int, frame: object) -> None:
+    """The worker's ``STOP_SIGNAL`` outside a drain: take no more work; the pool ends the
+    process when the worker's shutdown closes it."""
+    if "rt" in _process:
+        _process["rt"].dispatcher.stopping.set()
 
 
 @worker_process_init.connect  # type: ignore[untyped-decorator]
 def _warm(**_: Any) -> None:
     """Build the runtime when the pool process starts, so the first task is not the slow one."""
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    signal.signal(shutdown.STOP_SIGNAL, _stop_requested)
     try:
         runtime()
         telemetry.tracer()  # decided (and, if on, configured) in this process, after the fork
@@ -57,8 +64,9 @@ def _warm(**_: Any) -> None:
 def _stop_draining(**_: Any) -> None:
     """Warm (or cold) shutdown began in this worker's main process: stop the runs in flight.
 
-    Runs in pool processes (prefork) are told by a SIGTERM each, which their drain turns into a
-    graceful stop (``shutdown.sigterm_stops``); runs in this process (solo, threads) directly.
+    Runs in pool processes (prefork) are told by a ``shutdown.STOP_SIGNAL`` each, which their
+    drain turns into a graceful stop (``shutdown.sigterm_stops``) and an idle process into
+    taking no more work; runs in this process (solo, threads) directly.
     """
     from celery.worker import state
 
@@ -70,7 +78,7 @@ def _stop_draining(**_: Any) -> None:
     for pid in busy:
         if isinstance(pid, int) and pid != os.getpid():
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, shutdown.STOP_SIGNAL)
 
 
 @worker_process_shutdown.connect  # type: ignore[untyped-decorator]
