@@ -31,19 +31,12 @@ from pathlib import Path
 import httpx
 
 from bench.dispatch import PG_ADMIN, admin, write_config
-from bench.scale import PrivateRedis, free_port, process_tree
+from bench.machine import PrivateRedis, free_port, process_tree, rss_mib
 from fleet.store import db, migrate
 from tests.support.fleet import Fleet, Proc, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 COUNT = "import sys; print(len(sys.modules))"
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
 def timed(argv: list[str], cwd: Path, env: dict[str, str], repeat: int) -> float:
