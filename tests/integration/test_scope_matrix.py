@@ -96,6 +96,7 @@ def a2a_send_raw(base: str, who: str, context_id: str) -> httpx.Response:
     )
 
 
+@pytest.mark.core
 def test_no_source_reads_or_continues_another_sources_conversation(base: str, store: Store) -> None:
     # Each source starts a conversation under the same bare key: three conversations.
     r = api_submit(base, "api", KEY, "from api")

@@ -1205,6 +1205,7 @@ def stop_blockers(w: World) -> list[str]:
     return wrong
 
 
+@pytest.mark.core
 def test_every_route_of_the_api_walls_alpha_off_from_bravo(world: World) -> None:
     w = world
     operations = {
@@ -1294,6 +1295,7 @@ def test_the_cli_shows_alphas_tasks_to_bravo_as_missing_ones(world: World, tmp_p
 # -- 4. memory blocks, recall, working memory, singletons -----------------------------------------
 
 
+@pytest.mark.core
 def test_bravos_runs_see_none_of_alphas_memory_recall_or_singletons(world: World) -> None:
     """Bravo asks what alpha told, with alpha's conversation keys, namespace and resource id:
     its prompts hold none of alpha's blocks, recalled messages or working memory, and its
