@@ -162,7 +162,6 @@ def test_cancel_a_queued_task_behind_a_running_one(api: Api, rt: Runtime) -> Non
 # -- who may do what ------------------------------------------------------------------------------
 
 
-@pytest.mark.core
 def test_callers_only_see_and_continue_their_own_scope(api: Api, rt: Runtime) -> None:
     anonymous = httpx.post(f"{api.url}/v1/tasks", json={"deployment": "chat", "input": "x"})
     assert_problem(anonymous, 401)
