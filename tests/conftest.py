@@ -44,6 +44,9 @@ if BACKEND not in BACKENDS:
 if BACKEND == "tls-pgbouncer":
     # every process of the session (workers and servers inherit it) talks through the bouncer
     os.environ["FLEET_DATABASE_POOLER"] = "transaction"
+#: ``FLEET_DATABASE_POOLER`` for the stores tests open themselves (``Store.open(url, …,
+#: pooler=POOLER)``): processes and runtimes read it from the environment.
+POOLER = os.environ.get("FLEET_DATABASE_POOLER")
 REDIS_BASE = os.environ.get("FLEET_TEST_REDIS_URL", "redis://127.0.0.1:6379")
 
 
@@ -220,7 +223,7 @@ def db_url(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def store(db_url: str) -> Iterator[Store]:
-    s = Store.open(db_url, Redactor(("sk-test-secret-value-1234567890",)))
+    s = Store.open(db_url, Redactor(("sk-test-secret-value-1234567890",)), pooler=POOLER)
     yield s
     s.dispose()
 

@@ -19,9 +19,9 @@ import pytest
 
 from fleet.api.event_hub import LoopMarks
 from fleet.domain.redaction import Redactor
-from fleet.store import Store
+from fleet.store import Store, db
 from fleet.store.aio import AsyncStatements
-from tests.conftest import BACKEND
+from tests.conftest import BACKEND, POOLER
 from tests.support.pgbouncer import binary, pgbouncer
 from tests.support.postgres_tls import CERT_USER, TlsPostgres
 from tests.support.tls import TestCA
@@ -201,7 +201,7 @@ def test_a_bad_tls_setup_is_one_clear_line(
 @pytest.mark.core
 def test_the_session_backend_is_what_it_says(pg_url: str) -> None:
     """Under ``FLEET_TEST_BACKEND`` the tests' databases really are behind TLS (and PgBouncer)."""
-    store = Store.open(pg_url, Redactor(()))
+    store = Store.open(pg_url, Redactor(()), pooler=POOLER)
     try:
         with store.engine.connect() as conn:
             client_tls = conn.connection.driver_connection.pgconn.ssl_in_use  # type: ignore[union-attr]
@@ -221,3 +221,4 @@ def test_the_session_backend_is_what_it_says(pg_url: str) -> None:
     else:  # the bouncer's port is not the server's
         assert server_port != url_port
         assert os.environ.get("FLEET_DATABASE_POOLER") == "transaction"
+        assert not db.prepares(store.engine)

@@ -18,6 +18,7 @@ from fleet.domain.values import TaskStatus, TextPart
 from fleet.errors import Conflict, LeaseLost, NotFound
 from fleet.store import Claim, Head, Prepared, Started, Store, TaskFilter
 from fleet.store import schema as s
+from tests.conftest import POOLER
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -286,7 +287,7 @@ def test_database_clock_independent_timestamps_round_trip(store: Store) -> None:
 def pg_store(pg_url: str) -> Iterator[Store]:
     """PostgreSQL only: it reads the head before claiming it (SQLite claims in one transaction,
     so it has no window to race)."""
-    s = Store.open(pg_url, Redactor(()))
+    s = Store.open(pg_url, Redactor(()), pooler=POOLER)
     yield s
     s.dispose()
 
