@@ -125,7 +125,7 @@ class PgServer:
 
 
 @pytest.fixture(scope="session")
-def pg_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsPostgres]:
+def pg_tls() -> Iterator[TlsPostgres]:
     """A TLS-only PostgreSQL of this session's own (``verify-full`` URLs: ``pg_tls.url()``)."""
     from tests.support.postgres_tls import binaries, postgres_tls
 
