@@ -206,6 +206,7 @@ def _database(settings: object) -> CheckResult:
     try:
         with db.unavailable_on_outage():
             have = migrate.current(engine)
+            tls = db.encrypted(engine)
     except FleetError as exc:
         return CheckResult("database", "fail", f"{shown}: {exc.message}")
     except Exception as exc:
@@ -227,7 +228,8 @@ def _database(settings: object) -> CheckResult:
             "fail",
             f"{where}: schema at {have or 'nothing (empty)'}, needs {want}: run `fleet migrate`",
         )
-    return CheckResult("database", "ok", f"{where}: reachable, schema at {have} (newest)")
+    over = " over TLS" if tls else ""
+    return CheckResult("database", "ok", f"{where}: reachable{over}, schema at {have} (newest)")
 
 
 def _redis(settings: object) -> CheckResult:

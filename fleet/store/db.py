@@ -103,6 +103,16 @@ def conninfo(url: URL) -> str:
     return make_conninfo("", **{k: v for k, v in parts.items() if v is not None})
 
 
+def encrypted(engine: Engine) -> bool | None:
+    """Does ``engine`` reach PostgreSQL over TLS (the first hop: a pooler's, if one is between)?
+    None for SQLite."""
+    if engine.url.get_backend_name() != "postgresql":
+        return None
+    with engine.connect() as conn:
+        pgconn = getattr(conn.connection.driver_connection, "pgconn", None)
+        return bool(pgconn is not None and pgconn.ssl_in_use)
+
+
 def pooler_mode(url: URL, pooler: str | None) -> str:
     """``FLEET_DATABASE_POOLER``, or when unset what the URL suggests: ``transaction`` on
     PgBouncer's default port (logged once per URL), else ``none``."""

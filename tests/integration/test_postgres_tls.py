@@ -107,6 +107,7 @@ def test_every_connection_fleet_opens_verifies_the_server(
     results = {r["name"]: r for r in json.loads(checked.stdout)}
     assert results["database"]["state"] == "ok", checked.stdout + checked.stderr
     assert f"sslrootcert={ca}" in results["database"]["detail"]  # as the user wrote it
+    assert "reachable over TLS" in results["database"]["detail"]
     for shown in (checked.stdout, checked.stderr, migrated.stdout, migrated.stderr):
         assert "hunter2" not in shown and "s3cret" not in shown
 
