@@ -28,7 +28,8 @@ def binary() -> str | None:
     return found
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 free now (for a test server to listen on)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
@@ -106,7 +107,7 @@ def pgbouncer(
     assert exe is not None, "pgbouncer is not installed"
     target = make_url(database_url)
     user = target.username or "postgres"
-    port = _free_port()
+    port = free_port()
     # pgbouncer refuses to run as root: it runs as postgres then, which must read the folder
     folder = Path(tempfile.mkdtemp(prefix="fleet-pgbouncer-"))
     folder.chmod(0o777)

@@ -7,7 +7,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from tests.support.fleet import wait_for
+from tests.support.pgbouncer import free_port
 from tests.support.tls import TestCA
 
 #: The role a client certificate logs in as (``cert`` authentication: the certificate's CN).
@@ -38,13 +38,6 @@ def binaries() -> Path | None:
         return versions[-1]
     found = shutil.which("initdb")
     return Path(found).parent if found else None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True)
@@ -146,7 +139,7 @@ def postgres_tls() -> Iterator[TlsPostgres]:
     initdb = [str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust"]
     initdb += ["-E", "UTF8", "--no-sync", "--no-instructions"]
     subprocess.run(initdb, check=True, capture_output=True, **user)
-    port = _free_port()
+    port = free_port()
     with (data / "postgresql.conf").open("a") as conf:
         conf.write(CONF.format(port=port, folder=home, ca=ca.cert))
     (data / "pg_hba.conf").write_text(HBA)
