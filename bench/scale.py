@@ -87,7 +87,7 @@ class Scale:
         admin(f'CREATE DATABASE "{self.name}"')
         url = db.normalize_url(PG_ADMIN).set(database=self.name)
         self.url = url.render_as_string(hide_password=False)
-        self.libpq = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self.libpq = db.conninfo(url)
         engine = db.create(self.url)
         migrate.upgrade(engine)
         engine.dispose()
