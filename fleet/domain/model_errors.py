@@ -116,7 +116,7 @@ def _number(text: str) -> float | None:
 
 def backoff(attempt: int) -> float:
     """Seconds before retry ``attempt`` (1 = the first retry) when the provider named none."""
-    return min(BACKOFF_FIRST_S * 2 ** max(attempt - 1, 0), BACKOFF_MAX_S)
+    return min(BACKOFF_FIRST_S * 2.0 ** max(attempt - 1, 0), BACKOFF_MAX_S)
 
 
 def pause(verdict: Verdict, attempt: int) -> float:
