@@ -206,6 +206,10 @@ def build(
         from fleet.dispatch.quotas import Quotas
 
         dispatcher.quotas = Quotas(config, store, dispatcher.clock, redis_client(settings))
+        if config.app.model_limits:
+            from fleet.dispatch.model_capacity import RedisCapacity
+
+            dispatcher.capacity = RedisCapacity(dispatcher.quotas.client)
     runtime = Runtime(settings, config, store, dispatcher, local_waker, turns)
     dispatcher.deliveries.enqueue = runtime.deliver
     if any(a.recall is not None or a.observations for a in config.agents.values()):

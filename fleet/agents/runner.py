@@ -23,12 +23,15 @@ from typing import Any
 
 from fleet.agents import tokens
 from fleet.agents.budget import fit as budget_fit
-from fleet.agents.models.base import ChatMessage, Model, ToolCall
+from fleet.agents.capacity import Wait
+from fleet.agents.models.base import ChatMessage, Model, ModelResponse, ToolCall
+from fleet.agents.models.traffic import ManagedModel
 from fleet.agents.ports import Delegation, Journal, MemoryJournal, RunPorts
 from fleet.agents.steps import Steps, inbox_texts
 from fleet.agents.tools import delegation, executor
 from fleet.agents.tools.base import Tool, ToolContext
 from fleet.domain import journal
+from fleet.domain.model_limits import waiting_text
 from fleet.domain.runs import Outcome, Signals, TraceRow
 from fleet.domain.values import TaskStatus
 from fleet.errors import ModelError
@@ -196,7 +199,7 @@ def _call_model(
     sent, seen = _to_send(convo, steps)
     with steps.ports.tracer.chat(model, sent, steps.count + 1) as span:
         try:
-            resp = model.complete(sent, specs)
+            resp = _complete(model, sent, specs, steps)
         except ModelError as exc:
             span.error(exc)
             steps.record("model", model.name, started, t0, input=seen, error=exc.message)
@@ -205,6 +208,13 @@ def _call_model(
     out = _dump(resp.message)
     if resp.finish_reason:
         out["finish_reason"] = resp.finish_reason
+    if resp.answered_by is not None:
+        out["answered_by"] = resp.answered_by
+        steps.answered(resp.answered_by, resp.usage, fallback=resp.fallback)
+    if resp.fallback:
+        out["fallback"] = True
+    if resp.waited_s:
+        out["waited_s"] = resp.waited_s
     steps.record(
         "model",
         resp.model or model.name,
@@ -215,6 +225,29 @@ def _call_model(
         usage=resp.usage,
     )
     return resp.message
+
+
+def _complete(
+    model: Model, sent: list[ChatMessage], specs: list[Any], steps: Steps
+) -> ModelResponse:
+    """One model call; a managed model's waits for capacity are shown as ``wait`` steps,
+    committed as they begin (the trace and the task's events show them while they last)."""
+    if not isinstance(model, ManagedModel):
+        return model.complete(sent, specs)
+
+    def waiting(wait: Wait, name: str) -> None:
+        text = waiting_text(wait.limit, wait.seconds)
+        steps.record(
+            "wait",
+            "model capacity",
+            datetime.now(UTC),
+            time.perf_counter(),
+            input={"model": name, "limit": wait.limit, "reason": wait.reason},
+            output={"text": text, "seconds": round(wait.seconds, 3)},
+        )
+        steps.commit()
+
+    return model.complete(sent, specs, waiting=waiting)
 
 
 def _tool_step(

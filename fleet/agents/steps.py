@@ -29,6 +29,8 @@ class Steps:
         self.delivered: list[str] = []
         #: Messages wait in the inbox: the next model boundary commits to take them.
         self.waiting = ports.inbox_waiting
+        #: Managed model calls by the configured model that answered: calls and tokens.
+        self.models: dict[str, dict[str, int]] = {}
 
     def next_step(self) -> int:
         self.count += 1
@@ -74,6 +76,16 @@ class Steps:
             )
         )
 
+    def answered(self, name: str, usage: Usage, *, fallback: bool) -> None:
+        """A managed call was answered by ``name`` (the agent's model or a fallback)."""
+        seen = self.models.setdefault(
+            name, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "fallback": 0}
+        )
+        seen["calls"] += 1
+        seen["prompt_tokens"] += usage.prompt_tokens
+        seen["completion_tokens"] += usage.completion_tokens
+        seen["fallback"] = int(fallback)
+
     def commit(self, extra: Sequence[TraceRow] = (), *, take_inbox: bool = False) -> Signals:
         """Store what is pending (and ``extra``) before the next step; with ``take_inbox``, take
         the inbox's messages too (a model boundary). Nothing to store or take: no round trip."""
@@ -106,6 +118,8 @@ class Steps:
             details["shortened"] = list(self.shortened.values())
         if self.delivered:
             details["inbox"] = len(self.delivered)
+        if self.models:
+            details["models"] = self.models
         return Outcome(
             status=status,
             reply=reply,

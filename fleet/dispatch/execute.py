@@ -166,5 +166,8 @@ class Execution:
     def model(self, agent: AgentConfig) -> model_adapters.Model:
         model = self._models.get(agent.name)
         if model is None:
-            model = self._models[agent.name] = model_adapters.build(agent.model, self.d.settings)
+            traffic = model_adapters.Traffic(self.d.model_limits, self.d.capacity)
+            model = self._models[agent.name] = model_adapters.build(
+                agent.model, self.d.settings, traffic
+            )
         return model
