@@ -5,9 +5,10 @@ A ``[[model_limits]]`` entry matches calls by a ``provider:model`` glob (``opena
 
 - a request bucket: ``requests_per_minute`` with ``burst`` requests at once above the steady
   rate (default one second of it);
-- a token bucket: ``tokens_per_minute``, each call taking its estimated tokens (a tokenizer, or
-  4 bytes a token: ``fleet.agents.tokens``), corrected by the reported usage once it answered; it holds as many seconds of
-  tokens as the request bucket holds of requests (one second without a request rate);
+- a token bucket: ``tokens_per_minute``, each call taking its estimated tokens (a tokenizer,
+  else 4 bytes a token: ``fleet.agents.tokens``), corrected by the reported usage once it
+  answered; it holds as many seconds of tokens as the request bucket holds of requests (one
+  second without a request rate);
 - ``max_concurrent`` calls in flight at once;
 - a cooldown: after a 429 (or 529), no call of the limit starts before it ends.
 
