@@ -124,6 +124,16 @@ def run_json(
             for r in run.details.get("shortened") or ()
         ],
         "context": context_json(run.context, messages=messages),
+        "models": [
+            {
+                "model": name,
+                "calls": seen.get("calls", 0),
+                "promptTokens": seen.get("prompt_tokens", 0),
+                "completionTokens": seen.get("completion_tokens", 0),
+                "fallback": bool(seen.get("fallback", 0)),
+            }
+            for name, seen in (run.details.get("models") or {}).items()
+        ],
     }
     if steps is not None:
         out["steps"] = [step_json(st) for st in steps]
@@ -175,6 +185,7 @@ def step_json(step: Step) -> dict[str, Any]:
         "error": step.error,
         "model": None,
         "tool": None,
+        "wait": None,
     }
     if step.kind == "model":
         output = step.output if isinstance(step.output, dict) else {}
@@ -192,6 +203,19 @@ def step_json(step: Step) -> dict[str, Any]:
                 for c in output.get("tool_calls") or ()
                 if isinstance(c, dict)
             ],
+            "answeredBy": output.get("answered_by"),
+            "fallback": bool(output.get("fallback", False)),
+            "waitedS": output.get("waited_s"),
+        }
+    elif step.kind == "wait":
+        args = step.input if isinstance(step.input, dict) else {}
+        shown = step.output if isinstance(step.output, dict) else {}
+        out["wait"] = {
+            "text": shown.get("text"),
+            "seconds": shown.get("seconds"),
+            "limit": args.get("limit"),
+            "reason": args.get("reason"),
+            "model": args.get("model"),
         }
     else:
         args = step.input

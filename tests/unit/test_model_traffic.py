@@ -185,3 +185,39 @@ def test_tokens_are_corrected_by_the_reported_usage(
     state = capacity._states["openai:*"]
     assert state.tokens_tat == pytest.approx(clock.now + 3.0)
     assert state.in_flight == 0
+
+
+def test_a_wait_is_a_step_committed_before_the_model_step() -> None:
+    """The runner records a managed call's wait as a ``wait`` step and commits it as it begins
+    (the trace and the task's events show it while it lasts); a retry's replay skips it."""
+    from fleet.agents.models.echo import EchoModel
+    from fleet.agents.models.traffic import Candidate
+    from fleet.agents.runner import MemoryJournal, RunPorts, run_agent
+    from fleet.agents.tools import ToolContext
+    from fleet.domain.journal import Replay
+
+    clock = Clock()
+    capacity = LocalCapacity(clock)
+    limit = Limit("echo", requests_per_minute=60, burst=1)
+    capacity.cool((limit,), 2.0)
+    model = ManagedModel([Candidate(EchoModel(), (limit,), 1, 5.0)], capacity)
+    model._sleep, model._clock = clock.sleep, clock
+    journal = MemoryJournal()
+    outcome = run_agent(
+        model,
+        {},
+        [ChatMessage(role="user", content="hi")],
+        max_steps=2,
+        ctx=ToolContext(task_id="t", run_id="r"),
+        ports=RunPorts(journal=journal),
+    )
+    assert outcome.status.value == "succeeded"
+    wait = journal.commits[-1][0]
+    assert (wait.step, wait.kind, wait.name) == (1, "wait", "model capacity")
+    assert wait.output["text"] == "waiting for model capacity: echo, 2.0 s"
+    assert wait.input == {"model": "echo", "limit": "echo", "reason": "cooldown"}
+    model_step = outcome.traces[-1]
+    assert (model_step.step, model_step.kind) == (2, "model")
+    assert model_step.output["answered_by"] == "echo" and model_step.output["waited_s"] == 2.0
+    assert outcome.details["models"]["echo"]["calls"] == 1
+    assert Replay([wait, model_step]).model() == model_step
