@@ -30,7 +30,7 @@ from fleet.agents.ports import Delegation, Journal, MemoryJournal, RunPorts
 from fleet.agents.steps import Steps, inbox_texts
 from fleet.agents.tools import delegation, executor
 from fleet.agents.tools.base import Tool, ToolContext
-from fleet.domain import journal
+from fleet.domain import cost, journal
 from fleet.domain.model_limits import waiting_text
 from fleet.domain.runs import Outcome, Signals, TraceRow
 from fleet.domain.values import TaskStatus
@@ -215,6 +215,7 @@ def _call_model(
         out["fallback"] = True
     if resp.waited_s:
         out["waited_s"] = resp.waited_s
+    priced = resp.answered_by or model.name
     steps.record(
         "model",
         resp.model or model.name,
@@ -223,6 +224,9 @@ def _call_model(
         input=seen,
         output=out,
         usage=resp.usage,
+        cost_micros=cost.step_micros(
+            steps.ports.prices, priced, resp.usage.prompt_tokens, resp.usage.completion_tokens
+        ),
     )
     return resp.message
 

@@ -29,6 +29,8 @@ class Steps:
         self.delivered: list[str] = []
         #: Messages wait in the inbox: the next model boundary commits to take them.
         self.waiting = ports.inbox_waiting
+        #: What the run's priced model steps cost, in micros (None: none was priced).
+        self.cost_micros: int | None = None
         #: Managed model calls by the configured model that answered: calls and tokens.
         self.models: dict[str, dict[str, int]] = {}
 
@@ -58,9 +60,14 @@ class Steps:
         error: str | None = None,
         usage: Usage | None = None,
         call_id: str | None = None,
+        cost_micros: int | None = None,
     ) -> None:
         u = usage or Usage()
         self.usage = self.usage + u
+        counted = {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
+        if cost_micros is not None:
+            counted["cost_micros"] = cost_micros
+            self.cost_micros = (self.cost_micros or 0) + cost_micros
         self.add(
             TraceRow(
                 step=step if step is not None else self.next_step(),
@@ -69,7 +76,7 @@ class Steps:
                 input=input,
                 output=output,
                 error=error,
-                usage={"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens},
+                usage=counted,
                 started_at=started,
                 duration_ms=round((time.perf_counter() - t0) * 1000, 3),
                 call_id=call_id,
@@ -111,6 +118,8 @@ class Steps:
             "steps": self.count,
         }
         details: dict[str, Any] = {}
+        if self.cost_micros is not None:
+            usage["cost_micros"] = self.cost_micros
         if self.replayed:
             usage["replayed_steps"] = len(self.replayed)
             details["replayed"] = self.replayed

@@ -20,6 +20,11 @@ class RunUsage(_Camel):
     completion_tokens: int
     total_tokens: int
     steps: int = Field(description="Model and tool steps the run took (replayed ones included).")
+    cost: float | None = Field(
+        default=None,
+        description="What its model steps cost, in the unit of `[prices]` in "
+        "`config/fleet.toml` (null: none of its models is priced).",
+    )
 
 
 class ContextMessage(_Camel):
@@ -121,6 +126,9 @@ class ModelCall(_Camel):
     messages: int | None = Field(description="How many messages the call sent.")
     content: str | None = Field(description="The text the model answered.")
     tool_calls: list[RequestedCall] = Field(description="The tool calls it asked for.")
+    cost: float | None = Field(
+        default=None, description="What the call cost (`[prices]`; null: its model is unpriced)."
+    )
     answered_by: str | None = Field(
         default=None,
         description="The configured model that answered (`anthropic:claude-sonnet-4-5`), when "

@@ -20,7 +20,7 @@ from typing import Any
 
 from fleet import logs, metrics, policy
 from fleet.agents import prompt, telemetry
-from fleet.agents.capacity import Capacity, LocalCapacity
+from fleet.agents.models import Traffic
 from fleet.config import AgentConfig, FleetConfig, Settings
 from fleet.constants import DEFAULT_PRIORITY, DEFAULT_TENANT
 from fleet.delivery import Deliverer
@@ -118,10 +118,8 @@ class Dispatcher:
         self.admissions = Admissions(self)
         #: Tenants' quotas and budgets (the runtime gives it Redis in a fleet).
         self.quotas = Quotas(config, store, clock)
-        #: ``[[model_limits]]``, and where their places are kept (the runtime gives Redis in a
-        #: fleet; embedded, this process).
-        self.model_limits = tuple(limit.limit() for limit in config.app.model_limits)
-        self.capacity: Capacity = LocalCapacity()
+        #: Model limits, their capacity (the runtime gives Redis in a fleet) and prices.
+        self.traffic = Traffic.of(config.app)
 
     # -- intake ---------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from pydantic.alias_generators import to_camel
 
 from fleet.constants import RECENT_SHOWN
 from fleet.domain import delivery, redaction
+from fleet.domain.cost import money
 from fleet.domain.events import TaskEvent
 from fleet.domain.lifecycle import fresh_notice
 from fleet.domain.values import Admission, Message, Run, Step, Task, TaskStatus
@@ -111,6 +112,7 @@ def run_json(
             "completionTokens": usage.get("completion_tokens", 0),
             "totalTokens": usage.get("total_tokens", 0),
             "steps": usage.get("steps", 0),
+            "cost": money(usage.get("cost_micros")),
         },
         "replayedSteps": [int(n) for n in run.details.get("replayed") or ()],
         "shortened": [
@@ -203,6 +205,7 @@ def step_json(step: Step) -> dict[str, Any]:
                 for c in output.get("tool_calls") or ()
                 if isinstance(c, dict)
             ],
+            "cost": money(step.usage.get("cost_micros")),
             "answeredBy": output.get("answered_by"),
             "fallback": bool(output.get("fallback", False)),
             "waitedS": output.get("waited_s"),

@@ -8,13 +8,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fleet.domain import quota
 from fleet.domain.values import Task, TaskStatus
 from fleet.runtime import Runtime
+from fleet.views import run_json
 from tests.conftest import write_config
 from tests.support.anthropic_server import FakeAnthropic
 from tests.support.fleet import fleet_settings, running_fleet, runtime_for, wait_for
@@ -170,8 +173,14 @@ def test_a_fallback_answers_when_the_first_model_keeps_failing(
 ) -> None:
     for _ in range(2):
         openai_server.enqueue(503)
+    prices = (
+        '[prices."openai:gpt-test"]\ninput = 1.0\noutput = 2.0\n'
+        '[prices."anthropic:claude-test"]\ninput = 3.0\noutput = 15.0\n'
+    )
     root = configure(
-        tmp_path / "config", agent(openai_server, max_retries=1, fallback=anthropic_server)
+        tmp_path / "config",
+        agent(openai_server, max_retries=1, fallback=anthropic_server),
+        prices,
     )
     settings = fleet_settings(tmp_path, pg_url, redis_url, root, lease_ttl=5.0)
     with runtime_for(settings) as rt, running_fleet(tmp_path, **settings) as fleet:
@@ -182,10 +191,20 @@ def test_a_fallback_answers_when_the_first_model_keeps_failing(
         assert task.reply == "echo: t0"
         run = rt.store.runs_of(task.id)[-1]
         (model_step,) = [s for s in steps_of(rt, task) if s.kind == "model"]
+        today = rt.store.tenant_figures(quota.utc_day(datetime.now(UTC)))["default"]
+        shown = run_json(run)
     assert len(openai_server.requests) == 2 and len(anthropic_server.requests) == 1
     assert model_step.output["answered_by"] == "anthropic:claude-test"
     assert model_step.output["fallback"] is True
     assert run.details["models"]["anthropic:claude-test"]["calls"] == 1
+    assert shown["models"][0]["model"] == "anthropic:claude-test" and shown["models"][0]["fallback"]
+    # the fallback's price, not the first model's: in the run, its GetRun, the tenant's day
+    used = model_step.usage
+    cost = used["prompt_tokens"] * 3 + used["completion_tokens"] * 15
+    assert cost > 0 and used["cost_micros"] == cost
+    assert run.usage["cost_micros"] == cost
+    assert shown["usage"]["cost"] == cost / 1_000_000
+    assert today.cost_today_micros == cost
 
 
 def test_a_400_does_not_fall_back(

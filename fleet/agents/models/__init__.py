@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -15,7 +15,7 @@ from fleet.agents.models.base import (
     Usage,
     provider_of,
 )
-from fleet.config import ModelConfig, Settings
+from fleet.config import AppConfig, ModelConfig, Settings
 from fleet.config.model import ModelChoice
 from fleet.domain.model_limits import Limit, matching
 
@@ -40,11 +40,24 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Traffic:
-    """The fleet's model limits (``[[model_limits]]``) and where their places are kept."""
+    """The fleet's model limits (``[[model_limits]]``), where their places are kept, and the
+    models' prices (``[prices]``: ``provider:model`` → input, output per million tokens)."""
 
     limits: Sequence[Limit] = ()
-    #: None: a capacity in this process.
-    capacity: Capacity | None = field(default=None)
+    #: None: a capacity of its own for each model built (tests).
+    capacity: Capacity | None = None
+    prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, app: AppConfig) -> Traffic:
+        """``config/fleet.toml``'s limits and prices, their places kept in this process."""
+        from fleet.agents.capacity import LocalCapacity
+
+        return cls(
+            tuple(limit.limit() for limit in app.model_limits),
+            LocalCapacity(),
+            {k: (p.input, p.output) for k, p in app.prices.items()},
+        )
 
 
 def build(cfg: ModelConfig, settings: Settings, traffic: Traffic | None = None) -> Model:
