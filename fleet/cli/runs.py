@@ -289,7 +289,9 @@ def _call(step: View) -> tuple[str, str, str]:
     """What went in and came out of a step, as table cells (call, in, out). Arguments, results
     and replies are cut to ``TRACE_CELL_CHARS``; an error is shown whole."""
     error = _cut(step["error"], None)
-    model, tool = step.get("model"), step.get("tool")
+    model, tool, wait = step.get("model"), step.get("tool"), step.get("wait")
+    if wait is not None:
+        return f"wait {step['name']}", f"{wait['model']}", str(wait["text"])
     if model is not None:
         tokens = model["tokens"]
         calls = ", ".join(str(c["name"]) for c in model["toolCalls"])

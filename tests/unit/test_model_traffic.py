@@ -221,3 +221,41 @@ def test_a_wait_is_a_step_committed_before_the_model_step() -> None:
     assert model_step.output["answered_by"] == "echo" and model_step.output["waited_s"] == 2.0
     assert outcome.details["models"]["echo"]["calls"] == 1
     assert Replay([wait, model_step]).model() == model_step
+
+
+def test_a_wait_step_shows_in_getrun_the_live_view_and_the_trace() -> None:
+    from datetime import UTC, datetime
+
+    from fleet.api.run_schemas import StepView
+    from fleet.cli.live import describe
+    from fleet.domain.values import Step
+    from fleet.views import step_json
+
+    text = "waiting for model capacity: openai:*, 1.2 s"
+    step = Step(
+        step=1,
+        kind="wait",
+        name="model capacity",
+        status="finished",
+        input={"model": "openai:gpt-4o", "limit": "openai:*", "reason": "requests"},
+        output={"text": text, "seconds": 1.2},
+        error=None,
+        usage={},
+        started_at=datetime.now(UTC),
+        duration_ms=0.0,
+        call_id=None,
+        replayed=False,
+    )
+    shown = step_json(step)
+    assert shown["wait"] == {
+        "text": text,
+        "seconds": 1.2,
+        "limit": "openai:*",
+        "reason": "requests",
+        "model": "openai:gpt-4o",
+    }
+    assert shown["tool"] is None and shown["model"] is None
+    StepView.model_validate(shown)  # the documented shape
+    assert describe("step", {"taskId": "t", "attempt": 1, "runId": "r", **shown}) == (
+        f"step 1  wait model capacity  {text}"
+    )
