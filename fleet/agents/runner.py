@@ -25,7 +25,7 @@ from fleet.agents import tokens
 from fleet.agents.budget import fit as budget_fit
 from fleet.agents.capacity import Wait
 from fleet.agents.models.base import ChatMessage, Model, ModelResponse, ToolCall
-from fleet.agents.models.traffic import ManagedModel
+from fleet.agents.models.traffic import ManagedModel, Stopped
 from fleet.agents.ports import Delegation, Journal, MemoryJournal, RunPorts
 from fleet.agents.steps import Steps, inbox_texts
 from fleet.agents.tools import delegation, executor
@@ -100,12 +100,10 @@ def run_agent(
             spent = ports.budget()  # before the call, never in the middle of one
             if spent is not None:
                 return steps.outcome(TaskStatus.FAILED, error=spent)
-            msg_or_error = _call_model(model, convo, specs, steps)
-            if isinstance(msg_or_error, str):
-                return steps.outcome(
-                    TaskStatus.FAILED, error=f"model {model.name} failed: {msg_or_error}"
-                )
-            msg = msg_or_error
+            turn = _model_turn(model, convo, specs, steps)
+            if isinstance(turn, Outcome):
+                return turn
+            msg = turn
         if not msg.tool_calls:
             return steps.outcome(TaskStatus.SUCCEEDED, reply=msg.content)
         convo.append(msg)
@@ -126,6 +124,27 @@ def run_agent(
             )
         if skip == SKIPPED_FOR_INTERRUPT:
             return _report(model, convo, steps)
+
+
+def _model_turn(
+    model: Model, convo: list[ChatMessage], specs: list[Any], steps: Steps
+) -> ChatMessage | Outcome:
+    """A model step's message, or how the run ends: the model failed, or the run had to stop
+    (a cancel, an interrupt, a lost lease) while the call waited for model capacity."""
+    try:
+        msg_or_error = _call_model(model, convo, specs, steps)
+    except Stopped as stopped:
+        now = datetime.now(UTC)
+        steps.record("model", model.name, now, time.perf_counter(), error=str(stopped))
+        signals = steps.commit()  # which one (a lost lease raises LeaseLost here)
+        if signals.cancel:
+            return steps.outcome(TaskStatus.CANCELLED, error="cancelled by request")
+        if signals.interrupt:
+            return _report(model, convo, steps)
+        return steps.outcome(TaskStatus.FAILED, error=f"model {model.name}: {stopped}")
+    if isinstance(msg_or_error, str):
+        return steps.outcome(TaskStatus.FAILED, error=f"model {model.name} failed: {msg_or_error}")
+    return msg_or_error
 
 
 def _with_delegation(
@@ -251,7 +270,7 @@ def _complete(
         )
         steps.commit()
 
-    return model.complete(sent, specs, waiting=waiting)
+    return model.complete(sent, specs, waiting=waiting, stop=steps.ports.watch)
 
 
 def _tool_step(

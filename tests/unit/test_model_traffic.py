@@ -259,3 +259,36 @@ def test_a_wait_step_shows_in_getrun_the_live_view_and_the_trace() -> None:
     assert describe("step", {"taskId": "t", "attempt": 1, "runId": "r", **shown}) == (
         f"step 1  wait model capacity  {text}"
     )
+
+
+def test_a_cancel_stops_a_wait_for_capacity() -> None:
+    from fleet.agents.models.echo import EchoModel
+    from fleet.agents.models.traffic import Candidate
+    from fleet.agents.runner import MemoryJournal, RunPorts, run_agent
+    from fleet.agents.tools import ToolContext
+
+    clock = Clock()
+    capacity = LocalCapacity(clock)
+    limit = Limit("echo", requests_per_minute=60, max_wait_s=60.0)
+    capacity.cool((limit,), 30.0)
+    model = ManagedModel([Candidate(EchoModel(), (limit,), 1, 5.0)], capacity)
+    model._sleep, model._clock = clock.sleep, clock
+    asked: list[float] = []
+
+    def watch() -> bool:  # a cancel arrives a second into the wait
+        asked.append(clock.now)
+        return len(asked) > 2
+
+    journal = MemoryJournal(cancel_at=2)
+    outcome = run_agent(
+        model,
+        {},
+        [ChatMessage(role="user", content="hi")],
+        max_steps=2,
+        ctx=ToolContext(task_id="t", run_id="r"),
+        ports=RunPorts(journal=journal, watch=watch),
+    )
+    assert outcome.status.value == "cancelled"
+    assert sum(clock.slept) == pytest.approx(1.0)  # asked every 0.5 s, not after 30 s
+    stopped = journal.commits[-1][-1]
+    assert (stopped.kind, stopped.error) == ("model", "stopped while waiting for model capacity")

@@ -33,6 +33,14 @@ HOLD_MARGIN_S = 30.0
 
 #: Told when a call starts waiting for capacity (once per wait): the wait, and the model.
 Waiting = Callable[[Wait, str], None]
+#: A waiting call asks this at least every STOP_POLL_S: must it stop (a cancel, a lost lease)?
+Stop = Callable[[], bool]
+#: Longest a waiting call sleeps before it asks ``stop`` again.
+STOP_POLL_S = 0.5
+
+
+class Stopped(Exception):
+    """A call stopped waiting for capacity because its run must stop."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,15 +92,16 @@ class ManagedModel:
         tools: Sequence[ToolSpec] = (),
         *,
         waiting: Waiting | None = None,
+        stop: Stop | None = None,
     ) -> ModelResponse:
         """The first answer of the candidates in order; ModelError when none answered (at
-        once for a ``fail``)."""
+        once for a ``fail``); Stopped when ``stop`` said so while it waited."""
         tried: list[str] = []
         waited = 0.0
         last: ModelError | None = None
         for cand in self.candidates:
             try:
-                resp, spent = self._call(cand, messages, tools, waiting)
+                resp, spent = self._call(cand, messages, tools, waiting, stop)
             except _Failed as failed:
                 waited += failed.waited_s
                 last = failed.error
@@ -123,13 +132,14 @@ class ManagedModel:
         messages: Sequence[ChatMessage],
         tools: Sequence[ToolSpec],
         waiting: Waiting | None,
+        stop: Stop | None,
     ) -> tuple[ModelResponse, float]:
         """One candidate's answer and the seconds it waited; raises _Failed once its retries
         are spent (or at once on a ``fail``, or a wait past ``max_wait``)."""
         estimate = _estimate(messages, tools) if cand.counts_tokens else 0
         attempt, waited = 0, 0.0
         while True:
-            grant, spent = self._place(cand, estimate, waiting)
+            grant, spent = self._place(cand, estimate, waiting, stop)
             waited += spent
             try:
                 resp = cand.model.complete(messages, tools)
@@ -146,7 +156,7 @@ class ManagedModel:
                 if exc.action == "wait" and cand.limits:
                     self.capacity.cool(cand.limits, pause)  # the next place waits it out
                 else:
-                    self._sleep(pause)
+                    self._pause(pause, stop)
                     waited += pause
                 continue
             except BaseException:
@@ -156,7 +166,20 @@ class ManagedModel:
             self.capacity.release(cand.limits, grant, reported - estimate if reported else 0)
             return resp, waited
 
-    def _place(self, cand: Candidate, estimate: int, waiting: Waiting | None) -> tuple[str, float]:
+    def _pause(self, seconds: float, stop: Stop | None) -> None:
+        """Sleep ``seconds``, asking ``stop`` every STOP_POLL_S; raises Stopped."""
+        if stop is None:
+            self._sleep(seconds)
+            return
+        end = self._clock() + seconds
+        while (left := end - self._clock()) > 0:
+            if stop():
+                raise Stopped("stopped while waiting for model capacity")
+            self._sleep(min(left, STOP_POLL_S))
+
+    def _place(
+        self, cand: Candidate, estimate: int, waiting: Waiting | None, stop: Stop | None
+    ) -> tuple[str, float]:
         """A place under the candidate's limits, and the seconds it took; raises _Failed when
         the wait would pass the limits' ``max_wait``."""
         grant = uuid.uuid4().hex
@@ -182,7 +205,7 @@ class ManagedModel:
             ):
                 shown = True
                 waiting(wait, cand.model.name)
-            self._sleep(min(wait.seconds, max(budget - waited, 0.0)))
+            self._pause(min(wait.seconds, max(budget - waited, 0.0)), stop)
 
 
 class _Failed(Exception):
