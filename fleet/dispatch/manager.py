@@ -120,6 +120,7 @@ class Dispatcher:
         self.quotas = Quotas(config, store, clock)
         #: Model limits, their capacity (the runtime gives Redis in a fleet) and prices.
         self.traffic = Traffic.of(config.app)
+        self.sources.traffic = lambda: self.traffic
 
     # -- intake ---------------------------------------------------------------------------------
 
