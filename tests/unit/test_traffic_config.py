@@ -124,3 +124,40 @@ def test_fallbacks_are_models_without_fallbacks_of_their_own(tmp_path: Path) -> 
     with pytest.raises(ConfigError) as caught:
         load_config(root)
     assert caught.value.key == "model.fallbacks.0.fallbacks"
+
+
+def test_fleet_check_shows_what_each_limit_holds_and_warns_of_strays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = '[model]\nprovider = "openai"\nname = "gpt-4o"\n'
+    root = write_config(
+        tmp_path / "config", agents={"a": agent}, deployments={"d": 'agent = "a"\n'}
+    )
+    (root / "fleet.toml").write_text(
+        '[[model_limits]]\nmatch = "openai:*"\nrequests_per_minute = 5\n'
+        '[[model_limits]]\nmatch = "anthropic:*"\nrequests_per_minute = 5\n'
+        '[prices."openai:gpt-5"]\ninput = 1\noutput = 2\n'
+    )
+    monkeypatch.setenv("FLEET_CONFIG_DIR", str(root))
+    monkeypatch.setenv("FLEET_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("FLEET_REDIS_URL", raising=False)
+    monkeypatch.delenv("FLEET_DATABASE_URL", raising=False)
+    found = [
+        (r.name, r.state, r.detail) for r in run_checks() if r.name in ("model limits", "prices")
+    ]
+    where = root / "fleet.toml"
+    assert found == [
+        ("model limits", "ok", "openai:*: openai:gpt-4o"),
+        (
+            "model limits",
+            "warn",
+            f"{where}: model_limits.1.match: 'anthropic:*' matches no agent's model "
+            "(models: openai:gpt-4o)",
+        ),
+        (
+            "prices",
+            "warn",
+            f"{where}: prices.openai:gpt-5: no agent's model is 'openai:gpt-5' "
+            "(models: openai:gpt-4o)",
+        ),
+    ]
