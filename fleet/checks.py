@@ -60,6 +60,7 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
                 )
             )
         results.extend(_tenants(config))
+        results.extend(_model_traffic(config))
         results.append(_tools(config))
         results.extend(_mcp(config, connect=connect))
         results.extend(_recall(config, settings))
@@ -83,6 +84,50 @@ def _refusals(config: FleetConfig) -> list[ConfigError]:
     except ConfigError as exc:
         found.append(exc)
     return found + secrets.unset(config) + secrets.too_short(config)
+
+
+def _model_traffic(config: FleetConfig) -> list[CheckResult]:
+    """Which models each model limit holds; a warning (file, key, reason) for a limit or a
+    price that matches no agent's model or fallback."""
+    from fleet.domain.model_limits import matches
+
+    app = config.app
+    if not app.model_limits and not app.prices:
+        return []
+    models = sorted(
+        {c.label for a in config.agents.values() for c in a.model.choices}
+        | {
+            c.label
+            for a in config.agents.values()
+            if a.observations is not None and a.observations.model is not None
+            for c in a.observations.model.choices
+        }
+    )
+    where = config.root / "fleet.toml"
+    out = []
+    for i, entry in enumerate(app.model_limits):
+        held = [m for m in models if matches(entry.limit(), m)]
+        if held:
+            out.append(CheckResult("model limits", "ok", f"{entry.match}: {', '.join(held)}"))
+        else:
+            out.append(
+                CheckResult(
+                    "model limits",
+                    "warn",
+                    f"{where}: model_limits.{i}.match: {entry.match!r} matches no agent's model "
+                    f"(models: {', '.join(models) or 'none'})",
+                )
+            )
+    for key in sorted(set(app.prices) - set(models)):
+        out.append(
+            CheckResult(
+                "prices",
+                "warn",
+                f"{where}: prices.{key}: no agent's model is {key!r} "
+                f"(models: {', '.join(models) or 'none'})",
+            )
+        )
+    return out
 
 
 def _tenants(config: FleetConfig) -> list[CheckResult]:

@@ -64,14 +64,26 @@ class Unavailable(FleetError, status=503, title="Service unavailable"):
 
 
 class ModelError(FleetError, status=502, title="Model call failed"):
-    """A model call failed; ``retryable`` says whether trying again may help."""
+    """A model call failed; ``retryable`` says whether trying again may help, ``action`` what
+    fleet does about it (``fleet.domain.model_errors``: wait, switch or fail)."""
 
     def __init__(
-        self, message: str, *, retryable: bool = False, status_code: int | None = None
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        status_code: int | None = None,
+        action: str | None = None,
+        retry_after_s: float | None = None,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.status_code = status_code
+        #: ``wait`` (rate limited: a shared cooldown), ``switch`` (the provider failed: retry,
+        #: then a fallback) or ``fail`` (the request is wrong: no retry, no fallback).
+        self.action = action or ("switch" if retryable else "fail")
+        #: What the provider asked to wait (Retry-After), in seconds.
+        self.retry_after_s = retry_after_s
 
 
 class LeaseLost(FleetError, status=409, title="Lease lost"):

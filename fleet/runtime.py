@@ -208,6 +208,13 @@ def build(
         from fleet.dispatch.quotas import Quotas
 
         dispatcher.quotas = Quotas(config, store, dispatcher.clock, redis_client(settings))
+        if config.app.model_limits:  # shared by every process that calls the same models
+            from dataclasses import replace
+
+            from fleet.dispatch.model_capacity import RedisCapacity
+
+            capacity = RedisCapacity(dispatcher.quotas.client)
+            dispatcher.traffic = replace(dispatcher.traffic, capacity=capacity)
     runtime = Runtime(settings, config, store, dispatcher, local_waker, turns)
     dispatcher.deliveries.enqueue = runtime.deliver
     if any(a.recall is not None or a.observations for a in config.agents.values()):

@@ -128,6 +128,13 @@ class _Handle:
             span.set_attribute("gen_ai.response.finish_reasons", [resp.finish_reason])
         span.set_attribute("gen_ai.usage.input_tokens", resp.usage.prompt_tokens)
         span.set_attribute("gen_ai.usage.output_tokens", resp.usage.completion_tokens)
+        if resp.answered_by is not None:  # a managed call: which configured model answered
+            span.set_attribute("fleet.model.answered_by", resp.answered_by)
+            span.set_attribute("fleet.model.fallback", resp.fallback)
+            if resp.provider:
+                span.set_attribute("gen_ai.provider.name", resp.provider)
+            if resp.waited_s:
+                span.set_attribute("fleet.model.waited_s", resp.waited_s)
         if self._capture:
             out = {
                 "role": "assistant",

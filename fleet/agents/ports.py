@@ -8,7 +8,7 @@ use ``MemoryJournal``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
@@ -126,6 +126,9 @@ class RunPorts:
     #: The agent may delegate (``delegates`` set): the call_agent, start_agent and
     #: signal_agent tools use it.
     delegation: Delegation | None = None
+    #: ``[prices]``: ``provider:model`` → (input, output) per million tokens; a priced model
+    #: step records its cost (micros) with its usage.
+    prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     #: Asked before each model call: why the run must end now (its tenant's token budget is
     #: spent), or None to go on.
     budget: Callable[[], str | None] = lambda: None

@@ -23,12 +23,15 @@ from typing import Any
 
 from fleet.agents import tokens
 from fleet.agents.budget import fit as budget_fit
-from fleet.agents.models.base import ChatMessage, Model, ToolCall
+from fleet.agents.capacity import Wait
+from fleet.agents.models.base import ChatMessage, Model, ModelResponse, ToolCall
+from fleet.agents.models.traffic import ManagedModel, Stopped
 from fleet.agents.ports import Delegation, Journal, MemoryJournal, RunPorts
 from fleet.agents.steps import Steps, inbox_texts
 from fleet.agents.tools import delegation, executor
 from fleet.agents.tools.base import Tool, ToolContext
-from fleet.domain import journal
+from fleet.domain import cost, journal
+from fleet.domain.model_limits import waiting_text
 from fleet.domain.runs import Outcome, Signals, TraceRow
 from fleet.domain.values import TaskStatus
 from fleet.errors import ModelError
@@ -97,12 +100,10 @@ def run_agent(
             spent = ports.budget()  # before the call, never in the middle of one
             if spent is not None:
                 return steps.outcome(TaskStatus.FAILED, error=spent)
-            msg_or_error = _call_model(model, convo, specs, steps)
-            if isinstance(msg_or_error, str):
-                return steps.outcome(
-                    TaskStatus.FAILED, error=f"model {model.name} failed: {msg_or_error}"
-                )
-            msg = msg_or_error
+            turn = _model_turn(model, convo, specs, steps)
+            if isinstance(turn, Outcome):
+                return turn
+            msg = turn
         if not msg.tool_calls:
             return steps.outcome(TaskStatus.SUCCEEDED, reply=msg.content)
         convo.append(msg)
@@ -123,6 +124,27 @@ def run_agent(
             )
         if skip == SKIPPED_FOR_INTERRUPT:
             return _report(model, convo, steps)
+
+
+def _model_turn(
+    model: Model, convo: list[ChatMessage], specs: list[Any], steps: Steps
+) -> ChatMessage | Outcome:
+    """A model step's message, or how the run ends: the model failed, or the run had to stop
+    (a cancel, an interrupt, a lost lease) while the call waited for model capacity."""
+    try:
+        msg_or_error = _call_model(model, convo, specs, steps)
+    except Stopped as stopped:
+        now = datetime.now(UTC)
+        steps.record("model", model.name, now, time.perf_counter(), error=str(stopped))
+        signals = steps.commit()  # which one (a lost lease raises LeaseLost here)
+        if signals.cancel:
+            return steps.outcome(TaskStatus.CANCELLED, error="cancelled by request")
+        if signals.interrupt:
+            return _report(model, convo, steps)
+        return steps.outcome(TaskStatus.FAILED, error=f"model {model.name}: {stopped}")
+    if isinstance(msg_or_error, str):
+        return steps.outcome(TaskStatus.FAILED, error=f"model {model.name} failed: {msg_or_error}")
+    return msg_or_error
 
 
 def _with_delegation(
@@ -196,7 +218,7 @@ def _call_model(
     sent, seen = _to_send(convo, steps)
     with steps.ports.tracer.chat(model, sent, steps.count + 1) as span:
         try:
-            resp = model.complete(sent, specs)
+            resp = _complete(model, sent, specs, steps)
         except ModelError as exc:
             span.error(exc)
             steps.record("model", model.name, started, t0, input=seen, error=exc.message)
@@ -205,6 +227,14 @@ def _call_model(
     out = _dump(resp.message)
     if resp.finish_reason:
         out["finish_reason"] = resp.finish_reason
+    if resp.answered_by is not None:
+        out["answered_by"] = resp.answered_by
+        steps.answered(resp.answered_by, resp.usage, fallback=resp.fallback)
+    if resp.fallback:
+        out["fallback"] = True
+    if resp.waited_s:
+        out["waited_s"] = resp.waited_s
+    priced = resp.answered_by or model.name
     steps.record(
         "model",
         resp.model or model.name,
@@ -213,8 +243,34 @@ def _call_model(
         input=seen,
         output=out,
         usage=resp.usage,
+        cost_micros=cost.step_micros(
+            steps.ports.prices, priced, resp.usage.prompt_tokens, resp.usage.completion_tokens
+        ),
     )
     return resp.message
+
+
+def _complete(
+    model: Model, sent: list[ChatMessage], specs: list[Any], steps: Steps
+) -> ModelResponse:
+    """One model call; a managed model's waits for capacity are shown as ``wait`` steps,
+    committed as they begin (the trace and the task's events show them while they last)."""
+    if not isinstance(model, ManagedModel):
+        return model.complete(sent, specs)
+
+    def waiting(wait: Wait, name: str) -> None:
+        text = waiting_text(wait.limit, wait.seconds)
+        steps.record(
+            "wait",
+            "model capacity",
+            datetime.now(UTC),
+            time.perf_counter(),
+            input={"model": name, "limit": wait.limit, "reason": wait.reason},
+            output={"text": text, "seconds": round(wait.seconds, 3)},
+        )
+        steps.commit()
+
+    return model.complete(sent, specs, waiting=waiting, stop=steps.ports.watch)
 
 
 def _tool_step(

@@ -29,6 +29,10 @@ class Steps:
         self.delivered: list[str] = []
         #: Messages wait in the inbox: the next model boundary commits to take them.
         self.waiting = ports.inbox_waiting
+        #: What the run's priced model steps cost, in micros (None: none was priced).
+        self.cost_micros: int | None = None
+        #: Managed model calls by the configured model that answered: calls and tokens.
+        self.models: dict[str, dict[str, int]] = {}
 
     def next_step(self) -> int:
         self.count += 1
@@ -56,9 +60,14 @@ class Steps:
         error: str | None = None,
         usage: Usage | None = None,
         call_id: str | None = None,
+        cost_micros: int | None = None,
     ) -> None:
         u = usage or Usage()
         self.usage = self.usage + u
+        counted = {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
+        if cost_micros is not None:
+            counted["cost_micros"] = cost_micros
+            self.cost_micros = (self.cost_micros or 0) + cost_micros
         self.add(
             TraceRow(
                 step=step if step is not None else self.next_step(),
@@ -67,12 +76,22 @@ class Steps:
                 input=input,
                 output=output,
                 error=error,
-                usage={"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens},
+                usage=counted,
                 started_at=started,
                 duration_ms=round((time.perf_counter() - t0) * 1000, 3),
                 call_id=call_id,
             )
         )
+
+    def answered(self, name: str, usage: Usage, *, fallback: bool) -> None:
+        """A managed call was answered by ``name`` (the agent's model or a fallback)."""
+        seen = self.models.setdefault(
+            name, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "fallback": 0}
+        )
+        seen["calls"] += 1
+        seen["prompt_tokens"] += usage.prompt_tokens
+        seen["completion_tokens"] += usage.completion_tokens
+        seen["fallback"] = int(fallback)
 
     def commit(self, extra: Sequence[TraceRow] = (), *, take_inbox: bool = False) -> Signals:
         """Store what is pending (and ``extra``) before the next step; with ``take_inbox``, take
@@ -99,6 +118,8 @@ class Steps:
             "steps": self.count,
         }
         details: dict[str, Any] = {}
+        if self.cost_micros is not None:
+            usage["cost_micros"] = self.cost_micros
         if self.replayed:
             usage["replayed_steps"] = len(self.replayed)
             details["replayed"] = self.replayed
@@ -106,6 +127,8 @@ class Steps:
             details["shortened"] = list(self.shortened.values())
         if self.delivered:
             details["inbox"] = len(self.delivered)
+        if self.models:
+            details["models"] = self.models
         return Outcome(
             status=status,
             reply=reply,

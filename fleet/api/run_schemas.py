@@ -20,6 +20,11 @@ class RunUsage(_Camel):
     completion_tokens: int
     total_tokens: int
     steps: int = Field(description="Model and tool steps the run took (replayed ones included).")
+    cost: float | None = Field(
+        default=None,
+        description="What its model steps cost, in the unit of `[prices]` in "
+        "`config/fleet.toml` (null: none of its models is priced).",
+    )
 
 
 class ContextMessage(_Camel):
@@ -121,6 +126,31 @@ class ModelCall(_Camel):
     messages: int | None = Field(description="How many messages the call sent.")
     content: str | None = Field(description="The text the model answered.")
     tool_calls: list[RequestedCall] = Field(description="The tool calls it asked for.")
+    cost: float | None = Field(
+        default=None, description="What the call cost (`[prices]`; null: its model is unpriced)."
+    )
+    answered_by: str | None = Field(
+        default=None,
+        description="The configured model that answered (`anthropic:claude-sonnet-4-5`), when "
+        "fleet managed the call (model limits, fallbacks).",
+    )
+    fallback: bool = Field(default=False, description="A fallback model answered.")
+    waited_s: float | None = Field(
+        default=None,
+        description="Seconds the call waited for model capacity, cooldowns and retries.",
+    )
+
+
+class WaitStep(_Camel):
+    """A wait for model capacity, recorded as it began."""
+
+    text: str | None = Field(description='"waiting for model capacity: openai:*, 1.2 s"')
+    seconds: float | None = Field(description="How long it was expected to last.")
+    limit: str | None = Field(description="The `match` of the model limit it waited for.")
+    reason: str | None = Field(
+        description="`cooldown` (after a 429), `requests`, `tokens` or `concurrency`."
+    )
+    model: str | None = Field(description="The model the call was for.")
 
 
 class ToolCall(_Camel):
@@ -133,7 +163,10 @@ class StepView(_Camel):
     """One model call or tool call of a run."""
 
     step: int
-    kind: str = Field(description="`model` or `tool`.")
+    kind: str = Field(
+        description="`model`, `tool`, `inbox`, or `wait` (for model capacity: a model limit's "
+        "rate or a cooldown after a 429)."
+    )
     name: str = Field(description="The model's or the tool's name.")
     status: Literal["finished", "started"] = Field(
         description="`started`: a tool call journaled before it ran that never finished (it was "
@@ -145,6 +178,17 @@ class StepView(_Camel):
     error: str | None
     model: ModelCall | None = Field(description="Set for model steps.")
     tool: ToolCall | None = Field(description="Set for tool steps.")
+    wait: WaitStep | None = Field(default=None, description="Set for wait steps.")
+
+
+class ModelUsage(_Camel):
+    """One configured model's share of a run."""
+
+    model: str = Field(description="`provider:name`, as configured.")
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    fallback: bool = Field(description="A fallback of the agent's model.")
 
 
 class RunView(_Camel):
@@ -165,6 +209,11 @@ class RunView(_Camel):
         description="Tool results shortened in what was sent to fit `context_tokens`."
     )
     context: ContextProvenance
+    models: list[ModelUsage] = Field(
+        default_factory=list,
+        description="Which configured models answered the run's managed calls (model limits, "
+        "fallbacks), with their calls and tokens.",
+    )
     steps: list[StepView] | None = Field(
         default=None, description="Every model and tool step, in order (GetRun only)."
     )

@@ -48,6 +48,8 @@ def describe(kind: str, data: dict[str, Any]) -> str | None:
         if kind == "inbox":
             delivered = (data.get("tool") or {}).get("result")
             return f"{head}  {_cut(delivered)}"
+        if data["kind"] == "wait" and data.get("wait"):
+            return f"{head}  {data['wait']['text']}"
         if data["kind"] not in ("model", "tool"):
             return f"{head}  {ms:.1f} ms"
         if data["kind"] == "model" and data.get("model"):

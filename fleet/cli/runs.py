@@ -104,11 +104,15 @@ def show_runs(out: Console, runs: list[View]) -> None:
         return
     replays = any(r["replayedSteps"] for r in runs)
     errors = any(r["error"] for r in runs)
+    priced = any(r["usage"].get("cost") is not None for r in runs)
+    answered = any(m["fallback"] for r in runs for m in r.get("models") or ())
     table = _Rows(
         Col("attempt", "whole"),
         Col("worker"),
         Col("started", "whole", short=lambda when: when[5:], shorten=1),  # without its year
         *(Col(name, "whole") for name in ("finished", "status", "tokens", "steps")),
+        *([Col("cost", "whole")] if priced else []),
+        *([Col("answered by")] if answered else []),
         *([Col("replayed", "whole", drop=2)] if replays else []),  # (--trace marks them too)
         *([Col("error", "whole", drop=0)] if errors else []),
     )
@@ -126,6 +130,11 @@ def show_runs(out: Console, runs: list[View]) -> None:
             f"{usage['promptTokens']}/{usage['completionTokens']}",
             usage["steps"],
         ]
+        if priced:
+            cost = usage.get("cost")
+            cells.append("-" if cost is None else f"{cost:.6f}".rstrip("0").rstrip("."))
+        if answered:
+            cells.append(", ".join(m["model"] for m in r.get("models") or ()) or "-")
         if replays:
             cells.append(", ".join(str(n) for n in r["replayedSteps"]) or "-")
         if errors:
@@ -280,7 +289,9 @@ def _call(step: View) -> tuple[str, str, str]:
     """What went in and came out of a step, as table cells (call, in, out). Arguments, results
     and replies are cut to ``TRACE_CELL_CHARS``; an error is shown whole."""
     error = _cut(step["error"], None)
-    model, tool = step.get("model"), step.get("tool")
+    model, tool, wait = step.get("model"), step.get("tool"), step.get("wait")
+    if wait is not None:
+        return f"wait {step['name']}", f"{wait['model']}", str(wait["text"])
     if model is not None:
         tokens = model["tokens"]
         calls = ", ".join(str(c["name"]) for c in model["toolCalls"])

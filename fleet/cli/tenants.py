@@ -115,12 +115,14 @@ def _print_show(found: View) -> None:
     quotas = ", ".join(f"{k} {v:,}" for k, v in found["quotas"].items()) or "none"
     budget = "no budget" if found["tokensPerDay"] is None else f"of {found['tokensPerDay']:,}"
     refused = "unknown (Redis)" if found["refusedToday"] is None else found["refusedToday"]
+    cost = f"  cost today {found['costToday']:g}\n" if found.get("costToday") else ""
     out.print(
         f"{found['tenant']}  weight {found['weight']}\n"
         f"  running {found['running']} tasks in {found['conversationsRunning']} conversations; "
         f"queued {found['queued']}, oldest due {wait_text(found['oldestDueSeconds'])}\n"
         f"  tokens today {found['tokensToday']:,} {budget} "
         f"(the day resets {found['budgetResetsAt']})\n"
+        f"{cost}"
         f"  refused today {refused}\n"
         f"  quotas: {quotas}",
         markup=False,

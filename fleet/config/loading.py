@@ -14,6 +14,7 @@ from pydantic import (
     Field,
     StrictInt,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -29,6 +30,7 @@ from fleet.config.base import (
 from fleet.config.intake import CallerConfig, DeploymentConfig, TriggerConfig
 from fleet.config.reply import ReplyConfig
 from fleet.config.tenants import TenantConfig, check_tenants, default_tenant
+from fleet.config.traffic import ModelLimitConfig, PriceConfig, check_prices
 from fleet.constants import DEFAULT_TENANT
 from fleet.errors import ConfigError, NotFound
 
@@ -64,6 +66,12 @@ class AppConfig(_Strict):
     limits: LimitDefaults = LimitDefaults()
     #: ``[embeddings]``: how messages become vectors for recall.
     embeddings: EmbeddingsConfig = EmbeddingsConfig()
+    #: ``[[model_limits]]``: fleet-wide rate limits on the calls to matching models, with a
+    #: shared cooldown after a 429.
+    model_limits: tuple[ModelLimitConfig, ...] = ()
+    #: ``[prices."provider:model"]``: what a model's tokens cost, per million; runs, tenants'
+    #: days and the CLI show the cost of the models priced here.
+    prices: dict[str, PriceConfig] = Field(default_factory=dict)
     #: ``module:function`` deciding who may dispatch into, recall from, or write notes and
     #: memory in a conversation (see fleet.policy); unset: the scope rules alone.
     authorize: (
@@ -72,6 +80,11 @@ class AppConfig(_Strict):
         ]
         | None
     ) = None
+
+    @field_validator("prices")
+    @classmethod
+    def _priced(cls, v: dict[str, PriceConfig]) -> dict[str, PriceConfig]:
+        return check_prices(v)
 
 
 class FleetConfig(BaseModel):

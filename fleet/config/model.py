@@ -1,4 +1,5 @@
-"""An agent's ``[model]`` (and its observer's): provider, model name, timeouts, sampling."""
+"""An agent's ``[model]`` (and its observer's): provider, model name, timeouts, sampling,
+fallbacks."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from pydantic import Field, StrictInt, field_validator, model_validator
 from fleet.config.base import Duration, _Strict
 
 
-class ModelConfig(_Strict):
-    """Which model an agent talks to."""
+class ModelChoice(_Strict):
+    """One model: the agent's own, or one of its ``fallbacks``."""
 
     #: ``echo`` (offline, deterministic), ``openai`` (any OpenAI-compatible endpoint) or
     #: ``anthropic`` (``pip install 'fleet[anthropic]'``).
@@ -24,7 +25,9 @@ class ModelConfig(_Strict):
     base_url: str | None = None
     #: One attempt's limit.
     timeout: Duration = 60.0
-    #: Retries of 429, 5xx, 529 and timeouts by the provider's SDK (which honours Retry-After).
+    #: Retries of 429, 5xx, 529 and timeouts: by fleet (honouring Retry-After, sharing a
+    #: cooldown) when a ``[[model_limits]]`` entry matches the model or it has ``fallbacks``,
+    #: else by the provider's SDK.
     max_retries: StrictInt = Field(default=3, ge=0, le=10)
     #: openai only (Anthropic's current API refuses sampling parameters).
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
@@ -51,8 +54,13 @@ class ModelConfig(_Strict):
             )
         return v
 
+    @property
+    def label(self) -> str:
+        """``provider:name`` (``openai:gpt-4o-mini``), as model limits and prices match it."""
+        return self.provider if self.provider == "echo" else f"{self.provider}:{self.name}"
+
     @model_validator(mode="after")
-    def _named(self) -> ModelConfig:
+    def _named(self) -> ModelChoice:
         if self.provider != "echo" and not self.name:
             example = "claude-sonnet-4-5" if self.provider == "anthropic" else "gpt-4o-mini"
             raise ValueError(
@@ -64,3 +72,18 @@ class ModelConfig(_Strict):
                 "parameters since version 2026-10-21); remove it"
             )
         return self
+
+
+class ModelConfig(ModelChoice):
+    """Which model an agent talks to, and which it tries next when that one keeps failing."""
+
+    #: Models tried in order once this one's retries are spent on rate limits, overloads,
+    #: server errors or timeouts (never on a request the provider refused as wrong, a 4xx):
+    #: ``[{ provider = "anthropic", name = "claude-sonnet-4-5" }]``. Each has its own
+    #: ``timeout`` and ``max_retries`` and respects its own model limits and cooldown.
+    fallbacks: tuple[ModelChoice, ...] = Field(default=(), max_length=4)
+
+    @property
+    def choices(self) -> tuple[ModelChoice, ...]:
+        """The model, then its fallbacks."""
+        return (self, *self.fallbacks)

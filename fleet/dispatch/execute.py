@@ -117,6 +117,7 @@ class Execution:
             timeout_of=box.timeout_of,
             context_tokens=agent.context_tokens,
             budget=d.quotas.budget(task.tenant, task.id),
+            prices=d.traffic.prices,
             report_on_interrupt=conversations.report_on_interrupt,
             inbox_waiting=task.inbox > 0,
             tracer=telemetry.tracer(),
@@ -166,5 +167,7 @@ class Execution:
     def model(self, agent: AgentConfig) -> model_adapters.Model:
         model = self._models.get(agent.name)
         if model is None:
-            model = self._models[agent.name] = model_adapters.build(agent.model, self.d.settings)
+            model = self._models[agent.name] = model_adapters.build(
+                agent.model, self.d.settings, self.d.traffic
+            )
         return model

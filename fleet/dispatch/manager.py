@@ -20,6 +20,7 @@ from typing import Any
 
 from fleet import logs, metrics, policy
 from fleet.agents import prompt, telemetry
+from fleet.agents.models import Traffic
 from fleet.config import AgentConfig, FleetConfig, Settings
 from fleet.constants import DEFAULT_PRIORITY, DEFAULT_TENANT
 from fleet.delivery import Deliverer
@@ -117,6 +118,9 @@ class Dispatcher:
         self.admissions = Admissions(self)
         #: Tenants' quotas and budgets (the runtime gives it Redis in a fleet).
         self.quotas = Quotas(config, store, clock)
+        #: Model limits, their capacity (the runtime gives Redis in a fleet) and prices.
+        self.traffic = Traffic.of(config.app)
+        self.sources.traffic = lambda: self.traffic
 
     # -- intake ---------------------------------------------------------------------------------
 

@@ -67,6 +67,11 @@ class Quotas:
         self._cells: dict[str, float] = {}
         self._day_totals: dict[str, tuple[float, int]] = {}
 
+    @property
+    def client(self) -> Any:
+        """The Redis client (None: embedded), which the model limits share."""
+        return self._client
+
     # -- admission ------------------------------------------------------------------------------
 
     def admit(self, sub: Submission, caller_scope: str, *, gated: bool = False) -> Submission:

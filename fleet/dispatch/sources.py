@@ -49,6 +49,8 @@ class RunSources:
         self.clock = clock
         self._embedder = embedder
         self._models: dict[str, Model] = {}
+        #: The fleet's model limits for the observers' calls (the dispatcher's, as it is now).
+        self.traffic: Callable[[], model_adapters.Traffic | None] = lambda: None
         #: Set by the runtime: how background jobs run (None: inline, for tests and tools).
         self.jobs: Jobs | None = None
 
@@ -218,7 +220,7 @@ class RunSources:
         cfg = agent.observations.model or agent.model
         key = f"{agent.name}:observer"
         if key not in self._models:
-            self._models[key] = model_adapters.build(cfg, self.settings)
+            self._models[key] = model_adapters.build(cfg, self.settings, self.traffic())
         return self._models[key]
 
     @property

@@ -14,6 +14,8 @@ from typing import Literal
 
 from fleet.domain.runs import TraceRow
 
+#: Journal kinds that record a wait (for model capacity), not a step's work.
+WAIT_KINDS = frozenset({"wait"})
 #: What a retry does with one tool call the replayed model step asked for.
 ToolAction = Literal["run", "replay", "rerun", "unknown"]
 
@@ -41,7 +43,9 @@ class Replay:
     """
 
     def __init__(self, entries: Sequence[TraceRow]) -> None:
-        self._entries = sorted(entries, key=lambda e: e.step)
+        # a wait for model capacity is no step to replay: the retry waits again if it must
+        waits = WAIT_KINDS
+        self._entries = sorted((e for e in entries if e.kind not in waits), key=lambda e: e.step)
         self._at = 0
 
     def _peek(self) -> TraceRow | None:

@@ -131,14 +131,15 @@ def budget_spent(
     return None
 
 
-def ledger_rows(traces: Sequence[TraceRow]) -> list[tuple[int, date, int]]:
-    """(step, UTC day, tokens) of the model steps in ``traces`` that were really made: a
-    replayed step was counted when it was made."""
+def ledger_rows(traces: Sequence[TraceRow]) -> list[tuple[int, date, int, int]]:
+    """(step, UTC day, tokens, cost in micros) of the model steps in ``traces`` that were really
+    made: a replayed step was counted when it was made. An unpriced step costs 0."""
     out = []
     for tr in traces:
         if tr.kind != "model" or tr.replayed:
             continue
         tokens = int(tr.usage.get("prompt_tokens", 0)) + int(tr.usage.get("completion_tokens", 0))
         if tokens > 0:
-            out.append((tr.step, utc_day(tr.started_at), tokens))
+            cost = int(tr.usage.get("cost_micros", 0))
+            out.append((tr.step, utc_day(tr.started_at), tokens, cost))
     return out

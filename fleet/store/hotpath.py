@@ -300,5 +300,8 @@ class PgHotPath(StoreBase):
 def _ledger_json(traces: Sequence[TraceRow]) -> str:
     """The token ledger's rows of ``traces`` as the hot-path statements take them."""
     return json.dumps(
-        [{"step": st, "day": day.isoformat(), "tokens": n} for st, day, n in ledger_rows(traces)]
+        [
+            {"step": st, "day": day.isoformat(), "tokens": n, "cost_micros": cost}
+            for st, day, n, cost in ledger_rows(traces)
+        ]
     )

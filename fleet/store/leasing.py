@@ -485,9 +485,10 @@ class LeasingStore(PgHotPath):
                             "tenant": task.tenant,
                             "day": day,
                             "tokens": tokens,
+                            "cost_micros": cost,
                             "created_at": utcnow(),
                         }
-                        for step, day, tokens in counted
+                        for step, day, tokens, cost in counted
                     ]
                 )
                 .on_conflict_do_nothing(index_elements=["run_id", "step"])

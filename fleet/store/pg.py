@@ -124,10 +124,11 @@ def _upsert_traces(fenced: str) -> str:
 def _ledger(fenced: str) -> str:
     """The token ledger's rows of the model steps just journaled (``fleet.domain.quota``
     ``ledger_rows``), once per run and step."""
-    return f"""INSERT INTO token_usage (run_id, step, task_id, tenant, day, tokens, created_at)
-  SELECT %(run)s, x.step, f.id, f.tenant, x.day, x.tokens, %(now)s
+    return f"""INSERT INTO token_usage
+    (run_id, step, task_id, tenant, day, tokens, cost_micros, created_at)
+  SELECT %(run)s, x.step, f.id, f.tenant, x.day, x.tokens, x.cost_micros, %(now)s
   FROM {fenced} f, jsonb_to_recordset(CAST(%(ledger)s AS jsonb)) AS x(
-    step int, day date, tokens bigint)
+    step int, day date, tokens bigint, cost_micros bigint)
   ON CONFLICT (run_id, step) DO NOTHING"""
 
 

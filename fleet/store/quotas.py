@@ -30,6 +30,8 @@ class TenantFigures:
     queued: int = 0
     oldest_due: datetime | None = None
     tokens_today: int = 0
+    #: What today's tokens cost (micros of ``[prices]``' unit; 0 when no model is priced).
+    cost_today_micros: int = 0
     #: Conversations with a task running (what ``max_running`` caps).
     conversations_running: int = 0
     by_status: dict[str, int] = field(default_factory=dict)
@@ -86,7 +88,9 @@ class QuotaStore(StoreBase):
                 .group_by(t.c.tenant, t.c.status)
             ).all()
             used = conn.execute(
-                select(u.c.tenant, func.sum(u.c.tokens)).where(u.c.day == day).group_by(u.c.tenant)
+                select(u.c.tenant, func.sum(u.c.tokens), func.sum(u.c.cost_micros))
+                .where(u.c.day == day)
+                .group_by(u.c.tenant)
             ).all()
         for tenant, status, count, oldest, conversations in rows:
             f = out.setdefault(tenant, TenantFigures(tenant))
@@ -98,8 +102,9 @@ class QuotaStore(StoreBase):
             else:
                 f.running += int(count)
                 f.conversations_running += int(conversations)
-        for tenant, tokens in used:
-            out.setdefault(tenant, TenantFigures(tenant)).tokens_today = int(tokens or 0)
+        for tenant, tokens, cost in used:
+            f = out.setdefault(tenant, TenantFigures(tenant))
+            f.tokens_today, f.cost_today_micros = int(tokens or 0), int(cost or 0)
         return out
 
     def count_refusal(self, tenant: str, day: date) -> None:

@@ -332,6 +332,8 @@ class TokenUsage(Base):
     day: Mapped[date] = mapped_column(Date)
     #: Prompt and completion tokens as the model reported them.
     tokens: Mapped[int] = mapped_column(BigInteger)
+    #: What they cost, in millionths of ``[prices]``' unit (0: the model has no price).
+    cost_micros: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

@@ -10,6 +10,7 @@ from pydantic.alias_generators import to_camel
 
 from fleet.constants import RECENT_SHOWN
 from fleet.domain import delivery, redaction
+from fleet.domain.cost import money
 from fleet.domain.events import TaskEvent
 from fleet.domain.lifecycle import fresh_notice
 from fleet.domain.values import Admission, Message, Run, Step, Task, TaskStatus
@@ -111,6 +112,7 @@ def run_json(
             "completionTokens": usage.get("completion_tokens", 0),
             "totalTokens": usage.get("total_tokens", 0),
             "steps": usage.get("steps", 0),
+            "cost": money(usage.get("cost_micros")),
         },
         "replayedSteps": [int(n) for n in run.details.get("replayed") or ()],
         "shortened": [
@@ -124,6 +126,16 @@ def run_json(
             for r in run.details.get("shortened") or ()
         ],
         "context": context_json(run.context, messages=messages),
+        "models": [
+            {
+                "model": name,
+                "calls": seen.get("calls", 0),
+                "promptTokens": seen.get("prompt_tokens", 0),
+                "completionTokens": seen.get("completion_tokens", 0),
+                "fallback": bool(seen.get("fallback", 0)),
+            }
+            for name, seen in (run.details.get("models") or {}).items()
+        ],
     }
     if steps is not None:
         out["steps"] = [step_json(st) for st in steps]
@@ -175,6 +187,7 @@ def step_json(step: Step) -> dict[str, Any]:
         "error": step.error,
         "model": None,
         "tool": None,
+        "wait": None,
     }
     if step.kind == "model":
         output = step.output if isinstance(step.output, dict) else {}
@@ -192,6 +205,20 @@ def step_json(step: Step) -> dict[str, Any]:
                 for c in output.get("tool_calls") or ()
                 if isinstance(c, dict)
             ],
+            "cost": money(step.usage.get("cost_micros")),
+            "answeredBy": output.get("answered_by"),
+            "fallback": bool(output.get("fallback", False)),
+            "waitedS": output.get("waited_s"),
+        }
+    elif step.kind == "wait":
+        args = step.input if isinstance(step.input, dict) else {}
+        shown = step.output if isinstance(step.output, dict) else {}
+        out["wait"] = {
+            "text": shown.get("text"),
+            "seconds": shown.get("seconds"),
+            "limit": args.get("limit"),
+            "reason": args.get("reason"),
+            "model": args.get("model"),
         }
     else:
         args = step.input

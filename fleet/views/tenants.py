@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from fleet.config.tenants import TenantConfig
+from fleet.domain.cost import money
 from fleet.domain.quota import next_reset, utc_day
 from fleet.errors import NotFound
 from fleet.store.quotas import TenantFigures
@@ -52,6 +53,7 @@ def tenant_json(
         "queued": f.queued,
         "oldestDueSeconds": oldest,
         "tokensToday": f.tokens_today,
+        "costToday": money(f.cost_today_micros),
         "tokensPerDay": cfg.tokens_per_day,
         "budgetResetsAt": iso(next_reset(now)),
         "refusedToday": refused,

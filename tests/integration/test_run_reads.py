@@ -158,6 +158,7 @@ def test_run_json_shows_provenance_usage_and_steps(store: Store) -> None:
         "completionTokens": 0,
         "totalTokens": 17,
         "steps": 2,
+        "cost": None,  # no model of the run is priced
     }
     assert body["replayedSteps"] == [] and body["shortened"] == []
     ctx = body["context"]
@@ -174,7 +175,12 @@ def test_run_json_shows_provenance_usage_and_steps(store: Store) -> None:
         "messages": 3,
         "content": "",
         "toolCalls": [{"id": "call_1", "name": "lookup", "arguments": {"order": 7}}],
+        "cost": None,
+        "answeredBy": None,  # fleet did not manage the call (no model limit, no fallbacks)
+        "fallback": False,
+        "waitedS": None,
     }
+    assert body["models"] == []
     assert model["tool"] is None and model["durationMs"] == 1.5
     assert tool["tool"] == {
         "callId": "call_1",

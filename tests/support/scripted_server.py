@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,6 +36,8 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any
+    #: When it arrived (``time.monotonic()``): rates and pauses are read from these.
+    at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class _Handler(BaseHTTPRequestHandler):
                 path=self.path,
                 headers={k.lower(): v for k, v in self.headers.items()},
                 body=body,
+                at=time.monotonic(),
             )
         )
         headers = fake.response_headers()

@@ -95,6 +95,13 @@ class ModelResponse(_Frozen):
     finish_reason: str | None = None
     #: Which provider answered (``openai``, ``anthropic``, ``echo``): ``gen_ai.provider.name``.
     provider: str | None = None
+    #: The configured model that answered (``anthropic:claude-sonnet-4-5``), when fleet
+    #: managed the call (model limits, fallbacks).
+    answered_by: str | None = None
+    #: A fallback answered: the agent's own model kept failing.
+    fallback: bool = False
+    #: Seconds the call waited for model capacity, cooldowns and retries' backoff.
+    waited_s: float = 0.0
 
 
 class Model(Protocol):

@@ -42,6 +42,22 @@ def error_text(body: str) -> str:
     return excerpt(body) or "(empty body)"
 
 
+def error_kind(body: str) -> str | None:
+    """The error's ``code`` (OpenAI's ``insufficient_quota``), else its ``type``
+    (Anthropic's ``overloaded_error``), from an OpenAI or Anthropic error body."""
+    try:
+        parsed: Any = json.loads(body)
+    except ValueError:
+        return None
+    err = parsed.get("error") if isinstance(parsed, dict) else None
+    if not isinstance(err, dict):
+        return None
+    for field in ("code", "type"):
+        if isinstance(err.get(field), str):
+            return str(err[field])
+    return None
+
+
 def transient(status: int) -> bool:
     """Whether trying the same request again later may succeed."""
     return status in _TRANSIENT or status >= 500

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Generic, NamedTuple, NotRequired, Protocol, TypedDict, TypeVar
 
 from fleet.agents.models.base import ChatMessage
-from fleet.agents.models.failures import Failures, excerpt
+from fleet.agents.models.failures import Failures, error_kind, excerpt
+from fleet.domain.model_errors import Verdict, classify
 from fleet.errors import ModelError
 
 
@@ -91,13 +92,16 @@ class SDKModel(Generic[C]):
         try:
             return request()
         except errors.timeout as exc:
-            raise self._failures.timed_out(exc.request, self.timeout_s) from None
+            error = self._failures.timed_out(exc.request, self.timeout_s)
+            raise sorted_as(error, classify(timeout=True)) from None
         except errors.connection as exc:
-            raise self._failures.unreachable(exc.request, exc.__cause__) from None
+            error = self._failures.unreachable(exc.request, exc.__cause__)
+            raise sorted_as(error, classify(connection=True)) from None
         except errors.status as exc:
-            raise self._failures.rejected(exc.response) from None
+            raise sorted_as(self._failures.rejected(exc.response), verdict_of(exc)) from None
         except errors.root as exc:
-            raise self._failures.error(f"the request failed: {excerpt(str(exc))}") from None
+            error = self._failures.error(f"the request failed: {excerpt(str(exc))}")
+            raise sorted_as(error, classify()) from None
 
     def _answered_call(self, m: ChatMessage) -> str:
         """The id of the call a tool message answers."""
@@ -115,3 +119,20 @@ class SDKModel(Generic[C]):
             f"the endpoint returned a body that is not {what} "
             f"({type(exc).__name__}: {exc}): {excerpt(shown or repr(body))}"
         )
+
+
+def verdict_of(exc: Any) -> Verdict:
+    """The verdict on an SDK status error (both SDKs: ``status_code`` and the ``response``)."""
+    response = getattr(exc, "response", None)
+    status = getattr(exc, "status_code", None) or getattr(response, "status_code", None)
+    headers = dict(response.headers.items()) if response is not None else {}
+    body = response.text if response is not None else ""
+    return classify(status=status, error_type=error_kind(body), headers=headers)
+
+
+def sorted_as(error: ModelError, verdict: Verdict) -> ModelError:
+    """``error`` carrying the verdict: what fleet does about it and what the provider asked."""
+    error.action = verdict.action
+    error.retryable = verdict.action != "fail"
+    error.retry_after_s = verdict.retry_after_s
+    return error

@@ -92,6 +92,10 @@
       if (s.error) out.appendChild(cell("div", s.error, "bad"));
       tr.appendChild(out);
       tr.appendChild(cell("td", s.model.tokens.prompt + " \u2192 " + s.model.tokens.completion, "num"));
+    } else if (s.wait) {
+      tr.appendChild(cell("td", s.wait.model || NONE));
+      tr.appendChild(cell("td", s.wait.text || NONE));
+      tr.appendChild(cell("td", NONE, "num"));
     } else {
       tr.appendChild(cell("td", pre(s.tool ? s.tool.arguments : null)));
       const out = document.createElement("td");
@@ -113,6 +117,8 @@
     if (s.model) {
       const calls = (s.model.toolCalls || []).map(function (c) { return c.name; });
       what += calls.length ? " \u2192 " + calls.join(", ") : ": " + text(s.model.content).slice(0, 120);
+    } else if (s.wait) {
+      what += ": " + s.wait.text;
     } else if (s.tool) {
       what += " " + text(s.tool.arguments).slice(0, 80) + " \u2192 " + text(s.tool.result).slice(0, 120);
     }
