@@ -106,9 +106,10 @@ class Session:
         """Call a tool as a child of the connection; cancelling this cancels the request."""
         return await self._child(lambda client: client.call_tool(name, arguments))
 
-    async def ping(self) -> None:
-        """Ask the server to answer at all (a kept connection, before a run uses it)."""
-        await self._child(lambda client: client.send_ping())
+    async def relist(self) -> list[mcp_types.Tool]:
+        """List the tools again: a kept connection's proof of life before a run uses it
+        (``ping`` is gone from the protocol as of 2026-07-28)."""
+        return await self._child(_list_tools)
 
     async def _child(self, send: Callable[[Client], Awaitable[T]]) -> T:
         """Send one request as a child of the connection; cancelling this cancels it."""

@@ -1,7 +1,7 @@
 """MCP connections kept across runs (``lifetime = "worker"``): per entry and tenant, per process.
 
 A run leases the kept connection of its server entry and tenant (``McpToolServer._key``), or
-starts it when there is none. Before a run uses a kept connection it must answer a ping: one
+starts it when there is none. Before a run uses a kept connection it must list its tools again: one
 that died (its process exited, the HTTP session ended) or hung is closed and started anew, with
 the same errors as a first start. A connection no run used for ``idle_timeout`` is closed; the
 worker process's shutdown (``Runtime.close``) and the interpreter's exit close all of them. A
@@ -26,8 +26,8 @@ from fleet.config import McpServerConfig
 
 log = logging.getLogger(__name__)
 
-#: Longest a kept connection gets to answer the ping that precedes each run's use of it
-#: (at most its ``connect_timeout``); past it, it counts as hung and is started anew.
+#: Longest a kept connection gets to list its tools again before a run uses it (at most its
+#: ``connect_timeout``); past it, it counts as hung and is started anew.
 PING_TIMEOUT_S = 5.0
 
 
@@ -42,17 +42,17 @@ class Kept:
     #: When the last run let go of it (monotonic seconds).
     idle_since: float = field(default_factory=time.monotonic)
 
-    async def _ping(self) -> None:
-        await self.opened.session.ping()
+    async def _relist(self) -> None:
+        self.opened.listed = await self.opened.session.relist()
 
     def answers(self, timeout_s: float) -> bool:
-        """Does the server still answer (within ``timeout_s``)?"""
+        """Does the server still answer (within ``timeout_s``)? Its tools as it lists them now."""
         if not self.opened.session.alive:
             return False
         try:
-            aio.run(self._ping(), timeout_s)
+            aio.run(self._relist(), timeout_s)
         except TimeoutError:
-            log.warning("a kept MCP connection did not answer a ping within %gs", timeout_s)
+            log.warning("a kept MCP connection did not list its tools within %gs", timeout_s)
             return False
         except Exception as exc:  # Gone, or the server's error
             log.info("a kept MCP connection is gone: %s", describe(exc))
@@ -80,13 +80,13 @@ class WarmPool:
         finally:
             self._give_back(kept, config.idle_timeout)
 
-    def _take(self, key: Hashable, start: Callable[[], Opened], ping_s: float) -> Kept:
+    def _take(self, key: Hashable, start: Callable[[], Opened], check_s: float) -> Kept:
         with self._lock:
             gate = self._starting.setdefault(key, threading.Lock())
         with gate:
             with self._lock:
                 kept = self._kept.get(key)
-            if kept is not None and not kept.answers(ping_s):
+            if kept is not None and not kept.answers(check_s):
                 self._drop(kept, wait=True)
                 kept = None
             if kept is None:
