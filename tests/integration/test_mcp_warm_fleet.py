@@ -89,7 +89,7 @@ def test_a_kept_server_serves_task_after_task_and_ends_with_its_worker(
     try:
         os.kill(worker.pid, sig)  # the worker's main process only, as a process manager would
         worker.popen.wait(60)
-        wait_for(lambda: not alive(pid), 30, what=f"the server to end after the worker's {sig.name}")
+        wait_for(lambda: not alive(pid), 30, what=f"the server to end ({sig.name})")
     finally:
         if alive(pid):  # never leave the orphan this test looks for
             os.kill(pid, signal.SIGKILL)
