@@ -265,7 +265,10 @@ class McpServerConfig(_Strict):
     def label(self) -> str:
         """How messages name the server: ``MCP server 'github' (stdio: npx -y @x/server)``."""
         if self.command is not None:
-            where = "stdio: " + shlex.join([self.command, *self.args])
+            program = self.command  # (the placeholder as written, not quoted)
+            if program != MCP_PYTHON_PLACEHOLDER:
+                program = shlex.quote(program)
+            where = f"stdio: {program} {shlex.join(self.args)}".rstrip()
         else:
             parts = urlsplit(self.url or "")
             host = parts.hostname or ""

@@ -61,7 +61,7 @@ def test_the_python_placeholder_is_fleets_own_interpreter(tmp_path):
     text = '[[mcp_servers]]\nname = "shop"\ncommand = "{python}"\nargs = ["-m", "shop.x"]\n'
     (shop,) = load_config(agent(tmp_path, text)).agents["a"].mcp_servers
     assert shop.program == sys.executable
-    assert shop.label == "MCP server 'shop' (stdio: '{python}' -m shop.x)"
+    assert shop.label == "MCP server 'shop' (stdio: {python} -m shop.x)"
     assert McpServerConfig(name="gh", command="npx").program == "npx"
 
 
