@@ -11,6 +11,7 @@ child keeps none of its parent's connections: they belong to the parent's loop a
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
 import os
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 
 #: Longest a kept connection gets to list its tools again before a run uses it (at most its
 #: ``connect_timeout``); past it, it counts as hung and is started anew.
-PING_TIMEOUT_S = 5.0
+CHECK_TIMEOUT_S = 5.0
 
 
 @dataclass(eq=False)
@@ -41,6 +42,8 @@ class Kept:
     users: int = 0
     #: When the last run let go of it (monotonic seconds).
     idle_since: float = field(default_factory=time.monotonic)
+    #: A timer will look whether it stayed idle for ``idle_timeout``.
+    expiring: bool = False
 
     async def _relist(self) -> None:
         self.opened.listed = await self.opened.session.relist()
@@ -74,7 +77,7 @@ class WarmPool:
         self, key: Hashable, start: Callable[[], Opened], config: McpServerConfig
     ) -> Iterator[Opened]:
         """The kept connection for ``key`` (started by ``start`` if need be) for one run."""
-        kept = self._take(key, start, min(PING_TIMEOUT_S, config.connect_timeout))
+        kept = self._take(key, start, min(CHECK_TIMEOUT_S, config.connect_timeout))
         try:
             yield kept.opened
         finally:
@@ -86,7 +89,12 @@ class WarmPool:
         with gate:
             with self._lock:
                 kept = self._kept.get(key)
-            if kept is not None and not kept.answers(check_s):
+                busy = kept is not None and kept.users > 0
+            # In use by another run, a slow answer may be a busy server, not a hung one: only
+            # a connection known to be gone is replaced then (the other run's calls are bounded).
+            if kept is not None and not (
+                kept.opened.session.alive if busy else kept.answers(check_s)
+            ):
                 self._drop(kept, wait=True)
                 kept = None
             if kept is None:
@@ -106,16 +114,26 @@ class WarmPool:
             if kept.users == 0:
                 kept.opened.close()
             return
-        if kept.users == 0:
+        with self._lock:
+            schedule = kept.users == 0 and not kept.expiring
+            kept.expiring = kept.expiring or schedule
+        if schedule:  # one timer per connection, moved on while runs keep using it
             loop = aio.loop()
-            expire = (idle_timeout, self._expire, kept, idle_timeout)
-            loop.call_soon_threadsafe(loop.call_later, *expire)
+            loop.call_soon_threadsafe(
+                loop.call_later, idle_timeout, self._expire, kept, idle_timeout
+            )
 
     def _expire(self, kept: Kept, idle_timeout: float) -> None:
         """On the loop: close the connection if it stayed idle for ``idle_timeout``."""
         with self._lock:
             idle = time.monotonic() - kept.idle_since
-            if kept.users or idle < idle_timeout or self._kept.get(kept.key) is not kept:
+            if kept.users or self._kept.get(kept.key) is not kept:
+                kept.expiring = False  # in use (its last run schedules anew) or gone
+                return
+            if idle < idle_timeout:
+                asyncio.get_running_loop().call_later(
+                    idle_timeout - idle, self._expire, kept, idle_timeout
+                )
                 return
             del self._kept[kept.key]
         log.info("closing an MCP connection idle for %.0fs", idle)
