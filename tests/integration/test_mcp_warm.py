@@ -18,6 +18,7 @@ import pytest
 
 from fleet.agents.tools import ToolContext, executor, mcp_warm, toolbox
 from fleet.agents.tools.base import ToolServerError
+from fleet.agents.tools.mcp_process import STDERR_KEEP_BYTES, StderrTail
 from fleet.config import AgentConfig
 from tests.integration.test_mcp_tools import HttpServer, box, pid_alive, stdio
 from tests.support.fleet import wait_for
@@ -221,3 +222,18 @@ def test_the_python_placeholder_starts_fleets_own_interpreter(tmp_path):
         assert echo(tools, "from fleet's python") == "from fleet's python"
         exe = os.readlink(f"/proc/{pid_of(record)}/exe")
     assert os.path.samefile(exe, sys.executable)
+
+
+def test_a_servers_stderr_is_drained_and_only_its_end_kept():
+    """A kept server may log for hours: its stderr is read as it comes (a full pipe would block
+    the server) and only the last bytes are kept, for a failed start's message."""
+    tail = StderrTail()
+    try:
+        for i in range(20_000):  # about 200 KB, three times a pipe's buffer
+            tail.sink.write(f"line {i}\n")
+        tail.sink.flush()
+        text = tail.text()
+    finally:
+        tail.close()
+    assert text.endswith("line 19999\n")
+    assert len(text.encode()) <= STDERR_KEEP_BYTES
