@@ -237,3 +237,19 @@ def test_a_servers_stderr_is_drained_and_only_its_end_kept():
         tail.close()
     assert text.endswith("line 19999\n")
     assert len(text.encode()) <= STDERR_KEEP_BYTES
+
+
+def test_a_kept_http_connection_to_a_server_that_went_away_fails_the_next_run_clearly(tmp_path):
+    http = HttpServer(tmp_path)
+    b = box(tmp_path, url=http.url, lifetime="worker", connect_timeout="3s")
+    try:
+        with b.opened(ctx()) as tools:
+            assert echo(tools, "up") == "up"
+    finally:
+        http.proc.stop()
+    with pytest.raises(ToolServerError) as err, b.opened(ctx()):
+        pass
+    assert str(err.value).startswith(
+        f"MCP server 'test' (http: {http.url}): could not connect: ConnectError"
+    )
+    assert len(mcp_warm.POOL) == 0
