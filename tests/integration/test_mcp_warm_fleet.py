@@ -52,8 +52,9 @@ def shared_settings(
     return fleet_settings(tmp_path, pg_url, redis_url, config_dir)
 
 
-def echo_task(rt: Runtime, text: str) -> None:
-    task = rt.dispatcher.submit("shop", f'/tool shop.echo {{"text": "{text}"}}').task
+def echo_task(rt: Runtime, text: str, *, tenant: str = "default") -> None:
+    line = f'/tool shop.echo {{"text": "{text}"}}'
+    task = rt.dispatcher.submit("shop", line, tenant=tenant).task
     done = wait_for(
         lambda: (t := rt.store.get_task(task.id)).status.terminal and t,
         60,
@@ -93,3 +94,17 @@ def test_a_kept_server_serves_task_after_task_and_ends_with_its_worker(
     finally:
         if alive(pid):  # never leave the orphan this test looks for
             os.kill(pid, signal.SIGKILL)
+
+
+def test_tenants_get_kept_servers_of_their_own_in_a_worker(
+    rt: Runtime, fleet: Fleet, record: Path
+) -> None:
+    fleet.worker("a")
+    pids = {}
+    for tenant in ("acme", "globex"):
+        echo_task(rt, f"for {tenant}", tenant=tenant)
+        pids[tenant] = int((record / "pid").read_text())  # each start records its pid
+    echo_task(rt, "acme again", tenant="acme")
+    assert pids["acme"] != pids["globex"]
+    assert int((record / "pid").read_text()) == pids["globex"]  # no third start
+    assert alive(pids["acme"]) and alive(pids["globex"])
