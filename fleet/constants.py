@@ -53,6 +53,12 @@ MIN_TASK_ID_PREFIX = 6
 SHORT_TASK_ID_CHARS = 8
 #: Seconds an MCP server gets to start, answer the handshake and list its tools.
 DEFAULT_MCP_CONNECT_TIMEOUT_S = 10.0
+#: Seconds a worker-lifetime MCP server stays up with no run using it (``idle_timeout``).
+DEFAULT_MCP_IDLE_TIMEOUT_S = 600.0
+#: Most calls an MCP server entry may take at once (``max_concurrent_calls``).
+MAX_MCP_CONCURRENT_CALLS = 64
+#: What an MCP stdio ``command`` may say to start fleet's own Python interpreter.
+MCP_PYTHON_PLACEHOLDER = "{python}"
 #: Delegation: how many delegations deep a chain of tasks may go (``FLEET_MAX_DELEGATION_DEPTH``).
 DEFAULT_MAX_DELEGATION_DEPTH = 3
 #: Delegation: how often a waiting ``call_agent`` looks at its delegated task (seconds).

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet import logs, metrics, policy
+from fleet.agents.tools import toolbox
 from fleet.config import FleetConfig, Settings, load_config, load_settings
 from fleet.dispatch.fair import SharedTurns
 from fleet.dispatch.lease import Lease
@@ -90,6 +91,7 @@ class Runtime:
             self._deliveries.shutdown(wait=True)
         if self._jobs is not None:
             self._jobs.shutdown(wait=True)
+        toolbox.close_kept()  # MCP servers kept across runs end with the worker process
         self.store.dispose()
 
 

@@ -1,7 +1,9 @@
-"""An MCP server with the official SDK: parcel tracking for the `support` agent.
+"""An MCP server with the official SDK: parcel tracking for the `orders` agent.
 
-`config/agents/support.toml` starts it over stdio (`python -m shop.parcels`, run in the config
-folder); its tool reaches the model as `parcels.track`. Any MCP server works the same way.
+`config/agents/orders.toml` starts it over stdio (`{python} -m shop.parcels`: fleet's own
+interpreter, run in the config folder); its tool reaches the model as `parcels.track`. It keeps
+no state between calls, so a worker keeps it up across runs (`lifetime = "worker"`). Any MCP
+server works the same way.
 """
 
 from __future__ import annotations

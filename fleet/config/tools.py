@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from collections.abc import Mapping
 from typing import Literal
 from urllib.parse import urlsplit
@@ -15,7 +16,13 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 
 from fleet.config.base import _ENV_NAME, _TOOL_REF, PositiveDuration, _Strict
-from fleet.constants import BUILTIN_TOOL_NAMES, DEFAULT_MCP_CONNECT_TIMEOUT_S
+from fleet.constants import (
+    BUILTIN_TOOL_NAMES,
+    DEFAULT_MCP_CONNECT_TIMEOUT_S,
+    DEFAULT_MCP_IDLE_TIMEOUT_S,
+    MAX_MCP_CONCURRENT_CALLS,
+    MCP_PYTHON_PLACEHOLDER,
+)
 
 
 class ToolRef(_Strict):
@@ -81,7 +88,9 @@ class McpServerConfig(_Strict):
 
     #: Lowercase; the namespace of the server's tools (``github.search_issues``).
     name: str
-    #: stdio: the program to start (found on PATH) and its arguments.
+    #: stdio: the program to start (found on PATH), or ``"{python}"``: the Python interpreter
+    #: fleet itself runs on (so ``args = ["-m", "my.server"]`` finds the packages installed
+    #: beside fleet, whether or not its virtual environment is activated).
     command: str | None = None
     #: stdio: the program's arguments.
     args: tuple[str, ...] = ()
@@ -106,6 +115,16 @@ class McpServerConfig(_Strict):
     #: Retry policy for every tool of the server. Default per tool: ``safe`` when the server
     #: marks it readOnlyHint or idempotentHint, else ``unsafe``.
     retry: Literal["safe", "unsafe"] | None = None
+    #: ``run``: started (or connected) for each run and closed when it ends, so nothing the
+    #: server keeps (files, a browser, a memory) reaches another conversation. ``worker``: kept
+    #: up in the worker process across runs of one tenant, for servers that keep no state
+    #: between calls; never shared between tenants.
+    lifetime: Literal["run", "worker"] = "run"
+    #: ``lifetime = "worker"``: closed after this long with no run using it.
+    idle_timeout: PositiveDuration = DEFAULT_MCP_IDLE_TIMEOUT_S
+    #: Calls the server takes at once (across the runs sharing a worker-lifetime server);
+    #: more wait their turn, within their timeout.
+    max_concurrent_calls: int = Field(default=1, ge=1, le=MAX_MCP_CONCURRENT_CALLS)
 
     @field_validator("name")
     @classmethod
@@ -122,6 +141,11 @@ class McpServerConfig(_Strict):
     def _command(cls, v: str | None) -> str | None:
         if v is not None and not v.strip():
             raise ValueError("must name a program, e.g. 'npx' or '/usr/bin/my-server'")
+        if v is not None and v.startswith("{") and v != MCP_PYTHON_PLACEHOLDER:
+            raise ValueError(
+                f"{v!r} is no placeholder fleet knows: {MCP_PYTHON_PLACEHOLDER!r} starts fleet's "
+                "own Python interpreter; otherwise name a program"
+            )
         return v
 
     @field_validator("url")
@@ -207,6 +231,11 @@ class McpServerConfig(_Strict):
                 f"server {self.name!r}: {wrong[0]} is for servers with {other}, and this one "
                 f"has {kind}"
             )
+        if self.lifetime == "run" and "idle_timeout" in self.model_fields_set:
+            raise ValueError(
+                f"server {self.name!r}: idle_timeout is for lifetime = 'worker' (a server kept "
+                "up across runs); this one is started for each run"
+            )
         both = set(self.headers).intersection(self.headers_env) or set(self.env).intersection(
             self.env_from
         )
@@ -221,6 +250,11 @@ class McpServerConfig(_Strict):
     def transport(self) -> Literal["stdio", "http"]:
         return "stdio" if self.command is not None else "http"
 
+    @property
+    def program(self) -> str | None:
+        """The stdio program as started: ``{python}`` is the interpreter fleet runs on."""
+        return sys.executable if self.command == MCP_PYTHON_PLACEHOLDER else self.command
+
     def secret_sources(self) -> dict[str, str]:
         """What each secret is for → the environment variable holding it."""
         sources = {f"header {h}": var for h, var in self.headers_env.items()}
@@ -231,7 +265,10 @@ class McpServerConfig(_Strict):
     def label(self) -> str:
         """How messages name the server: ``MCP server 'github' (stdio: npx -y @x/server)``."""
         if self.command is not None:
-            where = "stdio: " + shlex.join([self.command, *self.args])
+            program = self.command  # (the placeholder as written, not quoted)
+            if program != MCP_PYTHON_PLACEHOLDER:
+                program = shlex.quote(program)
+            where = f"stdio: {program} {shlex.join(self.args)}".rstrip()
         else:
             parts = urlsplit(self.url or "")
             host = parts.hostname or ""

@@ -74,6 +74,7 @@ class Execution:
             labels=task.labels,
             conversation_id=str(task.conversation_id),
             lost=handle.lost,
+            tenant=task.tenant,
         )
         try:
             outcome = self._execute(started, agent, handle, ctx)

@@ -92,18 +92,22 @@ def test_fleet_check_connect_lists_each_servers_tools(cli: Cli) -> None:
 def test_check_connect_starts_the_shipped_server_as_a_run_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A fresh clone: config/ in the cwd, no PYTHONPATH; `python` is this Python (as in a venv).
-
-    The shipped server is ``python -m shop.parcels``, found only in the config folder."""
+    """A fresh clone: config/ in the cwd, no PYTHONPATH, and a virtual environment that is not
+    activated (no ``python`` of it on PATH, as under systemd or a Procfile naming its full
+    path): the shipped server starts with ``{python}``, fleet's own interpreter, in the config
+    folder, where ``-m shop.parcels`` finds it."""
     monkeypatch.delenv("PYTHONPATH", raising=False)
     clone = tmp_path / "clone"
     shutil.copytree(REPO / "config", clone / "config")
-    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    venv_bin = Path(sys.executable).parent
+    path = os.pathsep.join(
+        p for p in os.environ.get("PATH", "").split(os.pathsep) if p and Path(p) != venv_bin
+    )
     cli = Cli(clone, clone / ".fleet", {"PATH": path, **SHIPPED_ENV})
     r = cli("check", "--connect")
     assert r.code == 0, r
     assert (
-        "ok    mcp: agent 'orders': MCP server 'parcels' (stdio: python -m shop.parcels): "
+        "ok    mcp: agent 'orders': MCP server 'parcels' (stdio: {python} -m shop.parcels): "
         "1 tool (parcels.track)" in r.out.splitlines()
     ), r
     task = cli.json("run", "orders", '/tool parcels.track {"carrier": "ups", "code": "1Z999"}')

@@ -8,7 +8,8 @@ Run it as fleet would::
 ``--record DIR`` leaves evidence for the test: ``DIR/pid`` (the server's process id),
 ``DIR/headers.jsonl`` (each HTTP request's headers), ``DIR/started-<tool>`` when ``slow``
 begins and ``DIR/cancelled-<tool>`` when a call is cancelled while it runs. ``--hang`` never
-answers anything (a server stuck on start-up); ``--crash`` writes a line to stderr and exits 3.
+answers anything (a server stuck on start-up); ``--crash`` writes a line to stderr and exits 3;
+``--linger`` does not exit when its stdin closes (a server only a signal ends).
 """
 
 from __future__ import annotations
@@ -139,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--record", type=Path)
     parser.add_argument("--hang", action="store_true", help="never answer")
     parser.add_argument("--crash", action="store_true", help="exit 3 at once")
+    parser.add_argument("--linger", action="store_true", help="outlive a closed stdin")
     args = parser.parse_args(argv)
     if args.record is not None:
         args.record.mkdir(parents=True, exist_ok=True)
@@ -156,6 +158,8 @@ def main(argv: list[str] | None = None) -> None:
         _serve_http(args.port)
     else:
         server.run("stdio")
+        while args.linger:
+            time.sleep(3600)
 
 
 if __name__ == "__main__":

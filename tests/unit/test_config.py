@@ -529,8 +529,8 @@ def test_shipped_config():
 
     orders = cfg.agent_for("orders")  # the worked example: a Python tool and an MCP server
     assert [t.tool for t in orders.tools] == ["shop.tools:lookup_order"]
-    assert [(m.name, m.command, m.args) for m in orders.mcp_servers] == [
-        ("parcels", "python", ("-m", "shop.parcels"))
+    assert [(m.name, m.command, m.args, m.lifetime) for m in orders.mcp_servers] == [
+        ("parcels", "{python}", ("-m", "shop.parcels"), "worker")
     ]
 
 

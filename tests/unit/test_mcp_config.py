@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,21 @@ def test_defaults_and_both_transports(tmp_path):
     assert docs.label == "MCP server 'docs' (http: https://mcp.example.com/mcp)"
 
 
+def test_lifetime_defaults_to_run_and_worker_takes_its_options(tmp_path):
+    text = STDIO + HTTP + 'lifetime = "worker"\nidle_timeout = "90s"\nmax_concurrent_calls = 4\n'
+    gh, docs = load_config(agent(tmp_path, text)).agents["a"].mcp_servers
+    assert (gh.lifetime, gh.idle_timeout, gh.max_concurrent_calls) == ("run", 600.0, 1)
+    assert (docs.lifetime, docs.idle_timeout, docs.max_concurrent_calls) == ("worker", 90.0, 4)
+
+
+def test_the_python_placeholder_is_fleets_own_interpreter(tmp_path):
+    text = '[[mcp_servers]]\nname = "shop"\ncommand = "{python}"\nargs = ["-m", "shop.x"]\n'
+    (shop,) = load_config(agent(tmp_path, text)).agents["a"].mcp_servers
+    assert shop.program == sys.executable
+    assert shop.label == "MCP server 'shop' (stdio: {python} -m shop.x)"
+    assert McpServerConfig(name="gh", command="npx").program == "npx"
+
+
 @pytest.mark.parametrize(
     ("text", "key", "fragment"),
     [
@@ -88,6 +104,28 @@ def test_defaults_and_both_transports(tmp_path):
         (STDIO + 'call_timeout = "soon"\n', "mcp_servers.0.call_timeout", "duration"),
         (STDIO + 'retry = "maybe"\n', "mcp_servers.0.retry", "'safe' or 'unsafe'"),
         (STDIO + STDIO, "mcp_servers", "two servers are named 'gh'"),
+        (STDIO + 'lifetime = "forever"\n', "mcp_servers.0.lifetime", "'run' or 'worker'"),
+        (STDIO + 'idle_timeout = "5m"\n', "mcp_servers.0", "idle_timeout is for lifetime"),
+        (
+            STDIO + 'lifetime = "worker"\nidle_timeout = "0s"\n',
+            "mcp_servers.0.idle_timeout",
+            "greater than",
+        ),
+        (
+            STDIO + "max_concurrent_calls = 0\n",
+            "mcp_servers.0.max_concurrent_calls",
+            "greater than or equal to 1",
+        ),
+        (
+            STDIO + "max_concurrent_calls = 65\n",
+            "mcp_servers.0.max_concurrent_calls",
+            "less than or equal to 64",
+        ),
+        (
+            '[[mcp_servers]]\nname = "gh"\ncommand = "{pyhton}"\n',
+            "mcp_servers.0.command",
+            "'{python}' starts fleet's own Python interpreter",
+        ),
     ],
 )
 def test_bad_entries_name_file_and_key(tmp_path, text, key, fragment):

@@ -41,6 +41,8 @@ class ToolContext:
     call_id: str = ""
     #: This worker let go of the run (lease lost, abandoned at shutdown); the run's lease's.
     lost: threading.Event = field(default_factory=threading.Event)
+    #: The tenant the run serves (a worker-lifetime MCP server is kept per tenant).
+    tenant: str = ""
 
     @property
     def receipt(self) -> str:

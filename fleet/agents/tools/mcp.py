@@ -4,19 +4,22 @@ Each configured server is a ``ToolServer``: a run connects it (stdio: starts the
 opens a streamable HTTP session), lists its tools within ``connect_timeout`` and offers each as
 a tool named ``<server>.<tool>``. A call's result is its text parts (structured content as JSON
 when there is no text), other content summarized in one line; an ``isError`` result is an error
-result the model sees. The connection itself lives in ``mcp_session``.
+result the model sees. The connection itself lives in ``mcp_session``, a stdio server's process
+in ``mcp_process``, and the connections kept across runs (``lifetime = "worker"``) in
+``mcp_warm``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 import os
-import tempfile
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import ExitStack, asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import Any
 
 import httpx2
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
@@ -25,7 +28,8 @@ from mcp.client import Transport
 from mcp.client.streamable_http import streamable_http_client
 
 from fleet.agents.tools.base import RetryPolicy, Tool, ToolContext, ToolError, ToolServerError
-from fleet.agents.tools.mcp_session import Gone, Session, SessionError
+from fleet.agents.tools.mcp_process import StderrTail, guarded
+from fleet.agents.tools.mcp_session import Gone, Opened, Session, SessionError
 from fleet.config import McpServerConfig
 from fleet.constants import REDACTED
 
@@ -55,45 +59,66 @@ class McpToolServer:
 
     @contextmanager
     def connect(self, ctx: ToolContext) -> Iterator[Sequence[Tool]]:
-        """Start or reach the server, list its tools (bounded), and close it on exit."""
+        """Start or reach the server, list its tools (bounded), and close it on exit; or, with
+        ``lifetime = "worker"``, take this process's kept connection for the run's tenant."""
         environ = os.environ if self._environ is None else self._environ
         missing = self.config.missing_secrets(environ)
         if missing:
             raise ToolServerError(missing[0])
-        secrets = [environ[var] for var in self.config.secret_sources().values()]
-        with ExitStack() as stack:
-            errlog: TextIO | None = None
-            if self.config.command is not None:  # a stdio server's stderr, quoted on failure
-                log_file = stack.enter_context(
-                    tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
-                )
-                errlog = cast(TextIO, log_file)
-            session = Session(lambda: self._client(environ, errlog), self.config.connect_timeout)
-            try:
-                listed = session.start()
-            except SessionError as exc:
-                raise ToolServerError(_scrub(self._failure(exc, errlog), secrets)) from None
-            stack.callback(session.close)
-            yield self._tools(session, listed)
+        if self.config.lifetime == "worker":
+            from fleet.agents.tools import mcp_warm
 
-    def _client(self, environ: Mapping[str, str], errlog: TextIO | None) -> Client:
+            key = self._key(ctx.tenant, environ)
+            with mcp_warm.POOL.lease(key, lambda: self._start(environ), self.config) as kept:
+                yield self._tools(kept)
+            return
+        opened = self._start(environ)
+        try:
+            yield self._tools(opened)
+        finally:
+            opened.close()
+
+    def _key(self, tenant: str, environ: Mapping[str, str]) -> tuple[str, ...]:
+        """What a kept connection is shared by: one tenant, this exact entry, folder and
+        secrets (a digest of their values)."""
+        values = sorted((var, environ[var]) for var in self.config.secret_sources().values())
+        digest = hashlib.sha256(json.dumps(values).encode()).hexdigest()
+        return (tenant, self.config.model_dump_json(), str(self._cwd), digest)
+
+    def _start(self, environ: Mapping[str, str]) -> Opened:
+        """Connect and list the tools, or ToolServerError saying why (no secret in it)."""
+        secrets = [environ[var] for var in self.config.secret_sources().values()]
+        stderr = StderrTail() if self.config.command is not None else None
+        session = Session(lambda: self._client(environ, stderr), self.config.connect_timeout)
+        try:
+            listed = session.start()
+        except SessionError as exc:
+            message = _scrub(self._failure(exc, stderr), secrets)
+            if stderr is not None:
+                stderr.close()
+            raise ToolServerError(message) from None
+        slots = asyncio.Semaphore(self.config.max_concurrent_calls)
+        return Opened(session, listed, slots, () if stderr is None else (stderr,))
+
+    def _client(self, environ: Mapping[str, str], stderr: StderrTail | None) -> Client:
         config = self.config
-        if config.command is not None:
+        if config.program is not None:
             env = dict(config.env)
             env.update({name: environ[var] for name, var in config.env_from.items()})
+            command, args = guarded(config.program, config.args, env)
             params = StdioServerParameters(
-                command=config.command,
-                args=list(config.args),
+                command=command,
+                args=args,
                 env=env,
                 cwd=str(self._cwd) if self._cwd is not None else None,
             )
-            assert errlog is not None
-            return Client(stdio_client(params, errlog=errlog), cache=None)
+            assert stderr is not None
+            return Client(stdio_client(params, errlog=stderr.sink), cache=None)
         headers = dict(config.headers)
         headers.update({name: environ[var] for name, var in config.headers_env.items()})
         return Client(_http(config.url or "", headers, config.connect_timeout), cache=None)
 
-    def _failure(self, exc: SessionError, errlog: TextIO | None) -> str:
+    def _failure(self, exc: SessionError, stderr: StderrTail | None) -> str:
         if exc.stage == "timeout":
             return (
                 f"{self.label}: no answer within {self.config.connect_timeout:g}s "
@@ -103,27 +128,27 @@ class McpToolServer:
             return f"{self.label}: could not list its tools: {exc}"
         verb = "could not start" if self.config.command is not None else "could not connect"
         text = f"{self.label}: {verb}: {exc}"
-        tail = _tail(errlog)
+        tail = _tail(stderr.text()) if stderr is not None else ""
         return f"{text} (its stderr: {tail})" if tail else text
 
-    def _tools(self, session: Session, listed: Sequence[mcp_types.Tool]) -> list[Tool]:
+    def _tools(self, opened: Opened) -> list[Tool]:
         config = self.config
-        offered = [t.name for t in listed]
+        offered = [t.name for t in opened.listed]
         for pattern in config.include:
             if not _is_glob(pattern) and pattern not in offered:
                 raise ToolServerError(
                     f"{self.label}: include names {pattern!r}, which the server does not offer "
                     f"(it offers: {', '.join(sorted(offered)) or 'no tools'})"
                 )
-        return [self._tool(session, t) for t in listed if _kept(t.name, config)]
+        return [self._tool(opened, t) for t in opened.listed if _kept(t.name, config)]
 
-    def _tool(self, session: Session, listed: mcp_types.Tool) -> Tool:
+    def _tool(self, opened: Opened, listed: mcp_types.Tool) -> Tool:
         remote = listed.name
         server = self.name
 
         async def afn(args: dict[str, Any], ctx: ToolContext) -> str:
             try:
-                result = await session.call(remote, args)
+                result = await opened.call(remote, args)
             except MCPError as exc:
                 if exc.code == mcp_types.CONNECTION_CLOSED:
                     raise ToolError(f"MCP server {server!r} is no longer connected") from None
@@ -211,14 +236,8 @@ def _kept(name: str, config: McpServerConfig) -> bool:
     return not any(fnmatchcase(name, p) for p in config.exclude)
 
 
-def _tail(errlog: TextIO | None) -> str:
-    if errlog is None:
-        return ""
-    try:
-        errlog.seek(0)
-        text = errlog.read()
-    except (OSError, ValueError):
-        return ""
+def _tail(text: str) -> str:
+    """The last lines of a server's stderr, in one line."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     tail = " | ".join(lines[-3:])
     return tail if len(tail) <= STDERR_TAIL_CHARS else "…" + tail[-STDERR_TAIL_CHARS:]

@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -27,6 +28,7 @@ from mcp import types as mcp_types
 from fleet.agents import aio
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: How long closing a connection may take (a stdio server gets stdin closed, then SIGTERM, then
 #: SIGKILL from the SDK, each step bounded); past it the connection is abandoned.
@@ -73,12 +75,18 @@ class Session:
             self._task.cancel()  # the SDK's shielded shutdown still ends a child process
             raise SessionError("timeout", None) from None
 
+    def begin_close(self) -> None:
+        """Ask the connection to end, without waiting (any thread, also the loop's)."""
+        task = self._task
+        if task is not None and not task.done():
+            aio.loop().call_soon_threadsafe(self._request_close)
+
     def close(self) -> None:
         """End the connection (and a stdio server's process); never waits past the bound."""
         task = self._task
         if task is None or task.done():
             return
-        aio.loop().call_soon_threadsafe(self._request_close)
+        self.begin_close()
         try:
             task.result(timeout=CLOSE_TIMEOUT_S + 1.0)
         except FutureTimeout:
@@ -89,20 +97,32 @@ class Session:
 
     # -- the background loop ---------------------------------------------------------------
 
+    @property
+    def alive(self) -> bool:
+        """Connected, as far as this side knows (the server may still have hung)."""
+        return self._group is not None and self.ended is None
+
     async def call(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         """Call a tool as a child of the connection; cancelling this cancels the request."""
+        return await self._child(lambda client: client.call_tool(name, arguments))
+
+    async def relist(self) -> list[mcp_types.Tool]:
+        """List the tools again: a kept connection's proof of life before a run uses it
+        (``ping`` is gone from the protocol as of 2026-07-28)."""
+        return await self._child(_list_tools)
+
+    async def _child(self, send: Callable[[Client], Awaitable[T]]) -> T:
+        """Send one request as a child of the connection; cancelling this cancels it."""
         group, client = self._group, self._client
         if group is None or client is None or self.ended is not None:
             raise Gone(describe(self.ended) if self.ended else "not connected")
-        answer: asyncio.Future[mcp_types.CallToolResult] = (
-            asyncio.get_running_loop().create_future()
-        )
+        answer: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         scope = anyio.CancelScope()
 
         async def request() -> None:
             try:
                 with scope:
-                    result = await client.call_tool(name, arguments)
+                    result = await send(client)
                     if not answer.done():
                         answer.set_result(result)
             except Exception as exc:
@@ -193,3 +213,30 @@ def describe(exc: BaseException | None) -> str:
     text = str(first).strip().splitlines()[0] if str(first).strip() else ""
     name = type(first).__name__
     return f"{name}: {text}" if text else name
+
+
+@dataclass(eq=False)
+class Opened:
+    """A started connection with what a run needs of it: its tools and its call slots."""
+
+    session: Session
+    listed: list[mcp_types.Tool]
+    #: Calls in flight at once (``max_concurrent_calls``); more wait their turn.
+    slots: asyncio.Semaphore
+    #: Closed with the connection (a stdio server's stderr, say).
+    resources: Sequence[Closable] = ()
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+        """Call a tool once a slot is free; a call that waits can still time out or stop."""
+        async with self.slots:
+            return await self.session.call(name, arguments)
+
+    def close(self) -> None:
+        """End the connection and release what it held (bounded, see ``Session.close``)."""
+        self.session.close()
+        for resource in self.resources:
+            resource.close()
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...

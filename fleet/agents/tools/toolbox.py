@@ -117,6 +117,14 @@ def tool_servers(agent: AgentConfig, config_root: Path) -> tuple[McpToolServer, 
     return tuple(McpToolServer(server, cwd=config_root) for server in agent.mcp_servers)
 
 
+def close_kept() -> None:
+    """Close this process's MCP connections kept across runs (``lifetime = "worker"``): the
+    worker process or embedded runtime is closing. (Imports the MCP SDK only if one was kept.)"""
+    warm = sys.modules.get("fleet.agents.tools.mcp_warm")
+    if warm is not None:
+        warm.close_all()
+
+
 def _distinct_on_the_wire(tools: Mapping[str, Tool]) -> None:
     """Two tools must not reach a model under one name (``a.b`` and ``a__b`` would)."""
     from fleet.agents.models.base import wire_name
