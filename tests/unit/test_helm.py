@@ -31,8 +31,14 @@ POOLER = (
     "database.existingSecret=fleet-env,redis.existingSecret=fleet-env,"
     "database.pooler=transaction,database.migrate.existingSecret=fleet-env"
 )
+#: PostgreSQL over verify-full with a client certificate, files from the user's Secret.
+PG_TLS = (
+    "database.tls.mode=verify-full,database.tls.secretName=pg-tls,"
+    "database.tls.certKey=tls.crt,database.tls.keyKey=tls.key"
+)
 VALUES = {
     "default": "",
+    "pg-tls": PG_TLS,
     "keda": KEDA,
     "ha": HA,
     "inline-secrets": INLINE,
@@ -236,6 +242,36 @@ def test_pooler_mode_reaches_every_container_when_set(render: Any) -> None:
                 assert env.get("FLEET_DATABASE_POOLER") == expected, (sets, doc["metadata"]["name"])
 
 
+def test_postgres_tls_reaches_every_container_with_its_files(render: Any) -> None:
+    folder = "/etc/fleet/tls/postgres"
+    for doc in [d for d in render(PG_TLS) if d["kind"] in WORKLOADS]:
+        spec = doc["spec"]["template"]["spec"]
+        (volume,) = [v for v in spec["volumes"] if v["name"] == "tls-postgres"]
+        assert volume["secret"]["secretName"] == "pg-tls"
+        assert {i["key"] for i in volume["secret"]["items"]} == {"ca.crt", "tls.crt", "tls.key"}
+        for container in _containers(doc):
+            env = _env(container)
+            assert env["PGSSLMODE"] == "verify-full", doc["metadata"]["name"]
+            assert env["PGSSLROOTCERT"] == f"{folder}/ca.crt"
+            assert (env["PGSSLCERT"], env["PGSSLKEY"]) == (f"{folder}/tls.crt", f"{folder}/tls.key")
+            mounts = {m["name"]: m for m in container["volumeMounts"]}
+            assert mounts["tls-postgres"] == {
+                "name": "tls-postgres",
+                "mountPath": folder,
+                "readOnly": True,
+            }
+    for doc in [d for d in render("") if d["kind"] in WORKLOADS]:
+        for container in _containers(doc):
+            assert not {k for k in _env(container) if k.startswith("PGSSL")}
+            assert "tls-postgres" not in {m["name"] for m in container["volumeMounts"]}
+
+
+def test_a_client_certificate_needs_its_key(chart: helm.Chart) -> None:
+    values = _values("database.tls.secretName=pg-tls,database.tls.certKey=tls.crt")
+    with pytest.raises(helm.HelmRenderError, match=r"certKey and keyKey go together"):
+        chart.render(values, name="t", namespace="default")
+
+
 def test_migrations_url_goes_to_the_migration_hook_only(render: Any) -> None:
     for sets, ref in [
         ("", None),
@@ -293,6 +329,8 @@ def test_an_inline_migrations_url_needs_the_other_urls_too(chart: helm.Chart) ->
         ("database.pooler=Transaction", "/database/pooler"),
         ("database.migrate.existingSecret=Not_A_Name", "/database/migrate/existingSecret"),
         ("database.migrateUrl=postgresql://db", "additional properties 'migrateUrl' not allowed"),
+        ("database.tls.mode=verify", "/database/tls/mode"),
+        ("database.tls.secretName=Not_A_Name", "/database/tls/secretName"),
     ],
 )
 def test_bad_values_fail_rendering_naming_the_value(

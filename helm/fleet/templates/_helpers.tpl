@@ -81,6 +81,7 @@ key: {{ $key }}
 - name: FLEET_DATABASE_POOLER
   value: {{ . | quote }}
 {{- end }}
+{{- include "fleet.pgTlsEnv" . }}
 - name: FLEET_REDIS_URL
   valueFrom:
     secretKeyRef:
@@ -113,6 +114,61 @@ key: {{ $key }}
   value: {{ .Values.settings.celeryEvents | quote }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* libpq's TLS environment (database.tls): the mode, and the files of the mounted Secret. */}}
+{{- define "fleet.pgTlsEnv" -}}
+{{- $t := .Values.database.tls }}
+{{- with $t.mode }}
+- name: PGSSLMODE
+  value: {{ . | quote }}
+{{- end }}
+{{- if $t.secretName }}
+- name: PGSSLROOTCERT
+  value: /etc/fleet/tls/postgres/{{ $t.caKey }}
+{{- if and $t.certKey $t.keyKey }}
+- name: PGSSLCERT
+  value: /etc/fleet/tls/postgres/{{ $t.certKey }}
+- name: PGSSLKEY
+  value: /etc/fleet/tls/postgres/{{ $t.keyKey }}
+{{- else if or $t.certKey $t.keyKey }}
+{{- fail "database.tls: certKey and keyKey go together (a client certificate and its key)" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Secret volumes of TLS files: include "fleet.tlsVolumes" . (in a pod's volumes). */}}
+{{- define "fleet.tlsVolumes" -}}
+{{- range $name, $t := dict "postgres" .Values.database.tls }}
+{{- if $t.secretName }}
+- name: tls-{{ $name }}
+  secret:
+    secretName: {{ $t.secretName }}
+    # root-owned, group fsGroup: libpq accepts a private key readable by the group this way
+    defaultMode: 0440
+    items:
+      - key: {{ $t.caKey }}
+        path: {{ $t.caKey }}
+      {{- if $t.certKey }}
+      - key: {{ $t.certKey }}
+        path: {{ $t.certKey }}
+      {{- end }}
+      {{- if $t.keyKey }}
+      - key: {{ $t.keyKey }}
+        path: {{ $t.keyKey }}
+      {{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "fleet.tlsMounts" -}}
+{{- range $name, $t := dict "postgres" .Values.database.tls }}
+{{- if $t.secretName }}
+- name: tls-{{ $name }}
+  mountPath: /etc/fleet/tls/{{ $name }}
+  readOnly: true
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -149,6 +205,7 @@ securityContext:
 volumeMounts:
   - name: tmp
     mountPath: /tmp
+  {{- include "fleet.tlsMounts" . | nindent 2 }}
 {{- if $withConfig }}
   - name: config
     mountPath: /etc/fleet/config
@@ -178,6 +235,7 @@ volumes:
   - name: tmp
     emptyDir:
       sizeLimit: {{ .Values.tmpVolume.sizeLimit }}
+  {{- include "fleet.tlsVolumes" . | nindent 2 }}
   {{- if $withConfig }}
   - name: config
     configMap:
