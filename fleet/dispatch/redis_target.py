@@ -116,22 +116,32 @@ class RedisTarget:
         import redis
         from redis.sentinel import Sentinel
 
+        from fleet.dispatch import sentinel_clients
+
         if not self.sentinels:
             return redis.Redis.from_url(self.url, **self.ssl_options(), **options)
         assert self.master
-        sentinel = Sentinel(list(self.sentinels), sentinel_kwargs=self._sentinel_options())  # type: ignore[no-untyped-call]
-        return sentinel.master_for(self.master, **self._master_options(), **options)  # type: ignore[no-untyped-call]
+        return sentinel_clients.master(
+            self._sentinel(Sentinel), self.master, **self._master_options(), **options
+        )
 
     def async_client(self, **options: Any) -> Any:
         """The same as ``client``, for asyncio (``redis.asyncio``)."""
         import redis.asyncio as aioredis
         from redis.asyncio.sentinel import Sentinel
 
+        from fleet.dispatch import sentinel_clients
+
         if not self.sentinels:
             return aioredis.Redis.from_url(self.url, **self.ssl_options(), **options)
         assert self.master
-        sentinel = Sentinel(list(self.sentinels), sentinel_kwargs=self._sentinel_options())  # type: ignore[no-untyped-call]
-        return sentinel.master_for(self.master, **self._master_options(), **options)
+        return sentinel_clients.master(
+            self._sentinel(Sentinel), self.master, **self._master_options(), **options
+        )
+
+    def _sentinel(self, cls: Any) -> Any:
+        """A ``redis.sentinel.Sentinel`` (or asyncio's: ``cls``) over the sentinels."""
+        return cls(list(self.sentinels), sentinel_kwargs=self._sentinel_options())
 
     def celery(self) -> dict[str, Any]:
         """Celery's ``broker_url``, ``broker_use_ssl`` and the transport options to merge."""

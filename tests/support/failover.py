@@ -1,0 +1,128 @@
+"""A fleet under load on a Sentinel group whose master is SIGKILLed mid-load (the failover test
+and ``bench.failover`` share it): submissions go on through the failover; every accepted one is
+then looked for in the store."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tests.support import outcomes
+from tests.support.fleet import fleet_settings, running_fleet, runtime_for, wait_for
+from tests.support.redis_servers import SentinelGroup
+
+
+@dataclass(frozen=True)
+class Failover:
+    """What a run measured: the outcome over the accepted tasks and the times."""
+
+    outcome: outcomes.Outcome
+    #: Submissions that raised (not accepted: the caller saw an error and may retry).
+    refused: int
+    #: SIGKILL to the sentinels naming the new master.
+    promoted_s: float
+    #: SIGKILL to the first accepted task that finished after it (any task).
+    first_finish_s: float | None
+    #: SIGKILL to the first finish of a task submitted after the SIGKILL (served by the new
+    #: master's broker, or by the sweeper's wake-up).
+    first_new_finish_s: float | None
+    #: Submission start to the last accepted task finished.
+    total_s: float
+
+    def lines(self) -> list[str]:
+        def s(v: float | None) -> str:
+            return "-" if v is None else f"{v:.2f} s"
+
+        return [
+            self.outcome.line() + f", refused {self.refused}",
+            f"kill -9 → new master named by the sentinels: {s(self.promoted_s)}",
+            f"kill -9 → first task finished: {s(self.first_finish_s)}",
+            f"kill -9 → first task submitted after the kill finished: {s(self.first_new_finish_s)}",
+            f"all accepted tasks finished after {s(self.total_s)}",
+        ]
+
+
+def run(
+    tmp: Path,
+    group: SentinelGroup,
+    database_url: str,
+    config_dir: Path,
+    *,
+    deployment: str = "slowchat",
+    conversations: int = 12,
+    per: int = 10,
+    kill_after: float = 0.3,
+    pace_s: float = 0.02,
+    workers: int = 2,
+    patience_s: float = 45.0,
+    **overrides: Any,
+) -> Failover:
+    """``conversations`` × ``per`` tasks submitted at about one per ``pace_s`` by one thread per
+    conversation while ``workers`` workers (2 processes each) and a beat run; the master is
+    SIGKILLed once ``kill_after`` of them were accepted."""
+    settings = fleet_settings(
+        tmp, database_url, group.url, config_dir, **group.settings(), **overrides
+    )
+    total = conversations * per
+    accepted: list[tuple[uuid.UUID, datetime]] = []
+    refused = 0
+    lock = threading.Lock()
+    with running_fleet(tmp, **settings) as fleet, runtime_for(settings) as rt:
+        for i in range(workers):
+            fleet.worker(f"w{i + 1}", concurrency=2)
+        fleet.beat()
+
+        def submit(conv: int) -> None:
+            nonlocal refused
+            for n in range(per):
+                try:
+                    task = rt.dispatcher.submit(deployment, f"c{conv} m{n}", key=f"c{conv}").task
+                except Exception:  # not accepted: the caller was told so
+                    with lock:
+                        refused += 1
+                    continue
+                with lock:
+                    accepted.append((task.id, datetime.now(UTC)))
+                time.sleep(pace_s * conversations)
+
+        started = time.monotonic()
+        threads = [threading.Thread(target=submit, args=(c,)) for c in range(conversations)]
+        for t in threads:
+            t.start()
+        wait_for(lambda: len(accepted) >= total * kill_after, 30, what="load before the kill")
+        killed_at = datetime.now(UTC)
+        killed = time.monotonic()
+        old = group.master.port
+        group.fail_over()
+        wait_for(lambda: group.master_port() not in (None, old), 30, what="a new master")
+        promoted_s = time.monotonic() - killed
+        for t in threads:
+            t.join()
+        ids = [i for i, _ in accepted]
+        wait_for(
+            lambda: outcomes.finished(rt.store, ids) == len(ids),
+            patience_s,
+            interval=0.2,
+            what="every accepted task to finish",
+        )
+        total_s = time.monotonic() - started
+        result = outcomes.outcome(rt.store, ids, after=killed_at)
+        later = [i for i, at in accepted if at > killed_at]
+        after = outcomes.outcome(rt.store, later, after=killed_at) if later else None
+    return Failover(
+        outcome=result,
+        refused=refused,
+        promoted_s=promoted_s,
+        first_finish_s=_since(result.first_finish_after, killed_at),
+        first_new_finish_s=_since(after.first_finish_after if after else None, killed_at),
+        total_s=total_s,
+    )
+
+
+def _since(at: datetime | None, start: datetime) -> float | None:
+    return None if at is None else (at - start).total_seconds()
