@@ -33,13 +33,15 @@ class Failover:
     first_new_finish_s: float | None
     #: Submission start to the last accepted task finished.
     total_s: float
+    #: Log lines of the fleet's processes that show the Redis password.
+    leaked: int = 0
 
     def lines(self) -> list[str]:
         def s(v: float | None) -> str:
             return "-" if v is None else f"{v:.2f} s"
 
         return [
-            self.outcome.line() + f", refused {self.refused}",
+            self.outcome.line() + f", refused {self.refused}, password in logs {self.leaked}",
             f"kill -9 → new master named by the sentinels: {s(self.promoted_s)}",
             f"kill -9 → first task finished: {s(self.first_finish_s)}",
             f"kill -9 → first task submitted after the kill finished: {s(self.first_new_finish_s)}",
@@ -114,6 +116,7 @@ def run(
         result = outcomes.outcome(rt.store, ids, after=killed_at)
         later = [i for i, at in accepted if at > killed_at]
         after = outcomes.outcome(rt.store, later, after=killed_at) if later else None
+        leaked = sum(p.log().count(group.password) for p in fleet.procs)
     return Failover(
         outcome=result,
         refused=refused,
@@ -121,6 +124,7 @@ def run(
         first_finish_s=_since(result.first_finish_after, killed_at),
         first_new_finish_s=_since(after.first_finish_after if after else None, killed_at),
         total_s=total_s,
+        leaked=leaked,
     )
 
 
