@@ -109,7 +109,7 @@ def test_settings_pair_the_sentinel_and_client_certificate_settings(tmp_path: Pa
 
     with pytest.raises(ConfigError, match="FLEET_REDIS_SENTINEL_MASTER: needed"):
         load_settings(redis_sentinels="127.0.0.1:26379")
-    with pytest.raises(ConfigError, match="FLEET_REDIS_SENTINELS.*host:port"):
+    with pytest.raises(ConfigError, match=r"FLEET_REDIS_SENTINELS.*host:port"):
         load_settings(redis_sentinels="127.0.0.1", redis_sentinel_master="m")
     cert = tmp_path / "c.pem"
     cert.write_text("x")

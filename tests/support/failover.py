@@ -64,7 +64,7 @@ def run(
     patience_s: float = 45.0,
     **overrides: Any,
 ) -> Failover:
-    """``conversations`` × ``per`` tasks submitted at about one per ``pace_s`` by one thread per
+    """``conversations`` times ``per`` tasks submitted at about one per ``pace_s`` by one thread per
     conversation while ``workers`` workers (2 processes each) and a beat run; the master is
     SIGKILLed once ``kill_after`` of them were accepted."""
     settings = fleet_settings(
