@@ -7,14 +7,14 @@ from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from pydantic import (
-    BeforeValidator,
+    AfterValidator,
     Field,
     FilePath,
     SecretStr,
     ValidationError,
     model_validator,
 )
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from fleet.config.base import (
     Duration,
@@ -26,17 +26,20 @@ from fleet.constants import DEFAULT_MAX_DELEGATION_DEPTH, FAIR_HOLD_S
 from fleet.errors import ConfigError
 
 
-def _host_ports(value: Any) -> Any:
-    """``"host:port,host:port"`` → ``((host, port), …)`` (a sequence passes as it is)."""
-    if not isinstance(value, str):
-        return value
+def host_ports(value: str | None) -> tuple[tuple[str, int], ...]:
+    """``"host:port,host:port"`` → ``((host, port), …)``; ValueError names a bad item."""
     found = []
-    for item in filter(None, (part.strip() for part in value.split(","))):
+    for item in filter(None, (part.strip() for part in (value or "").split(","))):
         host, _, port = item.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"expected host:port separated by commas, got {item!r}")
         found.append((host.strip("[]"), int(port)))
     return tuple(found)
+
+
+def _host_ports(value: str | None) -> str | None:
+    host_ports(value)
+    return value
 
 
 class Settings(BaseSettings):
@@ -74,9 +77,7 @@ class Settings(BaseSettings):
     #: Redis Sentinel addresses, ``host:port`` separated by commas; set, fleet asks them for
     #: the master named by ``redis_sentinel_master`` (broker, leases, hints, fair queue) and
     #: follows a failover.
-    redis_sentinels: Annotated[
-        tuple[tuple[str, int], ...], NoDecode, BeforeValidator(_host_ports)
-    ] = ()
+    redis_sentinels: Annotated[str | None, AfterValidator(_host_ports)] = None
     #: Name of the master the sentinels monitor (``sentinel monitor NAME …``); needed with
     #: ``redis_sentinels``.
     redis_sentinel_master: str | None = None

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from fleet.config.settings import host_ports
 from fleet.domain.redaction import url_without_password
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class RedisTarget:
             ca_file=path(settings.redis_tls_ca_file),
             cert_file=path(settings.redis_tls_cert_file),
             key_file=path(settings.redis_tls_key_file),
-            sentinels=tuple(settings.redis_sentinels),
+            sentinels=host_ports(settings.redis_sentinels),
             master=settings.redis_sentinel_master,
             sentinel_password=password.get_secret_value() if password else None,
         )
