@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
 
@@ -19,9 +20,10 @@ from fleet.dispatch.redis_target import RedisTarget
 from fleet.domain.runs import TraceRow
 from fleet.domain.values import TaskStatus
 from fleet.errors import LeaseLost
+from tests.e2e.test_cli import Cli
 from tests.integration.test_store import ok, start, sub
 from tests.support import failover
-from tests.support.fleet import fleet_settings, runtime_for, wait_for
+from tests.support.fleet import fleet_settings, running_fleet, runtime_for, wait_for
 from tests.support.redis_servers import SentinelGroup, binary, sentinel_group
 
 # timing-bound (failure detection, elections): `make test` runs these alone
@@ -166,3 +168,39 @@ def test_every_accepted_task_runs_once_in_order_when_the_master_is_killed_under_
     assert found.accepted >= 100
     assert (found.lost, found.duplicated, found.out_of_order) == (0, 0, 0), found
     assert measured.leaked == 0, "the Redis password is in a log"
+
+
+def test_the_api_and_a_worker_on_sentinel_answer_readyz_and_run_tasks(
+    tmp_path: Path, group: SentinelGroup, pg_url: str, config_dir: Path
+) -> None:
+    """The API's own Redis clients (the wake-ups published on its event loop, the event hub's
+    hint subscriber, ``/readyz``) and ``fleet check --connect`` reach the master through the
+    sentinels."""
+    settings = fleet_settings(tmp_path, pg_url, group.url, config_dir, **group.settings())
+    with running_fleet(tmp_path, **settings) as fleet:
+        fleet.worker("w1", concurrency=2)
+        url = fleet.serve()
+        ready = httpx.get(f"{url}/readyz", timeout=10)
+        assert ready.status_code == 200 and ready.json()["checks"]["redis"] == "ok", ready.text
+        with httpx.Client(base_url=url, timeout=30) as http:
+            ids = [
+                http.post(
+                    "/v1/tasks",
+                    json={"deployment": "chat", "input": f"m{n}", "conversationKey": "k"},
+                ).json()["id"]
+                for n in range(5)
+            ]
+            # a task event stream: its changes come as hints through the subscriber
+            events = http.get(f"/v1/tasks/{ids[-1]}/events", timeout=30)
+            assert events.status_code == 200 and "succeeded" in events.text, events.text[-500:]
+            done = [http.get(f"/v1/tasks/{i}").json()["status"] for i in ids]
+        assert done == ["succeeded"] * 5
+        cli = Cli(
+            tmp_path, tmp_path / "home", {k: v for k, v in fleet.env.items() if "FLEET_" in k}
+        )
+        r = cli("check", "--connect")
+        assert "ok    redis: master 'fleetmaster' of sentinels" in r.out.lower() or (
+            "master 'fleetmaster' of sentinels" in r.out and "reachable" in r.out
+        ), r
+        assert group.password not in r.out + r.err
+        assert all(group.password not in p.log() for p in fleet.procs)
