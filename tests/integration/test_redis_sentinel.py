@@ -36,8 +36,10 @@ pytestmark = [
 
 
 @pytest.fixture
-def group(tmp_path: Path) -> Iterator[SentinelGroup]:
-    with sentinel_group(tmp_path / "redis") as found:
+def group(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SentinelGroup]:
+    """A plain group; a test parametrized indirectly with ``"tls"`` gets a TLS-only one."""
+    tls = getattr(request, "param", "plain") == "tls"
+    with sentinel_group(tmp_path / "redis", tls=tls) as found:
         yield found
 
 
@@ -61,6 +63,7 @@ def _answers(client: redis.Redis) -> bool:
         return False
 
 
+@pytest.mark.parametrize("group", ["plain", "tls"], indirect=True)
 def test_clients_reach_the_master_and_follow_it_through_a_failover(group: SentinelGroup) -> None:
     target = _target(group)
     client = target.client(socket_timeout=2)
@@ -84,7 +87,7 @@ def test_clients_reach_the_master_and_follow_it_through_a_failover(group: Sentin
             await aclient.aclose()
 
     assert asyncio.run(async_ping())
-    replica = redis.Redis(port=group.replica.port, password=group.password)
+    replica = group.client(group.replica.port, password=group.password)
     wait_for(lambda: replica.get("before"), 10, what="the replica to have the key")
     replica.close()
     _promoted(group)
@@ -95,6 +98,7 @@ def test_clients_reach_the_master_and_follow_it_through_a_failover(group: Sentin
     client.close()
     conf = target.celery()
     assert conf["broker_url"].count("sentinel://") == 3
+    assert (conf["broker_use_ssl"] is not None) == (group.ca is not None)
     assert conf["broker_transport_options"]["master_name"] == "fleetmaster"
 
 
@@ -170,6 +174,7 @@ def test_every_accepted_task_runs_once_in_order_when_the_master_is_killed_under_
     assert measured.leaked == 0, "the Redis password is in a log"
 
 
+@pytest.mark.parametrize("group", ["plain", "tls"], indirect=True)
 def test_the_api_and_a_worker_on_sentinel_answer_readyz_and_run_tasks(
     tmp_path: Path, group: SentinelGroup, pg_url: str, config_dir: Path
 ) -> None:

@@ -136,12 +136,19 @@ def tls_redis(folder: Path, password: str = "s3cret-redis-pass") -> Iterator[Tls
 
 @dataclass
 class SentinelGroup:
-    """A master, its replica and three sentinels watching ``MASTER`` (password ``password``)."""
+    """A master, its replica and three sentinels watching ``MASTER`` (password ``password``);
+    with ``ca``, every one of them speaks TLS only (certificates from that test CA)."""
 
     master: RedisServer
     replica: RedisServer
     sentinels: list[RedisServer]
     password: str
+    ca: TestCA | None = None
+
+    def client(self, port: int, **options: Any) -> Any:
+        """A plain redis-py client of one of the group's servers (TLS when the group has it)."""
+        tls = {"ssl": True, "ssl_ca_certs": str(self.ca.cert)} if self.ca else {}
+        return redis.Redis(port=port, socket_timeout=2, **tls, **options)
 
     @property
     def addresses(self) -> str:
@@ -151,14 +158,15 @@ class SentinelGroup:
     @property
     def url(self) -> str:
         """``FLEET_REDIS_URL``: the master's password and database (the sentinels say where)."""
-        return f"redis://:{self.password}@localhost/0"
+        return f"{'rediss' if self.ca else 'redis'}://:{self.password}@localhost/0"
 
     def settings(self) -> dict[str, Any]:
         """The fleet settings beside ``url`` that reach the master through the sentinels."""
-        return {"redis_sentinels": self.addresses, "redis_sentinel_master": MASTER}
+        found = {"redis_sentinels": self.addresses, "redis_sentinel_master": MASTER}
+        return found | ({"redis_tls_ca_file": self.ca.cert} if self.ca else {})
 
     def sentinel(self, i: int = 0) -> Any:
-        return redis.Redis(port=self.sentinels[i].port, socket_timeout=2, decode_responses=True)
+        return self.client(self.sentinels[i].port, decode_responses=True)
 
     def master_port(self) -> int | None:
         """The master's port as the first sentinel that answers sees it."""
@@ -174,9 +182,7 @@ class SentinelGroup:
         """Every sentinel knows the replica and the two other sentinels, and the replica is in
         sync: a failover can happen."""
         try:
-            info = redis.Redis(
-                port=self.replica.port, password=self.password, socket_timeout=2
-            ).info("replication")
+            info = self.client(self.replica.port, password=self.password).info("replication")
             if info.get("master_link_status") != "up":
                 return False
             for i in range(len(self.sentinels)):
@@ -192,20 +198,41 @@ class SentinelGroup:
         self.master.kill()
 
 
+def _listen(port: int, tls: list[str]) -> list[str]:
+    """Listen on ``port``: plain, or (``tls``: the TLS options) TLS only."""
+    return ["--port", "0", "--tls-port", str(port), *tls] if tls else ["--port", str(port)]
+
+
 @contextmanager
-def sentinel_group(folder: Path, password: str = "group-pass-1234") -> Iterator[SentinelGroup]:
-    """The group on free ports; returns once a failover could happen (``ready``)."""
+def sentinel_group(
+    folder: Path, password: str = "group-pass-1234", *, tls: bool = False
+) -> Iterator[SentinelGroup]:
+    """The group on free ports (TLS only with ``tls``); returns once a failover could happen."""
     folder.mkdir(parents=True, exist_ok=True)
     auth = ["--requirepass", password, "--masterauth", password]
+    ca = TestCA(folder / "ca") if tls else None
+    tls_args: list[str] = []
+    if ca is not None:
+        issued = ca.issue("redis")
+        tls_args = [
+            *("--tls-cert-file", str(issued.cert), "--tls-key-file", str(issued.key)),
+            *("--tls-ca-cert-file", str(ca.cert), "--tls-auth-clients", "no"),
+            *("--tls-replication", "yes"),
+        ]
     with ExitStack() as stack:
         m_port, r_port = free_port(), free_port()
-        master = RedisServer("master", m_port, folder, [*_DATA, "--port", str(m_port), *auth])
+        master = RedisServer("master", m_port, folder, [*_DATA, *_listen(m_port, tls_args), *auth])
         stack.callback(master.stop)
         replica = RedisServer(
             "replica",
             r_port,
             folder,
-            [*_DATA, "--port", str(r_port), *auth, "--replicaof", "127.0.0.1", str(m_port)],
+            [
+                *_DATA,
+                *_listen(r_port, tls_args),
+                *auth,
+                *("--replicaof", "127.0.0.1", str(m_port)),
+            ],
         )
         stack.callback(replica.stop)
         sentinels = []
@@ -213,16 +240,17 @@ def sentinel_group(folder: Path, password: str = "group-pass-1234") -> Iterator[
             port = free_port()
             conf = folder / f"sentinel-{i}.conf"
             conf.write_text(
-                f"port {port}\nbind 127.0.0.1\n"
+                "bind 127.0.0.1\n"
                 f"sentinel monitor {MASTER} 127.0.0.1 {m_port} 2\n"
                 f"sentinel auth-pass {MASTER} {password}\n"
                 f"sentinel down-after-milliseconds {MASTER} {DOWN_AFTER_MS}\n"
                 f"sentinel failover-timeout {MASTER} 5000\n"
                 f"sentinel parallel-syncs {MASTER} 1\n"
             )
-            sentinel = RedisServer(f"sentinel-{i}", port, folder, [str(conf), "--sentinel"])
+            args = [str(conf), "--sentinel", *_listen(port, tls_args)]
+            sentinel = RedisServer(f"sentinel-{i}", port, folder, args)
             stack.callback(sentinel.stop)
             sentinels.append(sentinel)
-        group = SentinelGroup(master, replica, sentinels, password)
+        group = SentinelGroup(master, replica, sentinels, password, ca)
         wait_for(group.ready, 20, interval=0.1, what="the sentinels to see the replica")
         yield group
