@@ -11,6 +11,7 @@ import textwrap
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -24,6 +25,10 @@ PG_ADMIN_URL = os.environ.get(
     "FLEET_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 REDIS_BASE = os.environ.get("FLEET_TEST_REDIS_URL", "redis://127.0.0.1:6379")
+#: ``FLEET_TEST_REDIS_TLS=1``: ``redis_url`` is a TLS-only redis-server with an ACL user started
+#: for the session (``tests/support/redis_servers.py``), its CA in ``FLEET_REDIS_TLS_CA_FILE``
+#: for every runtime and worker the tests start; ``FLEET_TEST_REDIS_URL`` is then not used.
+REDIS_TLS = os.environ.get("FLEET_TEST_REDIS_TLS", "") == "1"
 
 
 def _claim_redis_db() -> int:
@@ -155,18 +160,40 @@ def store(db_url: str) -> Iterator[Store]:
     s.dispose()
 
 
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    """A real Redis database of this session's own, emptied before the test."""
-    import redis
+def redis_client(url: str) -> Any:
+    """A redis-py client of the tests' Redis (over TLS with its CA under FLEET_TEST_REDIS_TLS)."""
+    from fleet.dispatch.redis_target import RedisTarget
 
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+    ca = os.environ.get("FLEET_REDIS_TLS_CA_FILE")
+    return RedisTarget(url, ca_file=ca).client(socket_connect_timeout=3)
+
+
+@pytest.fixture(scope="session")
+def session_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of this session's Redis database (see ``REDIS_TLS``)."""
+    if not REDIS_TLS:
+        yield REDIS_URL
+        return
+    from tests.support.redis_servers import tls_redis
+
+    with tls_redis(tmp_path_factory.mktemp("redis-tls")) as server:
+        os.environ["FLEET_REDIS_TLS_CA_FILE"] = str(server.ca.cert)
+        try:
+            yield server.url
+        finally:
+            del os.environ["FLEET_REDIS_TLS_CA_FILE"]
+
+
+@pytest.fixture
+def redis_url(session_redis: str) -> Iterator[str]:
+    """A real Redis database of this session's own, emptied before the test."""
+    client = redis_client(session_redis)
     try:
         client.ping()
     except Exception as exc:
         need("Redis", str(exc))
     client.flushdb()
-    yield REDIS_URL
+    yield session_redis
     client.flushdb()
     client.close()
 

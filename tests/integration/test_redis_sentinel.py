@@ -20,6 +20,7 @@ from fleet.dispatch.redis_target import RedisTarget
 from fleet.domain.runs import TraceRow
 from fleet.domain.values import TaskStatus
 from fleet.errors import LeaseLost
+from tests.conftest import need
 from tests.e2e.test_cli import Cli
 from tests.integration.test_store import ok, start, sub
 from tests.support import failover
@@ -31,13 +32,13 @@ pytestmark = [
     pytest.mark.fleet,
     pytest.mark.serial,
     pytest.mark.timeout(120),
-    pytest.mark.skipif(binary() is None, reason="redis-server is not installed"),
 ]
 
 
 @pytest.fixture
 def group(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SentinelGroup]:
     """A plain group; a test parametrized indirectly with ``"tls"`` gets a TLS-only one."""
+    need("redis-server", None if binary() else "not installed (apt-get install redis-server)")
     tls = getattr(request, "param", "plain") == "tls"
     with sentinel_group(tmp_path / "redis", tls=tls) as found:
         yield found

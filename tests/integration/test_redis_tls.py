@@ -14,6 +14,7 @@ import redis
 
 from fleet.config import Settings
 from fleet.dispatch.redis_target import RedisTarget
+from tests.conftest import need
 from tests.e2e.test_cli import Cli
 from tests.support import outcomes
 from tests.support.fleet import fleet_settings, running_fleet, runtime_for, wait_for
@@ -23,7 +24,6 @@ from tests.support.tls import TestCA
 pytestmark = [
     pytest.mark.fleet,
     pytest.mark.timeout(120),
-    pytest.mark.skipif(binary() is None, reason="redis-server is not installed"),
 ]
 
 CONVERSATIONS, PER = 6, 5
@@ -31,6 +31,7 @@ CONVERSATIONS, PER = 6, 5
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsRedis]:
+    need("redis-server", None if binary() else "not installed (apt-get install redis-server)")
     with tls_redis(tmp_path_factory.mktemp("redis-tls")) as found:
         yield found
 
