@@ -9,7 +9,8 @@ the failover. Printed per round: accepted, lost, duplicated (a reply stored twic
 out of order, refused submissions, and the seconds from the kill to the sentinels' new master,
 to the first task finished, and to the first finish of a task submitted after the kill.
 
-Run: ``python -m bench.failover [--rounds 3] [--conversations 15] [--per 10] [--run-ms 50]``.
+Run: ``python -m bench.failover [--rounds 3] [--conversations 15] [--per 10] [--run-ms 50]
+[--pace-ms 50]``.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def one_round(args: argparse.Namespace) -> failover.Failover:
                     conversations=args.conversations,
                     per=args.per,
                     kill_after=args.kill_after,
+                    pace_s=args.pace_ms / 1000,
                     lease_ttl=args.lease_ttl,
                     sweep_interval=args.sweep_interval,
                 )
@@ -71,6 +73,7 @@ def main() -> None:
     ap.add_argument("--per", type=int, default=10, help="tasks per conversation")
     ap.add_argument("--run-ms", type=int, default=50, help="each run takes 0 to this long")
     ap.add_argument("--kill-after", type=float, default=0.3, help="share accepted before the kill")
+    ap.add_argument("--pace-ms", type=float, default=50, help="one submission per this long")
     ap.add_argument("--lease-ttl", type=float, default=3.0)
     ap.add_argument("--sweep-interval", type=float, default=1.0)
     args = ap.parse_args()

@@ -4,6 +4,8 @@ then looked for in the store."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import time
 import uuid
@@ -35,6 +37,8 @@ class Failover:
     total_s: float
     #: Log lines of the fleet's processes that show the Redis password.
     leaked: int = 0
+    #: Submissions whose wake-up could not be published (Redis down): the sweeper's to send.
+    unsent: int = 0
 
     def lines(self) -> list[str]:
         def s(v: float | None) -> str:
@@ -42,6 +46,7 @@ class Failover:
 
         return [
             self.outcome.line() + f", refused {self.refused}, password in logs {self.leaked}",
+            f"submissions whose wake-up was not sent (left to the sweeper): {self.unsent}",
             f"kill -9 → new master named by the sentinels: {s(self.promoted_s)}",
             f"kill -9 → first task finished: {s(self.first_finish_s)}",
             f"kill -9 → first task submitted after the kill finished: {s(self.first_new_finish_s)}",
@@ -59,7 +64,7 @@ def run(
     conversations: int = 12,
     per: int = 10,
     kill_after: float = 0.3,
-    pace_s: float = 0.02,
+    pace_s: float = 0.04,
     workers: int = 2,
     patience_s: float = 45.0,
     **overrides: Any,
@@ -74,7 +79,17 @@ def run(
     accepted: list[tuple[uuid.UUID, datetime]] = []
     refused = 0
     lock = threading.Lock()
-    with running_fleet(tmp, **settings) as fleet, runtime_for(settings) as rt:
+    unsent = _Unsent()
+    waker_log = logging.getLogger("fleet.dispatch.celery_app")
+    waker_log.addHandler(unsent)
+    waker_log.propagate = False  # counted, not printed
+    with (
+        running_fleet(tmp, **settings) as fleet,
+        runtime_for(settings) as rt,
+        contextlib.ExitStack() as undo,
+    ):
+        undo.callback(waker_log.removeHandler, unsent)
+        undo.callback(setattr, waker_log, "propagate", True)
         for i in range(workers):
             fleet.worker(f"w{i + 1}", concurrency=2)
         fleet.beat()
@@ -125,7 +140,20 @@ def run(
         first_new_finish_s=_since(after.first_finish_after if after else None, killed_at),
         total_s=total_s,
         leaked=leaked,
+        unsent=unsent.count,
     )
+
+
+class _Unsent(logging.Handler):
+    """Counts the in-process waker's "wake-ups ... not sent" warnings."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "not sent" in record.getMessage():
+            self.count += 1
 
 
 def _since(at: datetime | None, start: datetime) -> float | None:
