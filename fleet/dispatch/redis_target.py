@@ -11,7 +11,7 @@ after a connection fails, so after a failover each client reaches the new master
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 _SENTINEL_TIMEOUT_S = 2.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class RedisTarget:
     """A Redis server (``url``), or the master ``master`` that ``sentinels`` know about."""
 
@@ -37,7 +37,11 @@ class RedisTarget:
     key_file: str | None = None
     sentinels: tuple[tuple[str, int], ...] = ()
     master: str | None = None
-    sentinel_password: str | None = field(default=None, repr=False)
+    sentinel_password: str | None = None
+
+    def __repr__(self) -> str:
+        """Where, never a password (a target may end up in a log or a traceback)."""
+        return f"RedisTarget({self.shown})"
 
     @classmethod
     def of(cls, settings: Settings) -> RedisTarget | None:

@@ -65,7 +65,7 @@ def test_sentinels_get_their_own_password_and_the_masters_tls() -> None:
     assert sentinel["password"] == "sentinel-secret"
     assert sentinel["ssl"] is True and sentinel["ssl_ca_certs"] == "/ca.pem"
     assert sentinel["ssl_certfile"] == "/c.pem" and sentinel["ssl_keyfile"] == "/k.pem"
-    assert "sentinel-secret" not in repr(target)
+    assert "sentinel-secret" not in repr(target) and ":pw@" not in repr(target)
 
 
 @pytest.mark.parametrize(
