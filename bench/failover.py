@@ -3,14 +3,15 @@
 A master, a replica and three sentinels (``redis-server``, started here on free ports of
 127.0.0.1; ``down-after-milliseconds`` 1000), a PostgreSQL database created here from scratch
 (dropped after), two workers (two processes each) and a beat. Tasks are submitted in the
-dispatcher (the API's own path) by one thread per conversation; once a share of them were
+dispatcher (the API's own path; ``--api``: as SubmitTask requests to a ``fleet serve``) by one
+thread per conversation; once a share of them were
 accepted (stored: the submission returned) the master is SIGKILLed and submissions go on through
 the failover. Printed per round: accepted, lost, duplicated (a reply stored twice), retried,
 out of order, refused submissions, and the seconds from the kill to the sentinels' new master,
 to the first task finished, and to the first finish of a task submitted after the kill.
 
 Run: ``python -m bench.failover [--rounds 3] [--conversations 15] [--per 10] [--run-ms 50]
-[--pace-ms 50]``.
+[--pace-ms 50] [--api]``.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def one_round(args: argparse.Namespace) -> failover.Failover:
                     per=args.per,
                     kill_after=args.kill_after,
                     pace_s=args.pace_ms / 1000,
+                    via_api=args.api,
                     lease_ttl=args.lease_ttl,
                     sweep_interval=args.sweep_interval,
                 )
@@ -74,6 +76,7 @@ def main() -> None:
     ap.add_argument("--run-ms", type=int, default=50, help="each run takes 0 to this long")
     ap.add_argument("--kill-after", type=float, default=0.3, help="share accepted before the kill")
     ap.add_argument("--pace-ms", type=float, default=50, help="one submission per this long")
+    ap.add_argument("--api", action="store_true", help="submit as SubmitTask to `fleet serve`")
     ap.add_argument("--lease-ttl", type=float, default=3.0)
     ap.add_argument("--sweep-interval", type=float, default=1.0)
     args = ap.parse_args()

@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from tests.support import outcomes
 from tests.support.fleet import fleet_settings, running_fleet, runtime_for, wait_for
 from tests.support.redis_servers import SentinelGroup
@@ -37,7 +39,7 @@ class Failover:
     total_s: float
     #: Log lines of the fleet's processes that show the Redis password.
     leaked: int = 0
-    #: Submissions whose wake-up could not be published (Redis down): the sweeper's to send.
+    #: Wake-up publishes that failed (Redis down; a batch counts once): the sweeper sends them.
     unsent: int = 0
 
     def lines(self) -> list[str]:
@@ -46,7 +48,7 @@ class Failover:
 
         return [
             self.outcome.line() + f", refused {self.refused}, password in logs {self.leaked}",
-            f"submissions whose wake-up was not sent (left to the sweeper): {self.unsent}",
+            f"wake-up publishes that failed (left to the sweeper): {self.unsent}",
             f"kill -9 → new master named by the sentinels: {s(self.promoted_s)}",
             f"kill -9 → first task finished: {s(self.first_finish_s)}",
             f"kill -9 → first task submitted after the kill finished: {s(self.first_new_finish_s)}",
@@ -67,11 +69,13 @@ def run(
     pace_s: float = 0.04,
     workers: int = 2,
     patience_s: float = 45.0,
+    via_api: bool = False,
     **overrides: Any,
 ) -> Failover:
-    """``conversations`` times ``per`` tasks submitted at about one per ``pace_s`` by one thread per
-    conversation while ``workers`` workers (2 processes each) and a beat run; the master is
-    SIGKILLed once ``kill_after`` of them were accepted."""
+    """``conversations`` times ``per`` tasks submitted at about one per ``pace_s`` by one thread
+    per conversation (in this process's dispatcher, or with ``via_api`` as SubmitTask requests
+    to a ``fleet serve``) while ``workers`` workers (2 processes each) and a beat run; the
+    master is SIGKILLed once ``kill_after`` of them were accepted."""
     settings = fleet_settings(
         tmp, database_url, group.url, config_dir, **group.settings(), **overrides
     )
@@ -93,19 +97,36 @@ def run(
         for i in range(workers):
             fleet.worker(f"w{i + 1}", concurrency=2)
         fleet.beat()
+        api = fleet.serve() if via_api else None
+
+        def one(http: httpx.Client | None, conv: int, n: int) -> uuid.UUID:
+            if http is None:
+                return rt.dispatcher.submit(deployment, f"c{conv} m{n}", key=f"c{conv}").task.id
+            answer = http.post(
+                "/v1/tasks",
+                json={
+                    "deployment": deployment,
+                    "input": f"c{conv} m{n}",
+                    "conversationKey": f"c{conv}",
+                },
+            )
+            answer.raise_for_status()
+            return uuid.UUID(answer.json()["id"])
 
         def submit(conv: int) -> None:
             nonlocal refused
-            for n in range(per):
-                try:
-                    task = rt.dispatcher.submit(deployment, f"c{conv} m{n}", key=f"c{conv}").task
-                except Exception:  # not accepted: the caller was told so
+            with contextlib.ExitStack() as close:
+                http = close.enter_context(httpx.Client(base_url=api, timeout=30)) if api else None
+                for n in range(per):
+                    try:
+                        task_id = one(http, conv, n)
+                    except Exception:  # not accepted: the caller was told so
+                        with lock:
+                            refused += 1
+                        continue
                     with lock:
-                        refused += 1
-                    continue
-                with lock:
-                    accepted.append((task.id, datetime.now(UTC)))
-                time.sleep(pace_s * conversations)
+                        accepted.append((task_id, datetime.now(UTC)))
+                    time.sleep(pace_s * conversations)
 
         started = time.monotonic()
         threads = [threading.Thread(target=submit, args=(c,)) for c in range(conversations)]
@@ -132,6 +153,13 @@ def run(
         later = [i for i, at in accepted if at > killed_at]
         after = outcomes.outcome(rt.store, later, after=killed_at) if later else None
         leaked = sum(p.log().count(group.password) for p in fleet.procs)
+        unsent.count += sum(
+            1
+            for p in fleet.procs
+            if p.name == "api"
+            for line in p.log().splitlines()
+            if "wake-up" in line and "not sent" in line
+        )
     return Failover(
         outcome=result,
         refused=refused,
