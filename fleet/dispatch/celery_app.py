@@ -46,6 +46,7 @@ def make_app(redis: RedisTarget | str | None, *, events: bool = False) -> Celery
         task_reject_on_worker_lost=True,
         # One unacked wake-up per process: a busy process does not sit on hints others could run.
         worker_prefetch_multiplier=1,
+        broker_transport=broker["broker_transport"],
         broker_use_ssl=broker["broker_use_ssl"],
         broker_transport_options={
             # Redis redelivers unacked messages after this; it must exceed the longest drain

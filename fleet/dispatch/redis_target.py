@@ -149,10 +149,15 @@ class RedisTarget:
         return cls(list(self.sentinels), sentinel_kwargs=self._sentinel_options())
 
     def celery(self) -> dict[str, Any]:
-        """Celery's ``broker_url``, ``broker_use_ssl`` and the transport options to merge."""
+        """Celery's ``broker_url``, ``broker_transport``, ``broker_use_ssl`` and the transport
+        options to merge (the transports: kombu's, see ``fleet.dispatch.broker_transport``)."""
         conf: dict[str, Any] = {"broker_use_ssl": self.ssl_options() or None}
         if not self.sentinels:
-            return conf | {"broker_url": self.url, "broker_transport_options": {}}
+            return conf | {
+                "broker_url": self.url,
+                "broker_transport": None,
+                "broker_transport_options": {},
+            }
         # kombu's sentinel transport: the first URL's user, password and database are the
         # master's; each further URL only names a sentinel.
         parts = urlsplit(self.url)
@@ -161,6 +166,7 @@ class RedisTarget:
         urls = [f"sentinel://{auth + '@' if auth else ''}{h}:{p}/{db}" for h, p in self.sentinels]
         return conf | {
             "broker_url": ";".join(urls),
+            "broker_transport": "fleet.dispatch.broker_transport:SentinelTransport",
             "broker_transport_options": {
                 "master_name": self.master,
                 "sentinel_kwargs": self._sentinel_options(),

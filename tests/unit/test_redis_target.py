@@ -99,3 +99,31 @@ def test_settings_make_the_target_and_redact_the_password(tmp_path: Path) -> Non
     assert found is not None and found.sentinels == (("h1", 26379), ("h2", 26380))
     assert found.url == "redis://localhost:6379/0" and found.master == "m"
     assert "sentinel-password" in sentinel.secrets()
+
+
+def test_the_sentinel_broker_uses_fleets_transport_whose_closed_cleanup_is_a_connection_error() -> (
+    None
+):
+    from types import SimpleNamespace
+
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from fleet.dispatch import broker_transport
+
+    conf = RedisTarget("redis://x/0", sentinels=SENTINELS, master="m").celery()
+    assert conf["broker_transport"] == "fleet.dispatch.broker_transport:SentinelTransport"
+    assert RedisTarget("redis://x/0").celery()["broker_transport"] is None  # kombu's own
+
+    class Base:
+        def _connparams(self, asynchronous: bool = False) -> dict[str, int]:
+            return {"db": 0}
+
+    class Probe(broker_transport._ClosedIsAConnectionError, Base):
+        pass
+
+    probe = Probe()
+    probe.connection = SimpleNamespace(client=object())
+    assert probe._connparams() == {"db": 0}
+    probe.connection = SimpleNamespace(client=None)  # Celery closed the transport first
+    with pytest.raises(RedisConnectionError):
+        probe._connparams()
