@@ -1,7 +1,7 @@
 # One command surface for people and CI (.ci/run calls `make test`).
 PYTHON ?= python
 
-.PHONY: setup lint typecheck docs browser pgvector pgbouncer test unit bench
+.PHONY: setup lint typecheck docs browser pgvector pgbouncer test test-core test-core-tls test-core-tls-pgbouncer unit bench
 
 # apt-get as root, else through sudo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -58,6 +58,19 @@ JOBS ?= 4
 test: lint typecheck docs browser pgvector pgbouncer
 	$(PYTHON) -m pytest -n $(JOBS) -m "not serial"
 	$(PYTHON) -m pytest -m serial
+	$(MAKE) --no-print-directory test-core
+
+# The dispatch invariant tests (marked core) again, against backends the tests start themselves
+# (FLEET_TEST_BACKEND, tests/conftest.py): a TLS-only PostgreSQL reached with
+# sslmode=verify-full, then PgBouncer in transaction mode in front of it (TLS on both sides).
+# One session each, alone: the crash-recovery tests are bound by wall-clock time.
+test-core: test-core-tls test-core-tls-pgbouncer
+
+test-core-tls:
+	FLEET_TEST_BACKEND=tls $(PYTHON) -m pytest -m core tests/integration
+
+test-core-tls-pgbouncer: pgbouncer
+	FLEET_TEST_BACKEND=tls-pgbouncer $(PYTHON) -m pytest -m core tests/integration
 
 # Pure and SQLite-only tests: seconds, no services.
 unit:

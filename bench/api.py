@@ -49,7 +49,7 @@ BODY = {"deployment": "bench", "input": "hello"}
 
 
 def admin(sql: str) -> None:
-    eng = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    eng = create_engine(db.normalize_url(PG_ADMIN), isolation_level="AUTOCOMMIT")
     with eng.connect() as conn:
         conn.execute(text(sql))
     eng.dispose()

@@ -4,7 +4,13 @@ For each system, alternating so both see the same machine:
   throughput  all tasks queued first, their messages on a holding queue; the workers start and,
               once all are ready, the holding queue is renamed onto theirs (one Redis command):
               tasks/s from the first start to the last finish, so neither side's start-up is in
-              the figure; ``--rounds`` rounds, the median is reported;
+              the figure; ``--rounds`` short rounds, raw and fleet in turn: the median of the
+              rounds' fleet/raw ratios with its 95 % interval (order statistics of the ratios:
+              a noisy neighbour moves both sides of a pair alike);
+  CPU/task    user+system CPU, from /proc, over each throughput round: the worker processes
+              (main and pool), the PostgreSQL backends of the bench database (fleet) and the
+              bench's own redis-server (both) — CPU per task does not swing with the machine's
+              load the way wall time does;
   latency     workers running, tasks submitted at a steady rate below capacity:
               submit→start p50/p99; the first ``WARMUP`` tasks (the workers' first
               connections and code paths) are run at the same rate but not counted.
@@ -14,13 +20,14 @@ database of its own reached through a PgBouncer in transaction mode
 (``tests/support/pgbouncer.py``, so pgbouncer must be installed): the submitting process and the
 workers connect through it with ``FLEET_DATABASE_POOLER=transaction`` (no server-side prepared
 statements); the schema is migrated on the direct connection.
-Run: ``python -m bench.dispatch`` (PostgreSQL and Redis on 127.0.0.1; it makes and drops its own
-database and uses Redis database 14).
+Run: ``python -m bench.dispatch`` (PostgreSQL on 127.0.0.1, ``redis-server`` on PATH; it makes
+and drops its own database and runs its own Redis on a free port).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -29,6 +36,7 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -36,6 +44,7 @@ from typing import Any, Literal
 import redis
 from sqlalchemy import create_engine, event, select, text
 
+from bench.machine import PrivateRedis, process_tree, sample, spent
 from fleet.config import Settings
 from fleet.constants import WAKE_QUEUE
 from fleet.dispatch.celery_app import CeleryWaker, app_for
@@ -55,7 +64,7 @@ WARMUP = 200
 
 
 def admin(sql: str) -> None:
-    eng = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    eng = create_engine(db.normalize_url(PG_ADMIN), isolation_level="AUTOCOMMIT")
     with eng.connect() as conn:
         conn.execute(text(sql))
     eng.dispose()
@@ -64,6 +73,27 @@ def admin(sql: str) -> None:
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """One throughput round: tasks/s and CPU milliseconds per task."""
+
+    tps: float
+    cpu_ms: float
+
+
+def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """A distribution-free interval for the median: the order statistics ``k`` from each end
+    with ``P(k-th <= median <= (n-k+1)-th) >= confidence`` (the widest when ``n`` is small)."""
+    ordered, n = sorted(values), len(values)
+    k = 1
+    while k < n // 2:
+        below = sum(math.comb(n, i) for i in range(k + 1)) / 2**n  # P(Binomial(n, 1/2) <= k)
+        if 1 - 2 * below < confidence:
+            break
+        k += 1
+    return ordered[k - 1], ordered[n - k]
 
 
 def write_config(root: Path) -> Path:
@@ -92,14 +122,14 @@ def steady(n: int, rate: float, submit: Callable[[int], object]) -> None:
 class Raw:
     """Celery workers running ``bench.noop`` (same app settings as fleet's)."""
 
-    def __init__(self, tmp: Path, workers: int) -> None:
+    def __init__(self, tmp: Path, workers: int, redis_url: str = REDIS) -> None:
         from bench.noop_app import app
 
         self.app = app
         self.tmp = tmp
         self.workers = workers
-        self.r = redis.Redis.from_url(REDIS)
-        self.env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
+        self.r = redis.Redis.from_url(redis_url)
+        self.env = {**os.environ, "PYTHONPATH": str(Path.cwd()), "FLEET_BENCH_REDIS": redis_url}
         self.procs: list[Proc] = []
 
     def start(self) -> None:
@@ -137,16 +167,20 @@ class Raw:
     def send(self, _: int = 0, queue: str = WAKE_QUEUE) -> None:
         self.app.send_task("bench.noop", args=[time.time()], queue=queue)
 
-    def throughput(self, n: int) -> float:
+    def throughput(self, n: int, redis_pid: int) -> Round:
         self.r.flushdb()
         for i in range(n):
             self.send(i, HOLD)
         self.start()
+        pids = [pid for p in self.procs for pid in process_tree(p.pid)] + [redis_pid]
+        before = sample(pids)
         self.r.rename(HOLD, WAKE_QUEUE)
         wait_for(lambda: self.r.llen("bench:noop:start") >= n, 300, interval=0.05, what="raw")
+        cpu = spent(before, sample(pids))
         self.stop()
         starts = [float(x) for x in self.r.lrange("bench:noop:start", 0, -1)]
-        return n / (max(starts) - min(starts))  # a no-op's start is also its finish
+        # a no-op's start is also its finish
+        return Round(n / (max(starts) - min(starts)), cpu * 1000 / n)
 
     def latency(self, n: int, rate: float) -> list[float]:
         self.r.flushdb()
@@ -179,7 +213,9 @@ class Fleetbench:
         *,
         suffix: str = "",
         bounce: Callable[[str], str] | None = None,
+        redis_url: str = REDIS,
     ) -> None:
+        self.redis_url = redis_url
         self.name = f"fleet_bench_{os.getpid()}{suffix}"
         admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
         admin(f'CREATE DATABASE "{self.name}"')
@@ -195,7 +231,7 @@ class Fleetbench:
         self.config = write_config(tmp / "config")
         self.workers = workers
         self.conversations = conversations
-        self.r = redis.Redis.from_url(REDIS)
+        self.r = redis.Redis.from_url(redis_url)
         self.rt: Runtime = build(self.settings())
         settings = self.settings()
         lease = RedisLease(redis_client(settings), settings.lease_ttl)
@@ -203,7 +239,7 @@ class Fleetbench:
         self.holding: Runtime = build(
             settings,
             lease=lease,
-            waker=CeleryWaker(app_for(REDIS), lease, queue=HOLD, turns_of=WAKE_QUEUE),
+            waker=CeleryWaker(app_for(redis_url), lease, queue=HOLD, turns_of=WAKE_QUEUE),
         )
         self.round = 0
 
@@ -212,7 +248,7 @@ class Fleetbench:
             home=self.tmp / "home",
             database_url=self.url,
             database_pooler=self.pooler,
-            redis_url=REDIS,
+            redis_url=self.redis_url,
             config_dir=self.config,
         )
 
@@ -221,7 +257,7 @@ class Fleetbench:
         return Fleet(
             self.tmp,
             database_url=self.url,
-            redis_url=REDIS,
+            redis_url=self.redis_url,
             config_dir=self.config,
             log_level="WARNING",
             **pooler,
@@ -252,19 +288,32 @@ class Fleetbench:
         with self.rt.store.tx() as conn:
             conn.execute(text("TRUNCATE conversations CASCADE"))
 
-    def throughput(self, n: int) -> float:
+    def backends(self) -> list[int]:
+        """The PostgreSQL backends serving the bench database (the workers' connections)."""
+        with self.rt.store.read() as conn:
+            return [
+                int(pid)
+                for pid in conn.execute(
+                    text("SELECT pid FROM pg_stat_activity WHERE datname = :db"), {"db": self.name}
+                ).scalars()
+            ]
+
+    def throughput(self, n: int, redis_pid: int) -> Round:
         self.reset()
         for i in range(n):
             self.submit(i, self.holding)
         fleet = self.start()
+        workers = [pid for p in fleet.procs for pid in process_tree(p.pid)] + [redis_pid]
+        before = sample(workers), sample(self.backends())
         self.r.rename(HOLD, WAKE_QUEUE)
         wait_for(lambda: self.done() >= n, 600, interval=0.1, what="fleet tasks")
+        cpu = spent(before[0], sample(workers)) + spent(before[1], sample(self.backends()))
         fleet.stop()
         with self.rt.store.read() as conn:
             first, last = conn.execute(
                 select(text("min(started_at), max(finished_at)")).select_from(s.runs)
             ).one()
-        return n / (last - first).total_seconds()
+        return Round(n / (last - first).total_seconds(), cpu * 1000 / n)
 
     def latency(self, n: int, rate: float) -> list[float]:
         self.reset()
@@ -356,10 +405,11 @@ class Fleetbench:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--tasks", type=int, default=2000)
+    ap.add_argument("--tasks", type=int, default=2000, help="latency phase: measured tasks")
+    ap.add_argument("--round-tasks", type=int, default=600, help="tasks per throughput round")
     ap.add_argument("--conversations", type=int, default=200)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=3, help="throughput rounds per system")
+    ap.add_argument("--rounds", type=int, default=9, help="throughput rounds per system")
     ap.add_argument("--rate", type=float, default=100.0, help="latency phase: submissions/s")
     ap.add_argument(
         "--pgbouncer",
@@ -370,11 +420,15 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d, ExitStack() as stack:
         tmp = Path(d)
-        (tmp / "raw").mkdir()
-        (tmp / "fleet").mkdir()
-        raw = Raw(tmp / "raw", args.workers)
+        for part in ("raw", "fleet", "redis"):
+            (tmp / part).mkdir()
+        private = PrivateRedis(tmp / "redis")  # its CPU is the bench's alone
+        stack.callback(private.close)
+        os.environ["FLEET_BENCH_REDIS"] = private.url  # (bench/noop_app.py reads it)
+        redis_pid = private.proc.pid
+        raw = Raw(tmp / "raw", args.workers, private.url)
         stack.callback(raw.stop)
-        fl = Fleetbench(tmp / "fleet", args.workers, args.conversations)
+        fl = Fleetbench(tmp / "fleet", args.workers, args.conversations, redis_url=private.url)
         stack.callback(fl.close)
         pb: Fleetbench | None = None
         if args.pgbouncer:
@@ -384,47 +438,65 @@ def main() -> None:
                 return stack.enter_context(pgbouncer(url, "transaction")).url
 
             pb = Fleetbench(
-                tmp / "pgbouncer", args.workers, args.conversations, suffix="_pgb", bounce=bounce
+                tmp / "pgbouncer",
+                args.workers,
+                args.conversations,
+                suffix="_pgb",
+                bounce=bounce,
+                redis_url=private.url,
             )
             stack.callback(pb.close)  # before the bouncer stops (callbacks run last in, first out)
-        raw_tp: list[float] = []
-        fl_tp: list[float] = []
-        pb_tp: list[float] = []
+        raw_r: list[Round] = []
+        fl_r: list[Round] = []
+        pb_r: list[Round] = []
         for _ in range(args.rounds):
-            raw_tp.append(raw.throughput(args.tasks))
-            fl_tp.append(fl.throughput(args.tasks))
+            raw_r.append(raw.throughput(args.round_tasks, redis_pid))
+            fl_r.append(fl.throughput(args.round_tasks, redis_pid))
             if pb:
-                pb_tp.append(pb.throughput(args.tasks))
+                pb_r.append(pb.throughput(args.round_tasks, redis_pid))
         raw_lat = raw.latency(args.tasks, args.rate)
         fl_lat = fl.latency(args.tasks, args.rate)
         pb_lat = pb.latency(args.tasks, args.rate) if pb else []
         trips = fl.round_trips()
-    a, b = statistics.median(raw_tp), statistics.median(fl_tp)
     print(
-        f"dispatch benchmark: {args.tasks} tasks, {args.workers} worker processes, "
-        f"{args.conversations} conversations, {args.rounds} throughput rounds each, "
-        f"latency phase at {args.rate:g}/s"
+        f"dispatch benchmark: {args.workers} worker processes, {args.conversations} "
+        f"conversations; throughput: {args.rounds} rounds of {args.round_tasks} tasks per "
+        f"system, in turn; latency: {args.tasks} tasks at {args.rate:g}/s"
     )
-    print(f"{'':28}{'throughput/s (rounds)':>30}{'submit→start p50':>18}{'p99':>10}")
-    rows = [("(a) raw Celery no-op", raw_tp, raw_lat), ("(b) fleet followup, echo", fl_tp, fl_lat)]
-    if pb_tp:
-        rows.append(("(c) fleet via PgBouncer", pb_tp, pb_lat))
-    for label, tp, lat in rows:
-        rounds = "/".join(f"{x:.0f}" for x in tp)
-        print(
-            f"{label:28}{statistics.median(tp):>8.0f} ({rounds}){'':>4}"
-            f"{pct(lat, 50):>13.2f} ms{pct(lat, 99):>7.2f} ms"
-        )
     print(
-        f"ratio (b)/(a) throughput (medians): {b / a:.2f}   "
-        f"p50 difference: {pct(fl_lat, 50) - pct(raw_lat, 50):+.2f} ms   "
+        f"{'':28}{'throughput/s median (min-max)':>32}{'CPU ms/task':>13}"
+        f"{'submit→start p50':>18}{'p99':>10}"
+    )
+    rows = [("(a) raw Celery no-op", raw_r, raw_lat), ("(b) fleet followup, echo", fl_r, fl_lat)]
+    if pb_r:
+        rows.append(("(c) fleet via PgBouncer", pb_r, pb_lat))
+    for label, rounds, lat in rows:
+        tps = [r.tps for r in rounds]
+        cpu = statistics.median(r.cpu_ms for r in rounds)
+        print(
+            f"{label:28}{statistics.median(tps):>12.0f} ({min(tps):.0f}-{max(tps):.0f})"
+            f"{'':>8}{cpu:>11.2f}{pct(lat, 50):>15.2f} ms{pct(lat, 99):>7.2f} ms"
+        )
+
+    def paired(over: list[Round], under: list[Round]) -> str:
+        ratios = [o.tps / u.tps for o, u in zip(over, under, strict=True)]
+        low, high = median_interval(ratios)
+        cpu = statistics.median(o.cpu_ms for o in over) / statistics.median(u.cpu_ms for u in under)
+        return (
+            f"throughput ratio (median of {len(ratios)} paired rounds): "
+            f"{statistics.median(ratios):.2f}, 95 % interval {low:.2f}-{high:.2f}   "
+            f"CPU per task ratio: {cpu:.2f}"
+        )
+
+    print(f"(b)/(a) {paired(fl_r, raw_r)}")
+    print(
+        f"(b)/(a) p50 difference: {pct(fl_lat, 50) - pct(raw_lat, 50):+.2f} ms   "
         f"p99 ratio: {pct(fl_lat, 99) / pct(raw_lat, 99):.2f}"
     )
-    if pb_tp:
-        c = statistics.median(pb_tp)
+    if pb_r:
         print(
             "(c) = (b) through PgBouncer in transaction mode, FLEET_DATABASE_POOLER=transaction: "
-            f"ratio (c)/(b) throughput (medians): {c / b:.2f}   "
+            f"(c)/(b) {paired(pb_r, fl_r)}   "
             f"p50 difference: {pct(pb_lat, 50) - pct(fl_lat, 50):+.2f} ms   "
             f"p99 ratio (c)/(b): {pct(pb_lat, 99) / pct(fl_lat, 99):.2f}"
         )
@@ -436,7 +508,7 @@ def main() -> None:
         f"{trips['drain_hints']:.1f} change hints a task (Redis PUBLISH, pipelined off the run's "
         "thread)"
     )
-    print("goal: throughput ratio >= 0.8, p99 within 2x raw's p99")
+    print("goal: throughput ratio >= 0.9, p99 within 2x raw's p99, CPU per task within 1.5x raw's")
 
 
 if __name__ == "__main__":

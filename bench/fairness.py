@@ -27,7 +27,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from bench.dispatch import HOLD, PG_ADMIN, admin
-from bench.scale import PrivateRedis
+from bench.machine import PrivateRedis
 from fleet.config import Settings
 from fleet.constants import WAKE_QUEUE
 from fleet.dispatch.celery_app import CeleryWaker, app_for

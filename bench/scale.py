@@ -22,11 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import redis
 from sqlalchemy import event, select, text
 
 from bench.dispatch import HOLD, PG_ADMIN, admin, write_config
+from bench.machine import CORES, PrivateRedis, process_tree, sample, spent
 from fleet.config import Settings
 from fleet.constants import WAKE_QUEUE
 from fleet.dispatch.celery_app import CeleryWaker, app_for
@@ -48,86 +45,6 @@ from fleet.runtime import Runtime, build, redis_client
 from fleet.store import db, migrate
 from fleet.store import schema as s
 from tests.support.fleet import Proc, wait_for
-
-TICK = os.sysconf("SC_CLK_TCK")
-CORES = os.cpu_count() or 1
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of one process so far (0 if it is gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0
-    fields = stat.rsplit(")", 1)[1].split()  # after "(comm)": field 3 onwards
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and its descendants (a Celery worker and its pool processes)."""
-    found = [pid]
-    try:
-        threads = list(Path(f"/proc/{pid}/task").iterdir())
-    except FileNotFoundError:
-        return found
-    for thread in threads:
-        try:
-            children = (thread / "children").read_text().split()
-        except FileNotFoundError:
-            continue
-        for child in children:
-            found += process_tree(int(child))
-    return found
-
-
-def sample(pids: list[int]) -> dict[int, float]:
-    return {pid: cpu_seconds(pid) for pid in pids}
-
-
-def spent(before: dict[int, float], after: dict[int, float]) -> float:
-    """CPU used between two samples; a process that started in between counts from zero."""
-    return sum(max(0.0, cpu - before.get(pid, 0.0)) for pid, cpu in after.items())
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class PrivateRedis:
-    """A redis-server of the bench's own: its command counts and CPU are the fleet's alone."""
-
-    def __init__(self, tmp: Path) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise SystemExit("bench.scale needs redis-server on PATH (apt-get install redis)")
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.log = (tmp / "redis.log").open("wb")
-        argv = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
-        argv += ["--appendonly", "no", "--dir", str(tmp)]
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
-        self.client = redis.Redis.from_url(self.url)
-
-        def up() -> bool:
-            try:
-                return bool(self.client.ping())
-            except redis.ConnectionError:
-                return False
-
-        wait_for(up, 20, what="the bench's redis-server")
-        self.version = str(self.client.info("server")["redis_version"])
-
-    def commands(self) -> Counter[str]:
-        stats = self.client.info("commandstats")
-        return Counter({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()})
-
-    def close(self) -> None:
-        self.client.close()
-        self.proc.terminate()
-        self.proc.wait(10)
-        self.log.close()
 
 
 @dataclass
@@ -170,7 +87,7 @@ class Scale:
         admin(f'CREATE DATABASE "{self.name}"')
         url = db.normalize_url(PG_ADMIN).set(database=self.name)
         self.url = url.render_as_string(hide_password=False)
-        self.libpq = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self.libpq = db.conninfo(url)
         engine = db.create(self.url)
         migrate.upgrade(engine)
         engine.dispose()

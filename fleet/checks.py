@@ -192,7 +192,7 @@ def _database(settings: object) -> CheckResult:
     assert isinstance(settings, Settings)
     url = settings.resolved_database_url
     try:
-        shown = db.normalize_url(url).render_as_string(hide_password=True)
+        shown = db.shown(db.normalize_url(url))
         path = db.sqlite_path(url)
     except FleetError as exc:  # a malformed FLEET_DATABASE_URL: a settings error
         return CheckResult("settings", "fail", exc.message)
@@ -206,10 +206,12 @@ def _database(settings: object) -> CheckResult:
     try:
         with db.unavailable_on_outage():
             have = migrate.current(engine)
+            tls = db.encrypted(engine)
     except FleetError as exc:
         return CheckResult("database", "fail", f"{shown}: {exc.message}")
     except Exception as exc:
-        return CheckResult("database", "fail", f"{shown}: {db.describe(exc)}")
+        problem = db.describe(exc)
+        return CheckResult("database", "fail", f"{shown}: {problem}{db.tls_hint(problem)}")
     finally:
         engine.dispose()
     want = migrate.head()
@@ -226,7 +228,8 @@ def _database(settings: object) -> CheckResult:
             "fail",
             f"{where}: schema at {have or 'nothing (empty)'}, needs {want}: run `fleet migrate`",
         )
-    return CheckResult("database", "ok", f"{where}: reachable, schema at {have} (newest)")
+    over = " over TLS" if tls else ""
+    return CheckResult("database", "ok", f"{where}: reachable{over}, schema at {have} (newest)")
 
 
 def _redis(settings: object) -> CheckResult:

@@ -112,13 +112,15 @@ def open_store(
 
 def ensure_schema(store: Store) -> None:
     """Embedded SQLite is migrated on first use; PostgreSQL must be at head (``fleet migrate``)."""
-    from fleet.store import migrate  # (Alembic: loaded when a schema is looked at)
+    from fleet.store import revision
 
     with db.unavailable_on_outage():
-        have, want = migrate.current(store.engine), migrate.head()
+        have, want = revision.current(store.engine), revision.HEAD
         if have == want:
             return
         if store.dialect == "sqlite":
+            from fleet.store import migrate  # (Alembic: loaded when a schema must change)
+
             migrate.upgrade(store.engine)
             return
     raise Unavailable(

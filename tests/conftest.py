@@ -1,6 +1,19 @@
 """Shared fixtures: real PostgreSQL (a template database cloned per test), real Redis, configs.
 
 Locally a missing service skips the tests that need it; with CI=true it fails them.
+
+``FLEET_TEST_BACKEND`` picks the PostgreSQL the database fixtures reach:
+
+- ``local`` (default): the server of ``FLEET_TEST_PG_URL`` (127.0.0.1:5432);
+- ``tls``: a TLS-only server the session starts (``tests/support/postgres_tls.py``), reached
+  with ``sslmode=verify-full`` and the test CA;
+- ``tls-pgbouncer``: the same server behind a PgBouncer in transaction mode (TLS on both of
+  its sides, ``verify-full`` toward the server), with ``FLEET_DATABASE_POOLER=transaction``.
+
+Both TLS backends also put Redis on TLS: a TLS-only redis-server with an ACL user that the
+session starts (``FLEET_TEST_REDIS_TLS=1`` does that with ``local`` too).
+
+``make test-core`` runs the tests marked ``core`` (the dispatch invariants) under each.
 """
 
 from __future__ import annotations
@@ -11,7 +24,7 @@ import textwrap
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -20,15 +33,28 @@ from fleet.config import FleetConfig, Settings, load_config
 from fleet.domain.redaction import Redactor
 from fleet.store import Store, db, migrate
 
+if TYPE_CHECKING:
+    from tests.support.postgres_tls import TlsPostgres
+
 CI = os.environ.get("CI", "").lower() == "true"
 PG_ADMIN_URL = os.environ.get(
     "FLEET_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
+BACKENDS = ("local", "tls", "tls-pgbouncer")
+BACKEND = os.environ.get("FLEET_TEST_BACKEND", "local")
+if BACKEND not in BACKENDS:
+    raise pytest.UsageError(f"FLEET_TEST_BACKEND={BACKEND!r}: use one of {', '.join(BACKENDS)}")
+if BACKEND == "tls-pgbouncer":
+    # every process of the session (workers and servers inherit it) talks through the bouncer
+    os.environ["FLEET_DATABASE_POOLER"] = "transaction"
+#: ``FLEET_DATABASE_POOLER`` for the stores tests open themselves (``Store.open(url, …,
+#: pooler=POOLER)``): processes and runtimes read it from the environment.
+POOLER = os.environ.get("FLEET_DATABASE_POOLER")
 REDIS_BASE = os.environ.get("FLEET_TEST_REDIS_URL", "redis://127.0.0.1:6379")
-#: ``FLEET_TEST_REDIS_TLS=1``: ``redis_url`` is a TLS-only redis-server with an ACL user started
-#: for the session (``tests/support/redis_servers.py``), its CA in ``FLEET_REDIS_TLS_CA_FILE``
-#: for every runtime and worker the tests start; ``FLEET_TEST_REDIS_URL`` is then not used.
-REDIS_TLS = os.environ.get("FLEET_TEST_REDIS_TLS", "") == "1"
+#: The TLS backends (or ``FLEET_TEST_REDIS_TLS=1`` with any): ``redis_base`` is a TLS-only
+#: redis-server with an ACL user that the session starts (``tests/support/redis_servers.py``);
+#: ``FLEET_TEST_REDIS_URL`` is then not used.
+REDIS_TLS = BACKEND != "local" or os.environ.get("FLEET_TEST_REDIS_TLS", "") == "1"
 
 
 def _claim_redis_db() -> int:
@@ -65,9 +91,9 @@ def need(service: str, problem: str | None) -> None:
     pytest.skip(message)
 
 
-def _pg_problem() -> str | None:
+def _pg_problem(admin_url: str) -> str | None:
     try:
-        eng = create_engine(PG_ADMIN_URL, connect_args={"connect_timeout": 3})
+        eng = create_engine(admin_url, connect_args={"connect_timeout": 3})
         with eng.connect() as conn:
             conn.execute(text("SELECT 1"))
         eng.dispose()
@@ -76,59 +102,108 @@ def _pg_problem() -> str | None:
     return None
 
 
-def _url_for(database: str) -> str:
-    return (
-        db.normalize_url(PG_ADMIN_URL).set(database=database).render_as_string(hide_password=False)
-    )
+def _on(url: str, database: str) -> str:
+    """``url`` with another database (its libpq parameters, TLS ones too, kept)."""
+    return db.normalize_url(url).set(database=database).render_as_string(hide_password=False)
 
 
-def _admin(sql: str) -> None:
-    eng = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    try:
-        with eng.connect() as conn:
-            conn.execute(text(sql))
-    finally:
-        eng.dispose()
+class PgServer:
+    """The PostgreSQL of this session's backend: where databases are made (``admin_url``,
+    always direct) and the URL a test gets for one (``url_for``: through the bouncer under
+    ``tls-pgbouncer``; ``direct_url_for``: never)."""
+
+    def __init__(self, admin_url: str, bouncer_url: str | None = None) -> None:
+        self.admin_url = admin_url
+        self.bouncer_url = bouncer_url
+
+    def url_for(self, database: str) -> str:
+        return _on(self.bouncer_url or self.admin_url, database)
+
+    def direct_url_for(self, database: str) -> str:
+        return _on(self.admin_url, database)
+
+    def admin(self, sql: str) -> None:
+        eng = create_engine(self.admin_url, isolation_level="AUTOCOMMIT")
+        try:
+            with eng.connect() as conn:
+                conn.execute(text(sql))
+        finally:
+            eng.dispose()
 
 
 @pytest.fixture(scope="session")
-def pg_template() -> Iterator[str]:
+def pg_tls() -> Iterator[TlsPostgres]:
+    """A TLS-only PostgreSQL of this session's own (``verify-full`` URLs: ``pg_tls.url()``)."""
+    from tests.support.postgres_tls import binaries, postgres_tls
+
+    need("PostgreSQL (TLS)", None if binaries() else "PostgreSQL's initdb is not installed")
+    with postgres_tls() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def pg_server(request: pytest.FixtureRequest) -> Iterator[PgServer]:
+    """The session backend's PostgreSQL (see ``FLEET_TEST_BACKEND``)."""
+    if BACKEND == "local":
+        need("PostgreSQL", _pg_problem(PG_ADMIN_URL))
+        yield PgServer(PG_ADMIN_URL)
+        return
+    server: TlsPostgres = request.getfixturevalue("pg_tls")
+    if BACKEND == "tls":
+        yield PgServer(server.admin_url)
+        return
+    from tests.support.pgbouncer import binary, pgbouncer
+
+    need("PgBouncer", None if binary() else "pgbouncer is not installed (`make pgbouncer`)")
+    listener = server.ca.issue("pgbouncer")
+    with pgbouncer(
+        server.admin_url,
+        pool_size=20,
+        client_tls=listener,
+        client_ca=server.ca.cert,
+        every_database=True,
+    ) as bouncer:
+        yield PgServer(server.admin_url, bouncer.url)
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_server: PgServer) -> Iterator[str]:
     """A database migrated to head once per session; tests clone it (procrastinate's way)."""
-    need("PostgreSQL", _pg_problem())
     name = f"fleet_tpl_{os.getpid()}"
-    _admin(f'DROP DATABASE IF EXISTS "{name}"')
-    _admin(f'CREATE DATABASE "{name}"')
-    engine = db.create(_url_for(name))
+    pg_server.admin(f'DROP DATABASE IF EXISTS "{name}"')
+    pg_server.admin(f'CREATE DATABASE "{name}"')
+    engine = db.create(pg_server.direct_url_for(name))  # as FLEET_MIGRATE_DATABASE_URL would
     migrate.upgrade(engine)
     engine.dispose()
     yield name
-    _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    pg_server.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture
-def pg_url(pg_template: str) -> Iterator[str]:
+def pg_url(pg_server: PgServer, pg_template: str) -> Iterator[str]:
     """A fresh, migrated PostgreSQL database for one test."""
     name = f"fleet_t_{uuid.uuid4().hex[:12]}"
-    _admin(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
-    yield _url_for(name)
-    _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    pg_server.admin(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
+    yield pg_server.url_for(name)
+    pg_server.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture
-def empty_pg_url() -> Iterator[str]:
-    """A fresh PostgreSQL database with no tables at all."""
-    need("PostgreSQL", _pg_problem())
+def empty_pg_url(pg_server: PgServer) -> Iterator[str]:
+    """A fresh PostgreSQL database with no tables at all (a direct URL, whatever the backend:
+    what migrations need)."""
     name = f"fleet_e_{uuid.uuid4().hex[:12]}"
-    _admin(f'CREATE DATABASE "{name}"')
-    yield _url_for(name)
-    _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    pg_server.admin(f'CREATE DATABASE "{name}"')
+    yield pg_server.direct_url_for(name)
+    pg_server.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture
 def pgbouncer_url(request: pytest.FixtureRequest, empty_pg_url: str) -> Iterator[tuple[str, str]]:
     """A fresh empty database and PgBouncer (transaction mode) in front of it: the direct URL
     and the bouncer's, the bouncer stopped after. Its server connections: 20, or what the
-    test's ``pgbouncer_pool_size`` mark says."""
+    test's ``pgbouncer_pool_size`` mark says. Toward a TLS server (``FLEET_TEST_BACKEND``) it
+    verifies the server as the direct URL does."""
     from tests.support.pgbouncer import binary, pgbouncer
 
     need("PgBouncer", None if binary() else "pgbouncer is not installed (`make pgbouncer`)")
@@ -155,13 +230,13 @@ def db_url(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def store(db_url: str) -> Iterator[Store]:
-    s = Store.open(db_url, Redactor(("sk-test-secret-value-1234567890",)))
+    s = Store.open(db_url, Redactor(("sk-test-secret-value-1234567890",)), pooler=POOLER)
     yield s
     s.dispose()
 
 
 def redis_client(url: str) -> Any:
-    """A redis-py client of the tests' Redis (over TLS with its CA under FLEET_TEST_REDIS_TLS)."""
+    """A redis-py client of the tests' Redis (over TLS with its CA when ``REDIS_TLS``)."""
     from fleet.dispatch.redis_target import RedisTarget
 
     ca = os.environ.get("FLEET_REDIS_TLS_CA_FILE")
@@ -169,8 +244,10 @@ def redis_client(url: str) -> Any:
 
 
 @pytest.fixture(scope="session")
-def session_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The URL of this session's Redis database (see ``REDIS_TLS``)."""
+def redis_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The Redis database URL of this session's backend: the local Redis, or (``REDIS_TLS``)
+    a TLS-only redis-server with an ACL user started for the session, its CA in
+    ``FLEET_REDIS_TLS_CA_FILE`` for every runtime, worker and server the tests start."""
     if not REDIS_TLS:
         yield REDIS_URL
         return
@@ -185,15 +262,15 @@ def session_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture
-def redis_url(session_redis: str) -> Iterator[str]:
+def redis_url(redis_base: str) -> Iterator[str]:
     """A real Redis database of this session's own, emptied before the test."""
-    client = redis_client(session_redis)
+    client = redis_client(redis_base)
     try:
         client.ping()
     except Exception as exc:
         need("Redis", str(exc))
     client.flushdb()
-    yield session_redis
+    yield redis_base
     client.flushdb()
     client.close()
 

@@ -2,7 +2,8 @@
 
 The official a2a-sdk parses and answers the JSON-RPC (its ``JsonRpcDispatcher``, v0.3 methods
 through its compat adapter); :class:`~fleet.api.a2a_handler.FleetRequestHandler` admits into our
-queue. This route only authenticates, checks the deployment, and hands over.
+queue. This route only authenticates, checks the deployment, and hands over; the SDK is loaded
+on the first A2A request (``fleet.api.a2a_sdk``).
 
 Callers: with callers configured, a bearer key of a caller with ``source = "a2a"`` (scope
 ``a2a:<caller>``); other keys get 403, none or a wrong one 401 (problem+json, before any
@@ -16,65 +17,23 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from a2a.server.context import ServerCallContext
-from a2a.server.request_handlers.response_helpers import agent_card_to_dict
-from a2a.server.routes.common import DefaultServerCallContextBuilder
-from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
-from a2a.types import (
-    AgentCapabilities,
-    AgentCard,
-    AgentInterface,
-    AgentSkill,
-    HTTPAuthSecurityScheme,
-    SecurityRequirement,
-    SecurityScheme,
-    StringList,
-)
 from fastapi import APIRouter, Header, Path, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from fleet.api import a2a_handler
 from fleet.api.auth import Caller, KeyRing
 from fleet.api.deps import RuntimeDep
 from fleet.api.schemas import problem_responses
 from fleet.config import DeploymentConfig
 from fleet.errors import NotFound
 from fleet.runtime import Runtime
-from fleet.version import __version__
 
 router = APIRouter(tags=["a2a"])
 
 #: The caller of the A2A endpoints when no callers are configured at all.
 ANONYMOUS = Caller(name="anonymous", scope="a2a:anonymous", deployments=None)
-_BEARER = "bearer"
 
 DeploymentName = Annotated[str, Path(description="A deployment (a file in config/deployments).")]
-
-
-class _ContextBuilder(DefaultServerCallContextBuilder):
-    """Carries the caller and deployment our route resolved into the SDK's call context."""
-
-    def build(self, request: Request) -> ServerCallContext:
-        context = super().build(request)
-        context.state[a2a_handler.CALLER] = request.state.a2a_caller
-        context.state[a2a_handler.DEPLOYMENT] = request.state.a2a_deployment
-        context.state[a2a_handler.GATED] = getattr(request.state, "a2a_gated", False)
-        return context
-
-
-def _dispatcher(request: Request) -> JsonRpcDispatcher:
-    """One SDK dispatcher per app, made on first use (the runtime exists only after start-up)."""
-    found: JsonRpcDispatcher | None = getattr(request.app.state, "a2a_dispatcher", None)
-    if found is None:
-        rt: Runtime = request.app.state.runtime
-        found = JsonRpcDispatcher(
-            a2a_handler.FleetRequestHandler(rt, request.app.state.event_hub),
-            context_builder=_ContextBuilder(),
-            enable_v0_3_compat=True,
-        )
-        request.app.state.a2a_dispatcher = found
-    return found
 
 
 def _deployment(rt: Runtime, name: str) -> DeploymentConfig:
@@ -95,42 +54,6 @@ def a2a_caller(ring: KeyRing, authorization: str | None, deployment: str) -> Cal
     return caller
 
 
-def agent_card(dep: DeploymentConfig, rpc_url: str, *, secured: bool) -> AgentCard:
-    """The card of one deployment: both protocol versions on one JSON-RPC URL, streaming."""
-    card = AgentCard(
-        name=dep.name,
-        description=f"fleet deployment {dep.name!r} ({dep.kind}): send it a message; "
-        "send the returned contextId again to continue the conversation.",
-        version=__version__,
-        supported_interfaces=[
-            AgentInterface(url=rpc_url, protocol_binding="JSONRPC", protocol_version="1.0"),
-            AgentInterface(url=rpc_url, protocol_binding="JSONRPC", protocol_version="0.3"),
-        ],
-        capabilities=AgentCapabilities(streaming=True, push_notifications=True),
-        default_input_modes=["text/plain", "application/json"],
-        default_output_modes=["text/plain"],
-        skills=[
-            AgentSkill(
-                id=dep.name,
-                name=dep.name,
-                description=f"Runs the {dep.agent!r} agent; labels via metadata "
-                '"fleet.labels", a blocking wait of up to 60 s via "fleet.wait".',
-                tags=["fleet", dep.kind],
-            )
-        ],
-    )
-    if secured:
-        card.security_schemes[_BEARER].CopyFrom(
-            SecurityScheme(
-                http_auth_security_scheme=HTTPAuthSecurityScheme(
-                    scheme="Bearer", description="A fleet API key of a caller with source 'a2a'."
-                )
-            )
-        )
-        card.security_requirements.append(SecurityRequirement(schemes={_BEARER: StringList()}))
-    return card
-
-
 @router.get(
     "/a2a/{deployment}/.well-known/agent-card.json",
     operation_id="GetAgentCard",
@@ -141,7 +64,10 @@ async def get_agent_card(request: Request, rt: RuntimeDep, deployment: Deploymen
     dep = _deployment(rt, deployment)
     rpc_url = str(request.url_for("a2a_rpc", deployment=dep.name))
     ring: KeyRing = request.app.state.keyring
-    return JSONResponse(agent_card_to_dict(agent_card(dep, rpc_url, secured=not ring.open)))
+    from fleet.api import a2a_sdk
+
+    card = a2a_sdk.agent_card(dep, rpc_url, secured=not ring.open)
+    return JSONResponse(a2a_sdk.agent_card_to_dict(card))
 
 
 # The card's name before A2A 0.3 (clients of 0.2 look here).
@@ -195,7 +121,9 @@ async def a2a_rpc(
         # the tenant's quotas answer as SubmitTask's do: 429 problem+json, before the SDK
         await run_in_threadpool(rt.dispatcher.quotas.gate, caller.tenant, queued=True)
         request.state.a2a_gated = True
-    return await _dispatcher(request).handle_requests(request)
+    from fleet.api import a2a_sdk
+
+    return await a2a_sdk.dispatcher(request).handle_requests(request)
 
 
 #: JSON-RPC methods that submit a message (both protocol versions).

@@ -24,7 +24,6 @@ Where the metrics come from (a fleet's work happens in other processes than the 
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -46,7 +45,7 @@ from fleet.domain.quota import utc_day
 from fleet.domain.values import UNFINISHED, TaskStatus
 from fleet.errors import FleetError
 from fleet.runtime import Runtime
-from fleet.store import db, migrate
+from fleet.store import db, revision
 from fleet.store.queries import Backlog
 from fleet.store.quotas import TenantFigures
 
@@ -61,23 +60,18 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@functools.cache
-def _head() -> str:
-    return migrate.head()
-
-
 def _database(rt: Runtime) -> str | None:
     """None when the store answers and its schema is at head, else what is wrong."""
     try:
         with db.unavailable_on_outage():
-            have = migrate.current(rt.store.engine)
+            have = revision.current(rt.store.engine)
     except FleetError as exc:
         return exc.message
     except Exception as exc:  # any driver failure means "not ready", never a 500
         return f"database unavailable: {db.describe(exc)}"
-    if have != _head():
+    if have != revision.HEAD:
         have = have or "nothing (empty database)"
-        return f"schema at {have}, needs {_head()}: run `fleet migrate`"
+        return f"schema at {have}, needs {revision.HEAD}: run `fleet migrate`"
     return None
 
 

@@ -11,9 +11,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import anyio
-import httpx
-
 from fleet.constants import DELIVERY_ANSWER_CHARS
 from fleet.delivery.targets import Request
 from fleet.domain import delivery as rules
@@ -33,10 +30,15 @@ class Sent:
 def send(request: Request, timeout_s: float) -> Sent:
     """Send the request once, within ``timeout_s`` in all; no redirects are followed (a
     redirect is a refusal). Runs its own event loop (call it from a thread without one)."""
+    import anyio  # (with httpx: imported by a process that sends a delivery)
+
     return anyio.run(_send, request, timeout_s)
 
 
 async def _send(request: Request, timeout_s: float) -> Sent:
+    import anyio
+    import httpx
+
     started = time.monotonic()
 
     def took() -> float:

@@ -12,7 +12,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet.agents import models as model_adapters
 from fleet.agents import prompt, tokens
@@ -23,8 +23,10 @@ from fleet.domain.values import Task, render_parts
 from fleet.memory import render
 from fleet.memory import tools as memory_tools
 from fleet.memory.binding import StoreMemory
-from fleet.recall import embeddings, indexer, observer, search, working
 from fleet.store import Store
+
+if TYPE_CHECKING:  # recall (numpy, jsonschema) is imported where an agent uses it
+    from fleet.recall import embeddings
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,7 @@ class RunSources:
         recall = None
         if agent.recall is not None:
             cfg = agent.recall
+            from fleet.recall import search
 
             def recall(already: frozenset[int]) -> tuple[str | None, dict[str, Any]]:
                 found = search.recall(
@@ -93,12 +96,16 @@ class RunSources:
 
         section = ""
         if agent.working_memory is not None:
+            from fleet.recall import working
+
             key = working.key_of(agent.working_memory, task, namespace)
             section, record["working_memory"] = working.render(
                 agent.working_memory, self.store.working_memory(key)
             )
         observed = None
         if agent.observations is not None:
+            from fleet.recall import observer
+
             rows = self.store.observations(task.conversation_id)
             ends = [i for r in rows for i in (r.from_message_id, r.to_message_id)]
             observed, record["observations"] = observer.shown(rows, self.store.message_seqs(ends))
@@ -125,6 +132,8 @@ class RunSources:
         namespace = self.config.deployment(task.deployment).namespace
         wm = agent.working_memory
         if wm is not None and not wm.read_only:
+            from fleet.recall import working
+
             extra.append(
                 working.update_tool(
                     wm,
@@ -137,6 +146,8 @@ class RunSources:
                 )
             )
         if agent.observations is not None and agent.observations.tool:
+            from fleet.recall import observer
+
             extra.append(observer.search_tool(self.store, self.embedder, task.conversation_id))
         if not (agent.memory or agent.notes):
             return extra
@@ -179,6 +190,8 @@ class RunSources:
         done = {"embedded": 0, "observer_calls": 0}
         if dep is None or agent is None:
             return done
+        from fleet.recall import indexer, observer
+
         if agent.recall is not None:
             done["embedded"] = indexer.embed_pending(
                 self.store,
@@ -217,6 +230,8 @@ class RunSources:
 
 def build_embedder(config: FleetConfig) -> embeddings.Embedder:
     """The embedder ``config/fleet.toml``'s ``[embeddings]`` names (local by default)."""
+    from fleet.recall import embeddings
+
     cfg = config.app.embeddings
     if cfg.provider == "local":
         return embeddings.LocalEmbedder()

@@ -20,6 +20,12 @@ from fleet.dispatch.celery_app import app
 from fleet.runtime import Runtime, build
 
 log = logging.getLogger(__name__)
+#: How long a pool process, on its way out, waits for the worker to read its last result.
+#: billiard waits up to 30 s; a task handed over in the first milliseconds of a warm shutdown
+#: (a ``fleet.turn`` token, say) finishes after the worker stopped reading, so it waited them
+#: all. Its message is then not acked and returns to the queue, and every fleet task is
+#: idempotent (a token or drain finds nothing to do, a delivery is claimed once).
+RESULT_READ_WAIT_S = 3.0
 _lock = threading.Lock()
 _process: dict[str, Runtime] = {}
 
@@ -52,12 +58,21 @@ def _warm(**_: Any) -> None:
     """Build the runtime when the pool process starts, so the first task is not the slow one."""
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     signal.signal(shutdown.STOP_SIGNAL, _stop_requested)
+    _bound_result_read_wait()
     try:
         runtime()
         telemetry.tracer()  # decided (and, if on, configured) in this process, after the fork
     except Exception:  # the first task tries again and reports the reason
         log.exception("could not prepare the worker runtime")
     gcpause.freeze_startup()
+
+
+def _bound_result_read_wait() -> None:
+    from billiard import pool  # type: ignore[import-untyped]
+
+    interval = getattr(pool, "GUARANTEE_MESSAGE_CONSUMPTION_RETRY_INTERVAL", None)
+    if isinstance(interval, int | float) and interval > 0:
+        pool.GUARANTEE_MESSAGE_CONSUMPTION_RETRY_LIMIT = max(1, int(RESULT_READ_WAIT_S / interval))
 
 
 @worker_shutting_down.connect  # type: ignore[untyped-decorator]

@@ -270,8 +270,13 @@ DEFAULT = Redactor(())
 
 
 _URL_PASSWORD = re.compile(r"(?P<pre>://[^/@:\s]*):[^/@\s]*@")
+#: Query parameters that carry a secret: ``password`` (libpq, Redis) and ``sslpassword`` (libpq:
+#: the passphrase of the client key).
+_URL_QUERY_SECRET = re.compile(r"(?P<pre>[?&](?:ssl)?password=)[^&#\s]*", re.IGNORECASE)
 
 
 def url_without_password(url: str) -> str:
-    """``scheme://user:password@host…`` with the password masked, for messages and logs."""
-    return _URL_PASSWORD.sub(lambda m: f"{m.group('pre')}:{REDACTED}@", url)
+    """``scheme://user:password@host…`` with the password masked, for messages and logs; also
+    the ``password`` and ``sslpassword`` query parameters."""
+    url = _URL_PASSWORD.sub(lambda m: f"{m.group('pre')}:{REDACTED}@", url)
+    return _URL_QUERY_SECRET.sub(lambda m: f"{m.group('pre')}{REDACTED}", url)

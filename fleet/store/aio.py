@@ -22,7 +22,7 @@ from psycopg.rows import dict_row
 from sqlalchemy import Engine
 
 from fleet.errors import Unavailable
-from fleet.store.db import prepares, unavailable_on_outage
+from fleet.store.db import conninfo, prepares, unavailable_on_outage
 
 #: Seconds a statement waits for one of the connections (the engine pool's default too); then
 #: the request is answered 503 with Retry-After instead of queueing without end.
@@ -48,8 +48,7 @@ class AsyncStatements:
 
     @classmethod
     def for_engine(cls, engine: Engine, size: int = 10) -> AsyncStatements:
-        url = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        return cls(url, size, prepare=prepares(engine))
+        return cls(conninfo(engine.url), size, prepare=prepares(engine))
 
     async def first(self, sql: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
         """Run one statement (its own transaction); its first row as a dict (``Unavailable``

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, unquote_plus
 
 from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.engine import URL
@@ -29,7 +30,37 @@ POOLER_HINT = (
     "a connection pooler in transaction mode hands this connection's statements to another "
     "server connection: set FLEET_DATABASE_POOLER=transaction (see the production guide)"
 )
+#: libpq's words for a failed TLS set-up (a CA file, a certificate, a key, a mode).
+_TLS_FAILURES = (
+    "certificate",
+    "sslmode",
+    "sslrootcert",
+    "private key",
+    "ssl was required",
+    "no encryption",
+    "ssl error",
+    "handshake",
+)
+#: What a failed TLS set-up tells the user to check.
+TLS_HINT = (
+    "check the TLS parameters of the database URL (FLEET_DATABASE_URL, or "
+    "FLEET_MIGRATE_DATABASE_URL for `fleet migrate`): sslmode, sslrootcert (the CA file), "
+    "sslcert and sslkey; see the production guide"
+)
 _logged_guess: set[str] = set()
+
+
+def shown(url: URL) -> str:
+    """``url`` for messages and logs: its password and ``sslpassword`` masked, the rest (the
+    TLS parameters too) as a user wrote it."""
+    base, _, query = url_without_password(url.render_as_string(hide_password=True)).partition("?")
+    return unquote(base) + (f"?{unquote_plus(query)}" if query else "")  # (as SQLAlchemy quoted)
+
+
+def tls_hint(problem: str) -> str:
+    """``TLS_HINT`` (after "; ") when a driver's ``problem`` is a failed TLS set-up, else ""."""
+    lowered = problem.lower()
+    return f"; {TLS_HINT}" if any(word in lowered for word in _TLS_FAILURES) else ""
 
 
 def normalize_url(url: str) -> URL:
@@ -54,20 +85,48 @@ def normalize_url(url: str) -> URL:
     return parsed
 
 
+def conninfo(url: URL) -> str:
+    """libpq's connection string for a PostgreSQL ``url``, every part and query parameter (the
+    TLS ones: ``sslmode``, ``sslrootcert``, ``sslcert``, ...) kept exactly: a URI rendered back
+    from the URL turns a space in a file name into "+" and leaves one in a password bare."""
+    from psycopg.conninfo import make_conninfo
+
+    parts: dict[str, Any] = {
+        "host": url.host,
+        "port": url.port,
+        "user": url.username,
+        "password": url.password,
+        "dbname": url.database,
+    }
+    for key, value in url.query.items():  # (a repeated key: libpq's comma-separated list)
+        parts[key] = value if isinstance(value, str) else ",".join(value)
+    return make_conninfo("", **{k: v for k, v in parts.items() if v is not None})
+
+
+def encrypted(engine: Engine) -> bool | None:
+    """Does ``engine`` reach PostgreSQL over TLS (the first hop: a pooler's, if one is between)?
+    None for SQLite."""
+    if engine.url.get_backend_name() != "postgresql":
+        return None
+    with engine.connect() as conn:
+        pgconn = getattr(conn.connection.driver_connection, "pgconn", None)
+        return bool(pgconn is not None and pgconn.ssl_in_use)
+
+
 def pooler_mode(url: URL, pooler: str | None) -> str:
     """``FLEET_DATABASE_POOLER``, or when unset what the URL suggests: ``transaction`` on
     PgBouncer's default port (logged once per URL), else ``none``."""
     if pooler is not None:
         return pooler
     if url.get_backend_name() == "postgresql" and url.port == PGBOUNCER_PORT:
-        shown = url.render_as_string(hide_password=True)
-        if shown not in _logged_guess:
-            _logged_guess.add(shown)
+        where = shown(url)
+        if where not in _logged_guess:
+            _logged_guess.add(where)
             log.warning(
                 "FLEET_DATABASE_URL %s is on port %d (PgBouncer's default): server-side "
                 "prepared statements are off as with FLEET_DATABASE_POOLER=transaction; set "
                 "FLEET_DATABASE_POOLER=session or none to keep them",
-                shown,
+                where,
                 PGBOUNCER_PORT,
             )
         return "transaction"
@@ -214,10 +273,12 @@ def unavailable_on_outage(what: str = "database") -> Iterator[None]:
     except (OperationalError, InterfaceError) as exc:
         if isinstance(exc, DBAPIError) and not _is_connection_error(exc):
             raise
-        raise Unavailable(f"{what} unavailable: {describe(exc)}") from None
+        problem = describe(exc)
+        raise Unavailable(f"{what} unavailable: {problem}{tls_hint(problem)}") from None
     except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
         # The hot path's statements run on the driver connection directly.
-        raise Unavailable(f"{what} unavailable: {describe(exc)}") from None
+        problem = describe(exc)
+        raise Unavailable(f"{what} unavailable: {problem}{tls_hint(problem)}") from None
     except (DBAPIError, psycopg.ProgrammingError) as exc:
         if not is_prepared_statement_error(exc):
             raise

@@ -7,9 +7,10 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine
+
+from fleet.store import revision
 
 
 def script_location() -> Path:
@@ -40,10 +41,7 @@ def head() -> str:
 
 def current(engine: Engine) -> str | None:
     """The database's revision (None when fleet's tables were never created)."""
-    with engine.connect() as conn:
-        if not inspect(conn).has_table("alembic_version"):
-            return None
-        return MigrationContext.configure(conn).get_current_revision()
+    return revision.current(engine)
 
 
 def crossed(before: str | None, revision: str) -> bool:

@@ -70,6 +70,7 @@ def runs_by_conversation(rt: Runtime) -> dict[uuid.UUID, list[tuple[int, object,
     return out
 
 
+@pytest.mark.core
 def test_conversations_run_one_at_a_time_in_order_and_in_parallel_with_each_other(
     rt: Runtime, fleet: Fleet
 ) -> None:
@@ -111,6 +112,7 @@ def status(rt: Runtime, task_id: uuid.UUID) -> TaskStatus:
     return rt.store.get_task(task_id).status
 
 
+@pytest.mark.core
 def test_a_killed_worker_frees_its_conversation_and_the_task_is_retried(
     rt: Runtime, fleet: Fleet
 ) -> None:
@@ -138,6 +140,7 @@ def test_a_killed_worker_frees_its_conversation_and_the_task_is_retried(
     assert later[0].started_at >= runs[1].finished_at  # type: ignore[operator]
 
 
+@pytest.mark.core
 def test_a_stalled_holder_cannot_write_after_another_worker_took_over(
     rt: Runtime, fleet: Fleet
 ) -> None:
@@ -194,6 +197,7 @@ def test_collect_turns_a_burst_into_one_run(rt: Runtime, fleet: Fleet) -> None:
     assert done[1].reply == "echo: late [history: 2]"
 
 
+@pytest.mark.core
 def test_one_idempotency_key_makes_one_task_under_concurrent_repeats(
     rt: Runtime, fleet: Fleet
 ) -> None:
@@ -220,6 +224,7 @@ def test_one_idempotency_key_makes_one_task_under_concurrent_repeats(
     assert {t.submissions for t in done} == {1, 2}
 
 
+@pytest.mark.core
 def test_the_sweeper_runs_every_task_in_order_when_the_broker_lost_the_wakeups(
     rt: Runtime, fleet: Fleet, redis_url: str
 ) -> None:

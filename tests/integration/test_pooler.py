@@ -69,6 +69,7 @@ def prepared_statement_errors(fleet: Fleet) -> list[str]:
     ]
 
 
+@pytest.mark.core
 def test_api_and_worker_through_pgbouncer_in_transaction_mode(
     tmp_path: Path, pgbouncer_url: tuple[str, str], redis_url: str, config_dir: Path
 ) -> None:

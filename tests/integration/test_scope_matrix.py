@@ -16,6 +16,7 @@ from a2a.types import CancelTaskRequest, GetTaskRequest, InvalidParamsError, Tas
 from fleet.domain.redaction import Redactor
 from fleet.domain.values import Task
 from fleet.store import Store, TaskFilter
+from tests.conftest import POOLER
 from tests.support.fleet import running_fleet, wait_for
 from tests.support.intake import A2A, caller_toml, reply_text, write_intake_config
 
@@ -60,7 +61,7 @@ def base(tmp_path: Path, pg_url: str, redis_url: str) -> Iterator[str]:
 
 @pytest.fixture
 def store(pg_url: str) -> Iterator[Store]:
-    s = Store.open(pg_url, Redactor(()))
+    s = Store.open(pg_url, Redactor(()), pooler=POOLER)
     yield s
     s.dispose()
 
@@ -96,6 +97,7 @@ def a2a_send_raw(base: str, who: str, context_id: str) -> httpx.Response:
     )
 
 
+@pytest.mark.core
 def test_no_source_reads_or_continues_another_sources_conversation(base: str, store: Store) -> None:
     # Each source starts a conversation under the same bare key: three conversations.
     r = api_submit(base, "api", KEY, "from api")

@@ -18,6 +18,7 @@ from fleet.domain.values import TaskStatus, TextPart
 from fleet.errors import Conflict, LeaseLost, NotFound
 from fleet.store import Claim, Head, Prepared, Started, Store, TaskFilter
 from fleet.store import schema as s
+from tests.conftest import POOLER
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -74,6 +75,7 @@ def run_to_end(store: Store, conv: uuid.UUID, now: datetime, reply: str = "r") -
     return started.task.id
 
 
+@pytest.mark.core
 def test_followup_assigns_seq_per_conversation(store: Store) -> None:
     a1 = store.admit(sub(key="a"), T0).task
     a2 = store.admit(sub(key="a"), T0).task
@@ -91,6 +93,7 @@ def test_same_key_in_other_scope_or_deployment_is_another_conversation(store: St
     assert len({api.conversation_id, hook.conversation_id, other.conversation_id}) == 3
 
 
+@pytest.mark.core
 def test_idempotency_returns_the_original_and_creates_nothing(store: Store) -> None:
     first = store.admit(sub("one", idem="req-1"), T0)
     again = store.admit(sub("two", idem="req-1"), T0 + timedelta(seconds=1))
@@ -124,6 +127,7 @@ def test_collect_merges_while_queued_then_starts_a_new_task(store: Store) -> Non
     assert not third.merged and third.task.seq == 2
 
 
+@pytest.mark.core
 def test_claim_takes_only_the_due_head(store: Store) -> None:
     t1 = store.admit(sub("a", mode="collect", debounce=5), T0).task
     conv = t1.conversation_id
@@ -142,6 +146,7 @@ def test_claim_takes_only_the_due_head(store: Store) -> None:
     assert isinstance(busy, Head) and busy.task_id == t1.id and not busy.claimable
 
 
+@pytest.mark.core
 def test_a_future_head_blocks_the_tasks_behind_it(store: Store) -> None:
     t1 = store.admit(sub("a", mode="collect", debounce=60), T0).task
     store.admit(sub("b", mode="followup"), T0)
@@ -150,6 +155,7 @@ def test_a_future_head_blocks_the_tasks_behind_it(store: Store) -> None:
     assert head is not None and head.not_before == T0 + timedelta(seconds=60)
 
 
+@pytest.mark.core
 def test_store_refuses_two_active_tasks_in_one_conversation(store: Store) -> None:
     t1 = store.admit(sub("a"), T0).task
     t2 = store.admit(sub("b"), T0).task
@@ -179,6 +185,7 @@ def test_settle_appends_history_the_next_claim_sees(store: Store) -> None:
     assert [m.content for m in store.messages(t1.conversation_id)] == ["first", "answer one"]
 
 
+@pytest.mark.core
 def test_stale_fence_cannot_write_after_recovery_and_reclaim(store: Store) -> None:
     t1 = store.admit(sub("a"), T0).task
     conv = t1.conversation_id
@@ -238,6 +245,7 @@ def test_cancel_queued_at_once_and_running_at_settle(store: Store) -> None:
     assert store.cancel(t1.id, T0).effect == "finished"
 
 
+@pytest.mark.core
 def test_scope_hides_tasks_of_other_scopes(store: Store) -> None:
     t1 = store.admit(sub("a", scope="webhook:gh"), T0).task
     assert store.get_task(t1.id, scope="webhook:gh").id == t1.id
@@ -279,11 +287,12 @@ def test_database_clock_independent_timestamps_round_trip(store: Store) -> None:
 def pg_store(pg_url: str) -> Iterator[Store]:
     """PostgreSQL only: it reads the head before claiming it (SQLite claims in one transaction,
     so it has no window to race)."""
-    s = Store.open(pg_url, Redactor(()))
+    s = Store.open(pg_url, Redactor(()), pooler=POOLER)
     yield s
     s.dispose()
 
 
+@pytest.mark.core
 def test_a_merge_between_reading_and_claiming_the_head_is_not_lost(pg_store: Store) -> None:
     """PostgreSQL reads the head, builds the context, then claims it only if nothing changed."""
     store = pg_store
@@ -369,6 +378,7 @@ def test_the_next_claim_can_start_from_the_head_the_settle_returned(store: Store
     )
 
 
+@pytest.mark.core
 def test_a_fencing_number_handed_out_twice_still_fences_the_first_holder_out(
     store: Store,
 ) -> None:

@@ -61,7 +61,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 
 from fleet.api.app import create_app
-from tests.conftest import REDIS_URL, _admin, _url_for, need, write_config
+from tests.conftest import PgServer, need, redis_client, write_config
 from tests.support.fleet import running_fleet, wait_for
 from tests.support.intake import A2A, caller_toml, reply_text, write_intake_config
 from tests.support.receiver import Receiver
@@ -373,26 +373,24 @@ def make_alpha(w: World) -> None:
 
 
 @pytest.fixture(scope="module")
-def module_pg(pg_template: str) -> Iterator[str]:
+def module_pg(pg_server: PgServer, pg_template: str) -> Iterator[str]:
     """A database of this module's own (cloned from the session's migrated template)."""
     name = f"fleet_walls_{uuid.uuid4().hex[:12]}"
-    _admin(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
-    yield _url_for(name)
-    _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    pg_server.admin(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
+    yield pg_server.url_for(name)
+    pg_server.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="module")
-def module_redis() -> Iterator[str]:
+def module_redis(redis_base: str) -> Iterator[str]:
     """The session's Redis database, emptied before and after this module."""
-    import redis
-
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+    client = redis_client(redis_base)
     try:
         client.ping()
     except Exception as exc:
         need("Redis", str(exc))
     client.flushdb()
-    yield REDIS_URL
+    yield redis_base
     client.flushdb()
     client.close()
 
@@ -1205,6 +1203,7 @@ def stop_blockers(w: World) -> list[str]:
     return wrong
 
 
+@pytest.mark.core
 def test_every_route_of_the_api_walls_alpha_off_from_bravo(world: World) -> None:
     w = world
     operations = {
@@ -1294,6 +1293,7 @@ def test_the_cli_shows_alphas_tasks_to_bravo_as_missing_ones(world: World, tmp_p
 # -- 4. memory blocks, recall, working memory, singletons -----------------------------------------
 
 
+@pytest.mark.core
 def test_bravos_runs_see_none_of_alphas_memory_recall_or_singletons(world: World) -> None:
     """Bravo asks what alpha told, with alpha's conversation keys, namespace and resource id:
     its prompts hold none of alpha's blocks, recalled messages or working memory, and its

@@ -11,9 +11,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import make_url
+from sqlalchemy import URL, make_url
 
 from tests.support.fleet import wait_for
+from tests.support.tls import Issued
+
+#: libpq's TLS parameters: on the bouncer's URL only when clients speak TLS to it.
+_TLS_QUERY = ("sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword", "sslcrl")
 
 
 def binary() -> str | None:
@@ -24,7 +28,8 @@ def binary() -> str | None:
     return found
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 free now (for a test server to listen on)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
@@ -44,27 +49,80 @@ class Bouncer:
         return path.read_text(errors="replace") if path.exists() else ""
 
 
+def _tls_settings(target: URL, client_tls: Issued | None, folder: Path) -> str:
+    """pgbouncer.ini's TLS lines: toward the server as ``target``'s libpq parameters say
+    (``sslmode``, ``sslrootcert``, ``sslcert``/``sslkey``), toward clients with ``client_tls``."""
+    query = {k: str(v) for k, v in target.query.items()}
+    lines = []
+    if query.get("sslmode"):
+        lines.append(f"server_tls_sslmode = {query['sslmode']}")
+    for key, setting in (
+        ("sslrootcert", "server_tls_ca_file"),
+        ("sslcert", "server_tls_cert_file"),
+        ("sslkey", "server_tls_key_file"),
+    ):
+        if query.get(key):
+            lines.append(f"{setting} = {query[key]}")
+    if client_tls is not None:  # (copied: the bouncer's account must read its key)
+        shutil.copy(client_tls.cert, folder / "client-tls.pem")
+        shutil.copy(client_tls.key, folder / "client-tls.key")
+        lines += [
+            "client_tls_sslmode = require",
+            f"client_tls_cert_file = {folder / 'client-tls.pem'}",
+            f"client_tls_key_file = {folder / 'client-tls.key'}",
+        ]
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _give_away(folder: Path) -> None:
+    """As root pgbouncer runs as postgres: hand it the folder's files (keys stay 0600)."""
+    if os.geteuid() != 0:
+        return
+    import pwd
+
+    account = pwd.getpwnam("postgres")
+    for path in folder.iterdir():
+        os.chown(path, account.pw_uid, account.pw_gid)
+        path.chmod(0o600 if path.suffix == ".key" else 0o644)
+
+
 @contextmanager
 def pgbouncer(
-    database_url: str, pool_mode: str = "transaction", pool_size: int = 20
+    database_url: str,
+    pool_mode: str = "transaction",
+    pool_size: int = 20,
+    *,
+    client_tls: Issued | None = None,
+    client_ca: Path | None = None,
+    every_database: bool = False,
 ) -> Iterator[Bouncer]:
     """PgBouncer on a free port of 127.0.0.1 in ``pool_mode``, passing the database of
-    ``database_url`` (trust auth, the URL's user) to its server over at most ``pool_size``
-    server connections; stopped after."""
+    ``database_url`` (or, ``every_database``, any database of its server) as the URL's user
+    (trust auth) to its server over at most ``pool_size`` server connections; stopped after.
+
+    The bouncer reaches its server with TLS as the URL's libpq parameters say (``sslmode``,
+    ``sslrootcert``: its ``server_tls_*`` settings). With ``client_tls`` (a certificate and
+    key) it speaks TLS to clients too, and its URL verifies it with ``client_ca``."""
     exe = binary()
     assert exe is not None, "pgbouncer is not installed"
     target = make_url(database_url)
     user = target.username or "postgres"
-    port = _free_port()
+    port = free_port()
     # pgbouncer refuses to run as root: it runs as postgres then, which must read the folder
     folder = Path(tempfile.mkdtemp(prefix="fleet-pgbouncer-"))
     folder.chmod(0o777)
     (folder / "userlist.txt").write_text(f'"{user}" ""\n')
+    where = f"host={target.host or '127.0.0.1'} port={target.port or 5432}"
+    route = (
+        f"* = {where}"
+        if every_database
+        else f"{target.database} = {where} dbname={target.database}"
+    )
     (folder / "pgbouncer.ini").write_text(
         "[databases]\n"
-        f"{target.database} = host={target.host or '127.0.0.1'} port={target.port or 5432} "
-        f"dbname={target.database}\n"
+        f"{route}\n"
         "[pgbouncer]\n"
+        f"{_tls_settings(target, client_tls, folder)}"
         "listen_addr = 127.0.0.1\n"
         f"listen_port = {port}\n"
         f"unix_socket_dir = {folder}\n"
@@ -80,12 +138,17 @@ def pgbouncer(
     )
     for name in ("userlist.txt", "pgbouncer.ini"):
         (folder / name).chmod(0o644)
+    _give_away(folder)
     argv = [exe, *(["-u", "postgres"] if os.geteuid() == 0 else []), str(folder / "pgbouncer.ini")]
     popen = subprocess.Popen(
         argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True
     )
+    query = {k: v for k, v in target.query.items() if k not in _TLS_QUERY}
+    if client_tls is not None:
+        assert client_ca is not None, "client_tls needs client_ca, the CA its URL verifies with"
+        query |= {"sslmode": "verify-full", "sslrootcert": str(client_ca)}
     bouncer = Bouncer(
-        target.set(port=port, host="127.0.0.1").render_as_string(hide_password=False),
+        target.set(port=port, host="127.0.0.1", query=query).render_as_string(hide_password=False),
         folder,
         popen,
     )

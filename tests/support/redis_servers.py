@@ -15,7 +15,7 @@ from typing import Any
 import redis
 
 from tests.support.fleet import wait_for
-from tests.support.pgbouncer import _free_port as free_port
+from tests.support.pgbouncer import free_port
 from tests.support.tls import TestCA
 
 #: The master name the sentinels of ``sentinel_group`` watch.
