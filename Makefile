@@ -62,7 +62,8 @@ test: lint typecheck docs browser pgvector pgbouncer
 
 # The dispatch invariant tests (marked core) again, against backends the tests start themselves
 # (FLEET_TEST_BACKEND, tests/conftest.py): a TLS-only PostgreSQL reached with
-# sslmode=verify-full, then PgBouncer in transaction mode in front of it (TLS on both sides).
+# sslmode=verify-full, then PgBouncer in transaction mode in front of it (TLS on both sides);
+# Redis on both: a TLS-only redis-server with an ACL user and password.
 # One session each, alone: the crash-recovery tests are bound by wall-clock time.
 test-core: test-core-tls test-core-tls-pgbouncer
 

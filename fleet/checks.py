@@ -279,17 +279,19 @@ def _database(settings: object) -> CheckResult:
 
 def _redis(settings: object) -> CheckResult:
     from fleet.config import Settings
-    from fleet.domain.redaction import url_without_password
+    from fleet.dispatch.redis_target import RedisTarget, describe
     from fleet.runtime import redis_client
 
     assert isinstance(settings, Settings)
-    shown = url_without_password(settings.redis_url or "")
+    target = RedisTarget.of(settings)
+    assert target is not None
+    shown = target.shown
     try:
         client = redis_client(settings)
         client.ping()
         client.close()
     except Exception as exc:
-        return CheckResult("redis", "fail", f"{shown}: unreachable: {exc}")
+        return CheckResult("redis", "fail", f"{shown}: unreachable: {describe(exc)}")
     return CheckResult("redis", "ok", f"{shown}: reachable")
 
 

@@ -20,6 +20,7 @@ from fleet.dispatch.fair import SharedTurns
 from fleet.dispatch.lease import Lease
 from fleet.dispatch.leases.local import LocalLease
 from fleet.dispatch.manager import Dispatcher
+from fleet.dispatch.redis_target import RedisTarget
 from fleet.dispatch.turns import Turns
 from fleet.dispatch.waker import LocalWaker, Waker
 from fleet.domain.redaction import Redactor
@@ -50,10 +51,7 @@ class Runtime:
         """Attempt a delivery (after ``delay_s``): ``fleet.deliver`` in a fleet, a thread
         embedded (a retry still waiting when the process ends is started by the next sweep)."""
         if not self.settings.embedded:
-            from fleet.dispatch.celery_app import app_for
-
-            assert self.settings.redis_url
-            app_for(self.settings.redis_url).send_task(
+            app_for(_target(self.settings)).send_task(
                 "fleet.deliver", args=[str(delivery_id)], countdown=delay_s or None
             )
             return
@@ -72,10 +70,7 @@ class Runtime:
     def job(self, name: str, conversation_id: uuid.UUID) -> None:
         """Run a background job: a Celery task in a fleet, a thread of this process embedded."""
         if not self.settings.embedded:
-            from fleet.dispatch.celery_app import app_for
-
-            assert self.settings.redis_url
-            app_for(self.settings.redis_url).send_task(name, args=[str(conversation_id)])
+            app_for(_target(self.settings)).send_task(name, args=[str(conversation_id)])
             return
         if self._jobs is None:
             self._jobs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleet-jobs")
@@ -186,11 +181,10 @@ def build(
         if lease is None:
             lease = RedisLease(redis_client(settings), settings.lease_ttl)
         if waker is None:
-            from fleet.dispatch.celery_app import CeleryWaker, app_for
+            from fleet.dispatch.celery_app import CeleryWaker
 
-            assert settings.redis_url
             celery_waker = CeleryWaker(
-                app_for(settings.redis_url),
+                app_for(_target(settings)),
                 lease if isinstance(lease, RedisLease) else None,
                 tenants=share,
                 hold_s=settings.turn_hold,
@@ -224,22 +218,31 @@ def build(
     return runtime
 
 
+def _target(settings: Settings) -> RedisTarget:
+    target = RedisTarget.of(settings)
+    assert target is not None, "no Redis in embedded mode"
+    return target
+
+
+def app_for(target: RedisTarget) -> Any:
+    """The Celery app publishing to ``target`` (Celery is loaded on first use)."""
+    from fleet.dispatch.celery_app import app_for as celery_app_for
+
+    return celery_app_for(target)
+
+
 def hints_client(settings: Settings) -> Any:
     """Change hints' client: one retry, short timeouts (a hint late is worth little)."""
-    import redis
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
-    assert settings.redis_url
-    return redis.Redis.from_url(
-        settings.redis_url, socket_connect_timeout=2, socket_timeout=2, retry=Retry(NoBackoff(), 1)
+    return _target(settings).client(
+        socket_connect_timeout=2, socket_timeout=2, retry=Retry(NoBackoff(), 1)
     )
 
 
 def redis_client(settings: Settings) -> Any:
-    import redis
-
-    assert settings.redis_url
-    return redis.Redis.from_url(
-        settings.redis_url, socket_connect_timeout=5, socket_timeout=10, health_check_interval=30
+    """The lease's (and sweeper's, quotas') client."""
+    return _target(settings).client(
+        socket_connect_timeout=5, socket_timeout=10, health_check_interval=30
     )

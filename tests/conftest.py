@@ -10,6 +10,9 @@ Locally a missing service skips the tests that need it; with CI=true it fails th
 - ``tls-pgbouncer``: the same server behind a PgBouncer in transaction mode (TLS on both of
   its sides, ``verify-full`` toward the server), with ``FLEET_DATABASE_POOLER=transaction``.
 
+Both TLS backends also put Redis on TLS: a TLS-only redis-server with an ACL user that the
+session starts (``FLEET_TEST_REDIS_TLS=1`` does that with ``local`` too).
+
 ``make test-core`` runs the tests marked ``core`` (the dispatch invariants) under each.
 """
 
@@ -21,7 +24,7 @@ import textwrap
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -48,6 +51,10 @@ if BACKEND == "tls-pgbouncer":
 #: pooler=POOLER)``): processes and runtimes read it from the environment.
 POOLER = os.environ.get("FLEET_DATABASE_POOLER")
 REDIS_BASE = os.environ.get("FLEET_TEST_REDIS_URL", "redis://127.0.0.1:6379")
+#: The TLS backends (or ``FLEET_TEST_REDIS_TLS=1`` with any): ``redis_base`` is a TLS-only
+#: redis-server with an ACL user that the session starts (``tests/support/redis_servers.py``);
+#: ``FLEET_TEST_REDIS_URL`` is then not used.
+REDIS_TLS = BACKEND != "local" or os.environ.get("FLEET_TEST_REDIS_TLS", "") == "1"
 
 
 def _claim_redis_db() -> int:
@@ -228,22 +235,36 @@ def store(db_url: str) -> Iterator[Store]:
     s.dispose()
 
 
-@pytest.fixture(scope="session")
-def redis_base() -> str:
-    """The Redis database URL of this session's backend.
+def redis_client(url: str) -> Any:
+    """A redis-py client of the tests' Redis (over TLS with its CA when ``REDIS_TLS``)."""
+    from fleet.dispatch.redis_target import RedisTarget
 
-    Hook for the Redis side of ``FLEET_TEST_BACKEND``: a TLS backend is to start a TLS Redis
-    with a password here (``tests/support/redis_servers.py``) and return its ``rediss://`` URL
-    (with ``ssl_ca_certs``); until then every backend uses the local Redis."""
-    return REDIS_URL
+    ca = os.environ.get("FLEET_REDIS_TLS_CA_FILE")
+    return RedisTarget(url, ca_file=ca).client(socket_connect_timeout=3)
+
+
+@pytest.fixture(scope="session")
+def redis_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The Redis database URL of this session's backend: the local Redis, or (``REDIS_TLS``)
+    a TLS-only redis-server with an ACL user started for the session, its CA in
+    ``FLEET_REDIS_TLS_CA_FILE`` for every runtime, worker and server the tests start."""
+    if not REDIS_TLS:
+        yield REDIS_URL
+        return
+    from tests.support.redis_servers import tls_redis
+
+    with tls_redis(tmp_path_factory.mktemp("redis-tls")) as server:
+        os.environ["FLEET_REDIS_TLS_CA_FILE"] = str(server.ca.cert)
+        try:
+            yield server.url
+        finally:
+            del os.environ["FLEET_REDIS_TLS_CA_FILE"]
 
 
 @pytest.fixture
 def redis_url(redis_base: str) -> Iterator[str]:
     """A real Redis database of this session's own, emptied before the test."""
-    import redis
-
-    client = redis.Redis.from_url(redis_base, socket_connect_timeout=3)
+    client = redis_client(redis_base)
     try:
         client.ping()
     except Exception as exc:

@@ -16,6 +16,7 @@ from fleet.api.event_hub import EventHub, LoopMarks
 from fleet.api.events import StreamHandoff
 from fleet.api.intake import Intake
 from fleet.api.limits import BodyLimit
+from fleet.dispatch.redis_target import RedisTarget
 from fleet.runtime import Runtime, build
 from fleet.version import __version__
 
@@ -35,7 +36,7 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
         app.state.runtime = rt
         app.state.keyring = KeyRing.from_config(rt.config)
         app.state.event_hub = EventHub(
-            rt.store, hints_url=rt.settings.redis_url, marks=LoopMarks.for_store(rt.store)
+            rt.store, hints_url=RedisTarget.of(rt.settings), marks=LoopMarks.for_store(rt.store)
         )
         app.state.intake = Intake(rt)
         loop = None

@@ -19,6 +19,7 @@ from contextlib import suppress
 from typing import Any
 
 from fleet.dispatch.hints import channel
+from fleet.dispatch.redis_target import RedisTarget
 
 log = logging.getLogger(__name__)
 
@@ -40,13 +41,13 @@ class HintListener:
 
     def __init__(
         self,
-        url: str,
+        redis: RedisTarget | str,
         on_hint: Callable[[uuid.UUID], None],
         on_live: Callable[[bool], None],
         *,
         tick_s: float = TICK_S,
     ) -> None:
-        self.url = url
+        self.redis = RedisTarget.coerce(redis)
         self._on_hint, self._on_live = on_hint, on_live
         self.tick_s = tick_s
         self.wanted: set[uuid.UUID] = set()
@@ -71,7 +72,7 @@ class HintListener:
         loop = asyncio.get_running_loop()
         retry, failures = RETRY_MIN_S, 0
         while True:
-            client = _client(self.url, self.name)
+            client = _client(self.redis, self.name)
             began = loop.time()
             try:
                 await self._serve(client.pubsub())
@@ -150,16 +151,14 @@ def _brief(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def _client(url: str, name: str) -> Any:
+def _client(redis: RedisTarget, name: str) -> Any:
     """No retries of its own: a reconnect the listener does not see would hide a gap in which
     hints were lost. (redis-py still reconnects the failed connection once before it raises;
     the listener then drops it and starts over, reading every watched task.)"""
-    import redis.asyncio as aioredis
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
 
-    return aioredis.Redis.from_url(
-        url,
+    return redis.async_client(
         decode_responses=True,
         client_name=name,
         socket_connect_timeout=5,

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from starlette.concurrency import run_in_threadpool
 
+from fleet.dispatch.redis_target import RedisTarget
 from fleet.domain.events import Position, TaskEvent
 from fleet.domain.values import Task
 from fleet.store import Store
@@ -190,7 +191,7 @@ class EventHub:
         min_s: float = POLL_MIN_S,
         max_s: float = POLL_MAX_S,
         idle_s: float = POLL_IDLE_S,
-        hints_url: str | None = None,
+        hints_url: RedisTarget | str | None = None,
         marks: LoopMarks | None = None,
         exiting: Callable[[], bool] = uvicorn_exiting,
     ) -> None:

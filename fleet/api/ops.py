@@ -40,6 +40,7 @@ from starlette.concurrency import run_in_threadpool
 from fleet import metrics as counters
 from fleet.api.deps import RuntimeDep
 from fleet.api.problems import RETRY_AFTER_S, problem
+from fleet.dispatch.redis_target import RedisTarget
 from fleet.domain.quota import utc_day
 from fleet.domain.values import UNFINISHED, TaskStatus
 from fleet.errors import FleetError
@@ -74,11 +75,9 @@ def _database(rt: Runtime) -> str | None:
     return None
 
 
-async def _redis(url: str) -> str | None:
-    import redis.asyncio as aioredis
-
-    client = aioredis.Redis.from_url(
-        url, socket_connect_timeout=REDIS_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S
+async def _redis(target: RedisTarget) -> str | None:
+    client = target.async_client(
+        socket_connect_timeout=REDIS_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S
     )
     try:
         await client.ping()
@@ -97,8 +96,8 @@ async def _redis(url: str) -> str | None:
 )
 async def readyz(rt: RuntimeDep) -> JSONResponse:
     checks: dict[str, str | None] = {"database": await run_in_threadpool(_database, rt)}
-    if rt.settings.redis_url:
-        checks["redis"] = await _redis(rt.settings.redis_url)
+    if (target := RedisTarget.of(rt.settings)) is not None:
+        checks["redis"] = await _redis(target)
     down = {name: why for name, why in checks.items() if why is not None}
     shown = {name: why or "ok" for name, why in checks.items()}
     if down:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import unquote, urlsplit
 
 from pydantic import (
+    AfterValidator,
     Field,
+    FilePath,
     SecretStr,
     ValidationError,
+    model_validator,
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -20,6 +24,22 @@ from fleet.config.base import (
 )
 from fleet.constants import DEFAULT_MAX_DELEGATION_DEPTH, FAIR_HOLD_S
 from fleet.errors import ConfigError
+
+
+def host_ports(value: str | None) -> tuple[tuple[str, int], ...]:
+    """``"host:port,host:port"`` → ``((host, port), …)``; ValueError names a bad item."""
+    found = []
+    for item in filter(None, (part.strip() for part in (value or "").split(","))):
+        host, _, port = item.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"expected host:port separated by commas, got {item!r}")
+        found.append((host.strip("[]"), int(port)))
+    return tuple(found)
+
+
+def _host_ports(value: str | None) -> str | None:
+    host_ports(value)
+    return value
 
 
 class Settings(BaseSettings):
@@ -41,8 +61,29 @@ class Settings(BaseSettings):
     #: URL ``fleet migrate`` uses instead of ``database_url`` (a direct or session-mode
     #: connection to the same database); unset: ``database_url``.
     migrate_database_url: str | None = None
-    #: Redis URL of the broker and leases; unset means embedded mode (one process, no Redis).
+    #: Redis URL of the broker and leases (``redis://[[user]:password@]host:port/db``, or
+    #: ``rediss://…`` for TLS); unset (and no ``redis_sentinels``) means embedded mode (one
+    #: process, no Redis). With sentinels, its scheme, user, password and database still count;
+    #: its host and port do not (the sentinels name the master).
     redis_url: str | None = None
+    #: PEM file of the CA(s) that signed the Redis server's certificate (``rediss://``); unset:
+    #: the system's trusted CAs. The certificate and its host name are always verified.
+    redis_tls_ca_file: FilePath | None = None
+    #: PEM client certificate fleet presents to Redis (for ``tls-auth-clients yes``); needs
+    #: ``redis_tls_key_file``.
+    redis_tls_cert_file: FilePath | None = None
+    #: PEM private key of ``redis_tls_cert_file``.
+    redis_tls_key_file: FilePath | None = None
+    #: Redis Sentinel addresses, ``host:port`` separated by commas; set, fleet asks them for
+    #: the master named by ``redis_sentinel_master`` (broker, leases, hints, fair queue) and
+    #: follows a failover.
+    redis_sentinels: Annotated[str | None, AfterValidator(_host_ports)] = None
+    #: Name of the master the sentinels monitor (``sentinel monitor NAME …``); needed with
+    #: ``redis_sentinels``.
+    redis_sentinel_master: str | None = None
+    #: Password of the sentinels themselves (``requirepass`` in their config), when they have
+    #: one; the master's password comes from ``redis_url``.
+    redis_sentinel_password: SecretStr | None = None
     #: Folder with ``agents/``, ``deployments/``, ``triggers/``, ``callers/``, ``tenants/`` and
     #: ``fleet.toml``.
     config_dir: Path = Path("config")
@@ -105,6 +146,16 @@ class Settings(BaseSettings):
     #: when it restarts; set it when several API processes serve the UI).
     ui_secret: SecretStr | None = None
 
+    @model_validator(mode="after")
+    def _redis_pairs(self) -> Settings:
+        if self.redis_sentinels and not self.redis_sentinel_master:
+            raise ValueError("FLEET_REDIS_SENTINEL_MASTER: needed with FLEET_REDIS_SENTINELS")
+        if bool(self.redis_tls_cert_file) != bool(self.redis_tls_key_file):
+            raise ValueError(
+                "FLEET_REDIS_TLS_CERT_FILE and FLEET_REDIS_TLS_KEY_FILE: set both or neither"
+            )
+        return self
+
     @property
     def resolved_database_url(self) -> str:
         """The store URL, defaulting to the embedded SQLite file."""
@@ -113,12 +164,20 @@ class Settings(BaseSettings):
     @property
     def embedded(self) -> bool:
         """True when no Redis is configured: one process runs everything."""
-        return not self.redis_url
+        return not self.redis_url and not self.redis_sentinels
 
     def secrets(self) -> tuple[str, ...]:
         """Secret values that redaction must remove wherever they appear."""
-        keys = (self.openai_api_key, self.anthropic_api_key, self.api_key, self.ui_secret)
+        keys = (
+            self.openai_api_key,
+            self.anthropic_api_key,
+            self.api_key,
+            self.ui_secret,
+            self.redis_sentinel_password,
+        )
         values = [s.get_secret_value() for s in keys if s]
+        if self.redis_url:
+            values.append(unquote(urlsplit(self.redis_url).password or ""))
         return tuple(v for v in values if v)
 
 

@@ -24,16 +24,19 @@ from fleet.constants import FAIR_HOLD_S, WAKE_QUEUE
 from fleet.dispatch.fair import WAKE_FAIR, Due, FairTurns
 from fleet.dispatch.leases.redis import RedisLease, lease_keys, same_server
 from fleet.dispatch.publish import WakeMessages, redis_broker
+from fleet.dispatch.redis_target import RedisTarget
 from fleet.dispatch.waker import Wake, WakeBatches
 
 log = logging.getLogger(__name__)
 
 
-def make_app(redis_url: str | None, *, events: bool = False) -> Celery:
-    """The app; ``events``: workers send task events (Flower, ``celery events``)."""
-    app = Celery(
-        "fleet", broker=redis_url or "redis://127.0.0.1:6379/0", include=["fleet.dispatch.tasks"]
-    )
+def make_app(redis: RedisTarget | str | None, *, events: bool = False) -> Celery:
+    """The app on ``redis`` (a URL or a target: TLS, sentinels); ``events``: workers send task
+    events (Flower, ``celery events``)."""
+    target = RedisTarget.coerce(redis or "redis://127.0.0.1:6379/0")
+    broker = target.celery()
+    app = Celery("fleet", broker=broker["broker_url"], include=["fleet.dispatch.tasks"])
+    _targets[id(app)] = target
     app.conf.update(
         # Ack after the drain returns: a worker killed mid-drain leaves its message to be
         # redelivered, so the conversation gets another look without waiting for the sweeper.
@@ -43,10 +46,13 @@ def make_app(redis_url: str | None, *, events: bool = False) -> Celery:
         task_reject_on_worker_lost=True,
         # One unacked wake-up per process: a busy process does not sit on hints others could run.
         worker_prefetch_multiplier=1,
+        broker_transport=broker["broker_transport"],
+        broker_use_ssl=broker["broker_use_ssl"],
         broker_transport_options={
             # Redis redelivers unacked messages after this; it must exceed the longest drain
             # (drain_budget plus one run) and the longest collect debounce an ETA waits for.
             "visibility_timeout": 3600,
+            **broker["broker_transport_options"],
         },
         task_default_queue=WAKE_QUEUE,
         task_ignore_result=True,
@@ -64,21 +70,30 @@ def make_app(redis_url: str | None, *, events: bool = False) -> Celery:
     return app
 
 
+def target_of(celery: Celery) -> RedisTarget:
+    """The Redis an app made by ``make_app`` uses (else: its broker URL as a plain server)."""
+    return _targets.get(id(celery)) or RedisTarget(str(celery.conf.broker_url))
+
+
+#: Each app ``make_app`` made, by ``id``: the Redis it reaches.
+_targets: dict[int, RedisTarget] = {}
 _settings = load_settings()
+_target = RedisTarget.of(_settings)
 #: The app ``celery -A fleet.dispatch.celery_app`` and ``fleet worker`` run (settings from env).
-app = make_app(_settings.redis_url, events=_settings.celery_events)
+app = make_app(_target, events=_settings.celery_events)
 if _settings.log_format == "json":
     logs.take_over_celery()
-_apps: dict[str, Celery] = {}
+_apps: dict[RedisTarget, Celery] = {}
 
 
-def app_for(redis_url: str) -> Celery:
-    """A publishing app for ``redis_url`` (the worker app when the URL is the same)."""
-    if redis_url == _settings.redis_url:
+def app_for(redis: RedisTarget | str) -> Celery:
+    """A publishing app for ``redis`` (the worker app when it is the settings' own)."""
+    target = RedisTarget.coerce(redis)
+    if target == _target:
         return app
-    if redis_url not in _apps:
-        _apps[redis_url] = make_app(redis_url)
-    return _apps[redis_url]
+    if target not in _apps:
+        _apps[target] = make_app(target)
+    return _apps[target]
 
 
 class CeleryWaker(WakeBatches):
@@ -110,13 +125,10 @@ class CeleryWaker(WakeBatches):
         self._redis: Any = None
         self._wake: Any = None
         self.turns: FairTurns | None = None
+        self._target = target_of(celery)
         if redis_broker(celery):
-            import redis
-
             self._messages = WakeMessages(celery, queue)
-            self._redis = redis.Redis.from_url(
-                str(celery.conf.broker_url), socket_connect_timeout=5, socket_timeout=10
-            )
+            self._redis = self._target.client(socket_connect_timeout=5, socket_timeout=10)
             self.turns = FairTurns(
                 self._redis,
                 queue,
@@ -129,12 +141,12 @@ class CeleryWaker(WakeBatches):
                 self._wake = self._redis.register_script(WAKE_FAIR)
 
     @property
-    def direct(self) -> tuple[FairTurns, str] | None:
-        """The fair queue and broker URL when due wake-ups go out as one ``WAKE_FAIR`` script
-        (lease and broker on one Redis), for a publisher on an event loop."""
+    def direct(self) -> tuple[FairTurns, RedisTarget] | None:
+        """The fair queue and the broker's Redis when due wake-ups go out as one ``WAKE_FAIR``
+        script (lease and broker on one Redis), for a publisher on an event loop."""
         if self._wake is None or self.turns is None:
             return None
-        return self.turns, str(self._app.conf.broker_url)
+        return self.turns, self._target
 
     def due(self, wake: Wake) -> Due:
         weight, cap = self.tenants(wake.tenant)

@@ -20,11 +20,11 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from fleet.dispatch.fair import WAKE_FAIR, Due, FairTurns
 from fleet.dispatch.leases.redis import lease_keys, woken_key
+from fleet.dispatch.redis_target import RedisTarget
 from fleet.dispatch.waker import BackgroundWaker, Wake, WakeBatches
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ class LoopWaker(WakeBatches):
         self,
         fallback: BackgroundWaker,
         loop: asyncio.AbstractEventLoop,
-        direct: tuple[FairTurns, str] | None,
+        direct: tuple[FairTurns, RedisTarget] | None,
         tenants: Callable[[str], tuple[int, int]] = lambda _: (1, 0),
     ) -> None:
         self._fallback = fallback
@@ -48,8 +48,8 @@ class LoopWaker(WakeBatches):
         self._redis: Any = None
         self._script: Any = None
         if direct is not None:
-            self._turns, url = direct
-            self._redis = aioredis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10)
+            self._turns, target = direct
+            self._redis = target.async_client(socket_connect_timeout=5, socket_timeout=10)
             self._script = self._redis.register_script(WAKE_FAIR)
 
     def wake_many(self, wakes: Sequence[Wake]) -> None:

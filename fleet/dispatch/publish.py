@@ -25,12 +25,12 @@ _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
 
 def redis_broker(app: Celery) -> bool:
-    """Can wake-ups for ``app`` be pushed directly (a plain Redis broker)?"""
+    """Can wake-ups for ``app`` be pushed directly (a plain Redis broker, or the master its
+    sentinels name: kombu's sentinel transport stores messages as the Redis one does)?"""
     url = str(app.conf.broker_url or "")
     options = app.conf.broker_transport_options or {}
-    return url.startswith(("redis://", "rediss://", "unix://")) and not options.get(
-        "global_keyprefix"
-    )
+    schemes = ("redis://", "rediss://", "unix://", "sentinel://")
+    return url.startswith(schemes) and not options.get("global_keyprefix")
 
 
 class WakeMessages:

@@ -25,6 +25,7 @@ from fleet.domain.values import Task, TaskStatus
 from fleet.runtime import Runtime
 from fleet.store import TaskFilter
 from fleet.store import schema as s
+from tests.conftest import redis_client
 from tests.support.fleet import Fleet, Proc, fleet_settings, running_fleet, wait_for
 
 # timing-bound: `make test` runs it alone
@@ -227,12 +228,11 @@ def test_one_idempotency_key_makes_one_task_under_concurrent_repeats(
 def test_the_sweeper_runs_every_task_in_order_when_the_broker_lost_the_wakeups(
     rt: Runtime, fleet: Fleet, redis_url: str
 ) -> None:
-    import redis
 
     for c in range(5):
         for n in range(4):
             rt.dispatcher.submit("chat", f"m{n}", key=f"p{c}")
-    client = redis.Redis.from_url(redis_url)
+    client = redis_client(redis_url)
     # The first wake-up marks "on its way"; the rest are de-duplicated: one per conversation.
     assert client.llen("fleet") == 5
     client.delete("fleet")  # purge the broker queue: every wake-up is gone
@@ -330,7 +330,6 @@ def gone(pid: int) -> bool:
 def test_two_sweepers_sweep_once_per_interval_and_either_recovers_alone(
     rt: Runtime, fleet: Fleet, redis_url: str
 ) -> None:
-    import redis
 
     ports = {name: free_port() for name in ("beat-a", "beat-b")}
     pair = [fleet.beat(name, "--metrics-port", str(port)) for name, port in ports.items()]
@@ -342,7 +341,7 @@ def test_two_sweepers_sweep_once_per_interval_and_either_recovers_alone(
     # Each tick holds the Redis key 0.9 intervals: 11 gaps take >= 9.9 s (two unkeyed: ~5.5 s).
     assert time.monotonic() - first >= 8.0, "two sweepers swept in the same interval"
 
-    client = redis.Redis.from_url(redis_url)
+    client = redis_client(redis_url)
     holder = wait_for(lambda: client.get(SWEEP_TICK_KEY), 10, what="a sweeper to hold the tick")
     client.close()
     pid = int(holder.decode().rpartition(":")[2])

@@ -61,7 +61,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 
 from fleet.api.app import create_app
-from tests.conftest import PgServer, need, write_config
+from tests.conftest import PgServer, need, redis_client, write_config
 from tests.support.fleet import running_fleet, wait_for
 from tests.support.intake import A2A, caller_toml, reply_text, write_intake_config
 from tests.support.receiver import Receiver
@@ -384,9 +384,7 @@ def module_pg(pg_server: PgServer, pg_template: str) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def module_redis(redis_base: str) -> Iterator[str]:
     """The session's Redis database, emptied before and after this module."""
-    import redis
-
-    client = redis.Redis.from_url(redis_base, socket_connect_timeout=3)
+    client = redis_client(redis_base)
     try:
         client.ping()
     except Exception as exc:

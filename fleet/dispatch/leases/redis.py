@@ -53,10 +53,29 @@ return 0
 
 
 def same_server(a: Any, b: Any) -> bool:
-    """Do two redis-py clients talk to the same server and database?"""
-    ka, kb = a.connection_pool.connection_kwargs, b.connection_pool.connection_kwargs
+    """Do two redis-py clients talk to the same server and database? (Clients of a sentinel
+    master: the same master name and database; each follows a failover to the same server.)"""
+    pa, pb = a.connection_pool, b.connection_pool
+    if _master_of(pa) != _master_of(pb):
+        return False
+    ka, kb = pa.connection_kwargs, pb.connection_kwargs
     fields = ("host", "port", "path", "db")
     return all(ka.get(f) == kb.get(f) for f in fields)
+
+
+def _master_of(pool: Any) -> tuple[str, frozenset[tuple[Any, Any]]] | None:
+    """A sentinel pool's master name and sentinels (None: a pool of one server)."""
+    manager = getattr(pool, "sentinel_manager", None)
+    if manager is None:
+        return None
+    addresses = frozenset(
+        (
+            s.connection_pool.connection_kwargs.get("host"),
+            s.connection_pool.connection_kwargs.get("port"),
+        )
+        for s in manager.sentinels
+    )
+    return pool.service_name, addresses
 
 
 def lease_key(conversation_id: uuid.UUID) -> str:
