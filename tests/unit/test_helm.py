@@ -36,9 +36,15 @@ PG_TLS = (
     "database.tls.mode=verify-full,database.tls.secretName=pg-tls,"
     "database.tls.certKey=tls.crt,database.tls.keyKey=tls.key"
 )
+#: Redis through three sentinels, over TLS with the CA from the user's Secret.
+SENTINELS = (
+    "redis.sentinels={s0:26379,s1:26379,s2:26379},redis.sentinelMaster=fleet,"
+    "redis.sentinelPassword.existingSecret=sentinel,redis.tls.secretName=redis-tls"
+)
 VALUES = {
     "default": "",
     "pg-tls": PG_TLS,
+    "sentinels": SENTINELS,
     "keda": KEDA,
     "ha": HA,
     "inline-secrets": INLINE,
@@ -266,9 +272,38 @@ def test_postgres_tls_reaches_every_container_with_its_files(render: Any) -> Non
             assert "tls-postgres" not in {m["name"] for m in container["volumeMounts"]}
 
 
-def test_a_client_certificate_needs_its_key(chart: helm.Chart) -> None:
-    values = _values("database.tls.secretName=pg-tls,database.tls.certKey=tls.crt")
-    with pytest.raises(helm.HelmRenderError, match=r"certKey and keyKey go together"):
+@pytest.mark.parametrize("side", ["database", "redis"])
+def test_a_client_certificate_needs_its_key(chart: helm.Chart, side: str) -> None:
+    values = _values(f"{side}.tls.secretName=tls,{side}.tls.certKey=tls.crt")
+    with pytest.raises(helm.HelmRenderError, match=rf"{side}.tls: certKey and keyKey go together"):
+        chart.render(values, name="t", namespace="default")
+
+
+def test_sentinels_and_redis_tls_reach_every_container(render: Any) -> None:
+    for doc in [d for d in render(SENTINELS) if d["kind"] in WORKLOADS]:
+        spec = doc["spec"]["template"]["spec"]
+        (volume,) = [v for v in spec["volumes"] if v["name"] == "tls-redis"]
+        assert volume["secret"]["secretName"] == "redis-tls"
+        for container in _containers(doc):
+            env = _env(container)
+            assert env["FLEET_REDIS_SENTINELS"] == "s0:26379,s1:26379,s2:26379"
+            assert env["FLEET_REDIS_SENTINEL_MASTER"] == "fleet"
+            assert env["FLEET_REDIS_SENTINEL_PASSWORD"] == {
+                "secretKeyRef": {"name": "sentinel", "key": "redis-sentinel-password"}
+            }
+            assert env["FLEET_REDIS_TLS_CA_FILE"] == "/etc/fleet/tls/redis/ca.crt"
+            assert "FLEET_REDIS_TLS_CERT_FILE" not in env
+            assert "/etc/fleet/tls/redis" in {m["mountPath"] for m in container["volumeMounts"]}
+    for doc in [d for d in render("") if d["kind"] in WORKLOADS]:
+        for container in _containers(doc):
+            assert not {
+                k for k in _env(container) if k.startswith(("FLEET_REDIS_S", "FLEET_REDIS_T"))
+            }
+
+
+def test_sentinels_need_the_master_name(chart: helm.Chart) -> None:
+    values = _values("redis.sentinels={s0:26379}")
+    with pytest.raises(helm.HelmRenderError, match=r"redis\.sentinelMaster is empty"):
         chart.render(values, name="t", namespace="default")
 
 
@@ -330,6 +365,8 @@ def test_an_inline_migrations_url_needs_the_other_urls_too(chart: helm.Chart) ->
         ("database.migrate.existingSecret=Not_A_Name", "/database/migrate/existingSecret"),
         ("database.migrateUrl=postgresql://db", "additional properties 'migrateUrl' not allowed"),
         ("database.tls.mode=verify", "/database/tls/mode"),
+        ("redis.sentinels={redis://s0:26379}", "/redis/sentinels/0"),
+        ("redis.tls.secretName=Not_A_Name", "/redis/tls/secretName"),
         ("database.tls.secretName=Not_A_Name", "/database/tls/secretName"),
     ],
 )

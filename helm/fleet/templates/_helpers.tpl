@@ -86,6 +86,7 @@ key: {{ $key }}
   valueFrom:
     secretKeyRef:
       {{- include "fleet.secretKeyRef" (list . .Values.redis "redis-url") | nindent 6 }}
+{{- include "fleet.redisExtraEnv" . }}
 {{- if or .Values.openai.apiKey .Values.openai.existingSecret }}
 - name: FLEET_OPENAI_API_KEY
   valueFrom:
@@ -138,9 +139,43 @@ key: {{ $key }}
 {{- end }}
 {{- end }}
 
+{{/* Redis: sentinels and TLS files (redis.sentinels, redis.tls). */}}
+{{- define "fleet.redisExtraEnv" -}}
+{{- $r := .Values.redis }}
+{{- if $r.sentinels }}
+{{- if not $r.sentinelMaster }}
+{{- fail "redis.sentinelMaster is empty: with redis.sentinels, name the master they monitor" }}
+{{- end }}
+- name: FLEET_REDIS_SENTINELS
+  value: {{ join "," $r.sentinels | quote }}
+- name: FLEET_REDIS_SENTINEL_MASTER
+  value: {{ $r.sentinelMaster | quote }}
+{{- with $r.sentinelPassword.existingSecret }}
+- name: FLEET_REDIS_SENTINEL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $r.sentinelPassword.existingSecretKey }}
+{{- end }}
+{{- end }}
+{{- $t := $r.tls }}
+{{- if $t.secretName }}
+- name: FLEET_REDIS_TLS_CA_FILE
+  value: /etc/fleet/tls/redis/{{ $t.caKey }}
+{{- if and $t.certKey $t.keyKey }}
+- name: FLEET_REDIS_TLS_CERT_FILE
+  value: /etc/fleet/tls/redis/{{ $t.certKey }}
+- name: FLEET_REDIS_TLS_KEY_FILE
+  value: /etc/fleet/tls/redis/{{ $t.keyKey }}
+{{- else if or $t.certKey $t.keyKey }}
+{{- fail "redis.tls: certKey and keyKey go together (a client certificate and its key)" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/* Secret volumes of TLS files: include "fleet.tlsVolumes" . (in a pod's volumes). */}}
 {{- define "fleet.tlsVolumes" -}}
-{{- range $name, $t := dict "postgres" .Values.database.tls }}
+{{- range $name, $t := dict "postgres" .Values.database.tls "redis" .Values.redis.tls }}
 {{- if $t.secretName }}
 - name: tls-{{ $name }}
   secret:
@@ -163,7 +198,7 @@ key: {{ $key }}
 {{- end }}
 
 {{- define "fleet.tlsMounts" -}}
-{{- range $name, $t := dict "postgres" .Values.database.tls }}
+{{- range $name, $t := dict "postgres" .Values.database.tls "redis" .Values.redis.tls }}
 {{- if $t.secretName }}
 - name: tls-{{ $name }}
   mountPath: /etc/fleet/tls/{{ $name }}
