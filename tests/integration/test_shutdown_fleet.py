@@ -156,7 +156,9 @@ def test_a_step_still_running_when_the_grace_ends_is_abandoned_and_not_redone(
     assert tool_outputs(rt, runs[1].id) == [("finished", False, UNKNOWN_RESULT)]
     first.popen.wait(SLACK)
     assert "abandoned mid-step" in first.log()
-    assert b.popen.poll() is None and (a.popen.poll() is None) == (first is b)
+    other = b if first is a else a
+    # the worker that took the task over goes on
+    assert other.popen.poll() is None, f"{other.name} exited:\n{other.log()[-2000:]}"
 
 
 def refused(port: int) -> bool:
