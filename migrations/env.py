@@ -1,4 +1,5 @@
-"""Alembic environment: fleet's models are the target; the URL comes from fleet's settings."""
+"""Alembic environment: fleet's tables (the Core metadata) are the target; the URL comes from
+fleet's settings."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ from alembic import context
 from sqlalchemy import Connection
 
 from fleet.store import db
-from fleet.store.schema import Base
+from fleet.store.schema import metadata
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = metadata
 
 
 def _run(connection: Connection) -> None:

@@ -1,4 +1,4 @@
-"""Frozen value objects that cross the layers (ORM rows stay inside ``fleet.store``)."""
+"""Frozen value objects that cross the layers (database rows stay inside ``fleet.store``)."""
 
 from __future__ import annotations
 

@@ -69,7 +69,7 @@ def downgrade(engine: Engine, revision: str) -> None:
 
 
 def check(engine: Engine) -> None:
-    """Raise if the models and the migrated schema differ (``alembic check``)."""
+    """Raise if the tables and the migrated schema differ (``alembic check``)."""
     cfg = alembic_config()
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn

@@ -1,23 +1,28 @@
-"""What every table of the schema shares: the declarative base, naming and column types."""
+"""What every table of the schema shares: the one ``MetaData`` (with its naming convention) and
+the column types.
+
+The tables are SQLAlchemy Core ``Table`` objects, not ORM classes: no fleet process imports
+``sqlalchemy.orm`` (its mappers cost every worker process memory for nothing).
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Column,
     DateTime,
     Dialect,
     Index,
     Integer,
     MetaData,
+    String,
     TypeDecorator,
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, REAL
-from sqlalchemy.orm import DeclarativeBase
 
 _NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -55,9 +60,8 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 FloatArray = JSON().with_variant(ARRAY(REAL()), "postgresql")
 
 
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=_NAMING)
-    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSONType}
+#: Every table of the store (Alembic's autogenerate and ``check`` compare the database to it).
+metadata = MetaData(naming_convention=_NAMING)
 
 
 def utcnow() -> datetime:
@@ -72,4 +76,21 @@ def partial_index(name: str, *columns: str, where: str, unique: bool = False) ->
         unique=unique,
         postgresql_where=text(where),
         sqlite_where=text(where),
+    )
+
+
+def stamp(name: str = "created_at") -> Column[datetime]:
+    """A NOT NULL UTC time that defaults to the moment of the insert."""
+    return Column(name, UTCDateTime(), nullable=False, default=utcnow)
+
+
+def tenant(*, primary_key: bool = False) -> Column[str]:
+    """The tenant whose wall the row lies within (``default`` when none is named)."""
+    return Column(
+        "tenant",
+        String(63),
+        primary_key=primary_key,
+        nullable=False,
+        default="default",
+        server_default="default",
     )

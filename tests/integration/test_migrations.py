@@ -1,4 +1,4 @@
-"""Migrations reach the models' schema on an empty database, and round-trip, on both backends.
+"""Migrations reach the tables' schema on an empty database, and round-trip, on both backends.
 
 procrastinate's way (``tests/migration/test_migration.py``): upgrade an empty database, then
 ``alembic check`` must find nothing to generate.
@@ -21,11 +21,11 @@ from sqlalchemy import Engine, inspect, text
 
 from fleet.domain.values import TaskStatus
 from fleet.store import db, migrate
-from fleet.store.schema import Base
+from fleet.store.schema import metadata
 from tests.conftest import need
 
 REPO = Path(__file__).resolve().parents[2]
-FLEET_TABLES = {t.name for t in Base.metadata.sorted_tables}
+FLEET_TABLES = {t.name for t in metadata.sorted_tables}
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.pg)])
@@ -54,7 +54,7 @@ def test_upgrade_check_downgrade_round_trip(engine: Engine) -> None:
     migrate.upgrade(engine)
     assert migrate.current(engine) == migrate.head()
     assert _tables(engine) == FLEET_TABLES | {"alembic_version"}
-    migrate.check(engine)  # raises when the models and the migrated schema differ
+    migrate.check(engine)  # raises when the tables and the migrated schema differ
 
     migrate.downgrade(engine, "base")
     assert migrate.current(engine) is None
