@@ -25,6 +25,10 @@ class StoreBase:
         # Single reads need no BEGIN/COMMIT round trips.
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._local = threading.local()
+        #: Every thread's pinned connection, so ``dispose`` closes them all (a connection left
+        #: checked out by another thread would otherwise be closed only by the collector).
+        self._pinned: set[Connection] = set()
+        self._pinned_lock = threading.Lock()
 
     @property
     def one_statement_path(self) -> bool:
@@ -44,14 +48,20 @@ class StoreBase:
             return
         conn: Connection | None = getattr(self._local, "conn", None)
         if conn is None or conn.invalidated or conn.closed:
+            stale = conn
             with unavailable_on_outage():
                 conn = self._autocommit.connect()
             self._local.conn = conn
+            with self._pinned_lock:
+                self._pinned.discard(stale)
+                self._pinned.add(conn)
         self._local.active = True
         try:
             yield
         except BaseException:
             self._local.conn = None
+            with self._pinned_lock:
+                self._pinned.discard(conn)
             conn.close()
             raise
         finally:
@@ -115,8 +125,10 @@ class StoreBase:
             yield conn
 
     def dispose(self) -> None:
-        conn: Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            self._local.conn = None
+        """Close every connection of this store: each thread's pinned one, then the pool."""
+        self._local.conn = None
+        with self._pinned_lock:
+            pinned, self._pinned = self._pinned, set()
+        for conn in pinned:
             conn.close()
         self.engine.dispose()
