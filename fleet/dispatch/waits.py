@@ -1,0 +1,100 @@
+"""Waiting without a worker, bound to the store: the run's ``Waits`` port, parking a run whose
+task must wait, and the decisions that make it due again (API, CLI, UI, A2A).
+
+A parked task holds no lease and no worker: its conversation stays blocked by it (it is its
+head) and its wake-up comes from whatever ends its wait: a decision here wakes its conversation
+at once; a deadline is found by the sweeper's look for due work (so no far-future wake-up is
+held by the broker).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from fleet.domain import waits as rules
+from fleet.domain.values import Task
+from fleet.store import Head, Store
+
+if TYPE_CHECKING:
+    from fleet.dispatch.manager import Dispatcher
+    from fleet.domain.runs import Outcome
+    from fleet.store import Started
+
+log = logging.getLogger(__name__)
+
+
+class StoreWaits:
+    """The ``Waits`` port of one run: decisions read from the store."""
+
+    def __init__(
+        self,
+        store: Store,
+        task: Task,
+        clock: Callable[[], datetime],
+        *,
+        approval_timeout_s: float,
+    ) -> None:
+        self._store = store
+        self._task = task
+        self._clock = clock
+        self.approval_timeout_s = approval_timeout_s
+
+    def decision(self, call_id: str) -> rules.Decision | None:
+        wait = self._store.wait_of(self._task.id, call_id)
+        if wait is None:
+            return None
+        decided = wait.decision(self._clock())
+        if decided is not None and decided.status == "expired" and wait.status == "pending":
+            self._store.expire_wait(uuid.UUID(wait.id), self._clock())
+        return decided
+
+
+class Waiting:
+    """Parks runs and records decisions for a dispatcher."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.d = dispatcher
+
+    def park(self, started: Started, outcome: Outcome) -> Head | None:
+        """Store the run's waits and let go of its task (fenced); the conversation's head."""
+        task = started.task
+        head = self.d.store.park(task, started.run_id, outcome.waits, outcome, self.d.clock())
+        self.d.hints.changed(task.id)
+        log.info(
+            "task %s waits (%s), holding no worker",
+            task.id,
+            ", ".join(f"{r.kind} of {r.tool}" for r in outcome.waits) or "nothing pending",
+        )
+        if head is not None and head.task_id == task.id and head.not_before <= self.d.clock():
+            self.d.wake_next(task)  # decided meanwhile: resume it at once
+        return head
+
+    def decide(
+        self,
+        task: Task,
+        wait_id: uuid.UUID,
+        answer: str,
+        *,
+        by: str | None,
+        reason: str | None = None,
+    ) -> rules.Wait:
+        """A person's decision on a pending approval of ``task``; once nothing of the task is
+        pending, it is woken to resume (on any worker). InputError for a bad answer or reason;
+        NotFound / Conflict from the store."""
+        status = rules.status_of(answer)
+        text = rules.clean_reason(reason)
+        wait, due = self.d.store.decide(
+            task.id, wait_id, status, self.d.clock(), by=by, reason=text
+        )
+        self.d.hints.changed(task.id)
+        log.info("approval %s of task %s: %s by %s", wait_id, task.id, wait.status, by or "-")
+        if due:
+            self.d.wake_next(task)
+        return wait
+
+
+__all__ = ["StoreWaits", "Waiting"]
