@@ -18,6 +18,7 @@ from fleet.agents.tokens import Tokenizer
 from fleet.agents.tools.base import Tool
 from fleet.domain.delegation import Delegated, Finished, Signalled
 from fleet.domain.runs import InboxItem, Signals, TraceRow
+from fleet.domain.waits import Decision
 
 
 class Journal(Protocol):
@@ -76,6 +77,32 @@ class MemoryJournal:
         )
 
 
+class Waits(Protocol):
+    """What a run's waits came to (a person's approvals): the run never waits in place; it
+    stops with what it needs (``Outcome.waits``) and, resumed, asks here."""
+
+    #: Seconds an approval waits for its decision (the agent's ``approval_timeout``).
+    approval_timeout_s: float
+
+    def decision(self, call_id: str) -> Decision | None:
+        """How the wait for this tool call ended; None when none was asked for yet or it is
+        still pending (a pending one past its deadline is ``expired``)."""
+        ...
+
+
+@dataclass
+class MemoryWaits:
+    """Decisions kept in memory (tests): call id → decision."""
+
+    decided: dict[str, Decision] = field(default_factory=dict)
+    approval_timeout_s: float = 60.0
+    asked: list[str] = field(default_factory=list)
+
+    def decision(self, call_id: str) -> Decision | None:
+        self.asked.append(call_id)
+        return self.decided.get(call_id)
+
+
 class Delegation(Protocol):
     """How a run hands work to other deployments (``call_agent``, ``start_agent``) and
     messages to their running tasks (``signal_agent``)."""
@@ -132,3 +159,6 @@ class RunPorts:
     #: Asked before each model call: why the run must end now (its tenant's token budget is
     #: spent), or None to go on.
     budget: Callable[[], str | None] = lambda: None
+    #: Decisions on the run's waits (tool approvals); None: no tool of the run may wait (a
+    #: tool that needs an approval is refused).
+    waits: Waits | None = None

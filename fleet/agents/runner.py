@@ -30,7 +30,7 @@ from fleet.agents.ports import Delegation, Journal, MemoryJournal, RunPorts
 from fleet.agents.steps import Steps, inbox_texts
 from fleet.agents.tools import delegation, executor
 from fleet.agents.tools.base import Tool, ToolContext
-from fleet.domain import cost, journal
+from fleet.domain import cost, journal, waits
 from fleet.domain.model_limits import waiting_text
 from fleet.domain.runs import Outcome, Signals, TraceRow
 from fleet.domain.values import TaskStatus
@@ -108,11 +108,16 @@ def run_agent(
             return steps.outcome(TaskStatus.SUCCEEDED, reply=msg.content)
         convo.append(msg)
         skip: str | None = None
-        for call in msg.tool_calls:
+        for i, call in enumerate(msg.tool_calls):
             if skip is not None:  # calls not started when a message or an interrupt came
                 text = _skip(call, steps, replay, skip)
             else:
-                text, signals = _tool_step(tools, call, ctx, steps, replay)
+                try:
+                    text, signals = _tool_step(tools, call, ctx, steps, replay)
+                except _Undecided:  # a person must decide first: stop here, holding nothing
+                    return _park(
+                        model, tools, msg.tool_calls[i:], convo=convo, steps=steps, replay=replay
+                    )
                 if signals.cancel:
                     return steps.outcome(TaskStatus.CANCELLED, error="cancelled by request")
                 if signals.interrupt:
@@ -317,6 +322,18 @@ def _tool_step(
             span.fail("tool_not_found", text)
         record(text, text, t0)
         return text, Signals()
+    call_args = dict(call.arguments)
+    if tool.approval and steps.ports.waits is None:
+        record(NO_APPROVALS, NO_APPROVALS, t0)
+        return NO_APPROVALS, Signals()
+    if tool.approval:  # runs only once a person approved it, with the arguments they saw
+        decided = _decision(call, steps)
+        if not decided.runs:
+            text = waits.refused_result(call.name, decided)
+            record(text, decided.status, t0)
+            return text, Signals()
+        call_args = dict(decided.arguments)
+        args = {**call_args, "_meta": args["_meta"]}
     # Finished steps are stored before this one begins; an unsafe call is journaled as
     # started first, so a retry knows it may have had its effect.
     marker = (
@@ -334,7 +351,7 @@ def _tool_step(
     with steps.ports.tracer.tool(call, step) as span:
         result = executor.call(
             tool,
-            dict(call.arguments),
+            call_args,
             dataclasses.replace(ctx, call_id=call.id),
             timeout_s=steps.ports.timeout_of(tool),
             watch=steps.ports.watch,
@@ -344,6 +361,70 @@ def _tool_step(
     if result.stopped:  # the watch saw a cancel, an interrupt or a lost lease: which?
         return result.text, steps.commit()
     return result.text, Signals()
+
+
+class _Undecided(Exception):
+    """A tool call needs a person's approval that is not decided yet."""
+
+
+#: The result of a call needing an approval in a run that cannot wait for one.
+NO_APPROVALS = "error: this tool needs a person's approval, and this run cannot ask for one"
+
+
+def _decision(call: ToolCall, steps: Steps) -> waits.Decision:
+    """The decision on this call's approval; raises _Undecided while there is none."""
+    port = steps.ports.waits
+    assert port is not None
+    decided = port.decision(call.id)
+    if decided is None:
+        raise _Undecided(call.id)
+    return decided
+
+
+def _park(
+    model: Model,
+    tools: Mapping[str, Tool],
+    calls: Sequence[ToolCall],
+    *,
+    convo: list[ChatMessage],
+    steps: Steps,
+    replay: journal.Replay,
+) -> Outcome:
+    """Stop the run to wait for approvals: one for each call of the step from the first
+    undecided one on that needs one (each its own; the calls after it run when the run
+    resumes, in order). The finished steps are stored first; a cancel or an interrupt that
+    came meanwhile ends the run instead."""
+    port = steps.ports.waits
+    assert port is not None
+    requests = []
+    for call in calls:
+        tool = tools.get(call.name)
+        if tool is None or not tool.approval:
+            continue
+        requests.append(
+            waits.Request(
+                "approval", call.id, call.name, dict(call.arguments), port.approval_timeout_s
+            )
+        )
+        steps.record(
+            "wait",
+            "approval",
+            datetime.now(UTC),
+            time.perf_counter(),
+            input={"tool": call.name, "call_id": call.id},
+            output={"text": f"waiting for a person's approval of {call.name}"},
+        )
+    signals = steps.commit()
+    if signals.cancel:
+        return steps.outcome(TaskStatus.CANCELLED, error="cancelled by request")
+    if signals.interrupt:
+        for call in calls:
+            text = _skip(call, steps, replay, SKIPPED_FOR_INTERRUPT, steps.next_step())
+            convo.append(
+                ChatMessage(role="tool", content=text, tool_call_id=call.id, name=call.name)
+            )
+        return _report(model, convo, steps)
+    return steps.outcome(TaskStatus.WAITING, waits=tuple(requests))
 
 
 def _message_of(output: Any) -> ChatMessage:

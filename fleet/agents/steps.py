@@ -12,6 +12,7 @@ from fleet.agents.models.base import Usage
 from fleet.agents.ports import RunPorts
 from fleet.domain.runs import InboxItem, Outcome, Signals, TraceRow
 from fleet.domain.values import TaskStatus, render_stored
+from fleet.domain.waits import Request
 
 
 class Steps:
@@ -109,7 +110,12 @@ class Steps:
         return signals
 
     def outcome(
-        self, status: TaskStatus, *, reply: str | None = None, error: str | None = None
+        self,
+        status: TaskStatus,
+        *,
+        reply: str | None = None,
+        error: str | None = None,
+        waits: tuple[Request, ...] = (),
     ) -> Outcome:
         usage = {
             "prompt_tokens": self.usage.prompt_tokens,
@@ -137,6 +143,7 @@ class Steps:
             traces=self.pending,
             details=details,
             inbox=tuple(self.delivered),
+            waits=waits,
         )
 
 

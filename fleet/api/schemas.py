@@ -24,6 +24,7 @@ from pydantic.alias_generators import to_camel
 
 from fleet.constants import MAX_PRIORITY
 from fleet.domain.values import DataPart, TaskStatus, TextPart
+from fleet.domain.waits import MAX_REASON
 
 
 class _Camel(BaseModel):
@@ -190,12 +191,61 @@ class DeliveryView(_Camel):
     updated_at: datetime
 
 
+class ApprovalView(_Camel):
+    """A tool call waiting for (or given) a person's decision before it runs."""
+
+    id: UUID
+    task_id: UUID
+    tool: str = Field(description="The tool the model called (`refund`, `github.delete_repo`).")
+    arguments: dict[str, Any] = Field(
+        description="The arguments as the model gave them, as stored (secrets redacted): an "
+        "approved call runs with exactly these."
+    )
+    redacted: bool = Field(description="Redaction changed the arguments the model gave.")
+    status: Literal["pending", "approved", "rejected", "expired", "interrupted", "cancelled"]
+    requested_at: datetime
+    expires_at: datetime = Field(
+        description="Undecided by then, the call is refused as `expired` (`approval_timeout`)."
+    )
+    decided_by: str | None = Field(description="The caller (or `operator`) that decided.")
+    reason: str | None
+    decided_at: datetime | None
+
+
 class TaskDetail(TaskView):
-    """GetTask: the task and where its reply was delivered."""
+    """GetTask: the task, where its reply was delivered and what it waits for."""
 
     deliveries: list[DeliveryView] = Field(
         default_factory=list, description="Deliveries of its reply (none unless configured)."
     )
+    pending_approvals: list[ApprovalView] = Field(
+        default_factory=list,
+        description="`waiting`: the tool calls waiting for a decision "
+        "(`POST /v1/tasks/{id}/approvals/{approvalId}`).",
+    )
+
+
+class DecideApprovalRequest(_Camel):
+    """A person's decision on a pending approval."""
+
+    decision: Literal["approve", "reject"] = Field(
+        description="`approve`: the call runs once, with the arguments shown; `reject`: it "
+        "never runs and the model is told."
+    )
+    reason: str | None = Field(
+        default=None,
+        max_length=MAX_REASON,
+        description="Why (shown to the model as a person's words, not instructions).",
+    )
+
+
+class DecideApprovalResponse(_Camel):
+    approval: ApprovalView
+    task: TaskView
+
+
+class ApprovalList(_Camel):
+    approvals: list[ApprovalView]
 
 
 class SubmitTaskResponse(TaskView):

@@ -19,7 +19,10 @@ from fleet import views
 from fleet.api.auth import ANONYMOUS, Caller
 from fleet.api.deps import CallerDep, IntakeDep, RuntimeDep
 from fleet.api.schemas import (
+    ApprovalList,
     CancelTaskResponse,
+    DecideApprovalRequest,
+    DecideApprovalResponse,
     MessageList,
     SignalTaskRequest,
     SubmitTaskRequest,
@@ -31,6 +34,7 @@ from fleet.api.schemas import (
 from fleet.constants import MIN_TASK_ID_PREFIX
 from fleet.domain import ids, keys
 from fleet.domain.values import Task, TaskStatus
+from fleet.domain.waits import Wait
 from fleet.errors import InputError, NotFound
 from fleet.runtime import Runtime
 from fleet.store import TaskFilter
@@ -157,7 +161,11 @@ async def get_task(
         left = deadline - loop.time()
         if task.status.terminal or left <= 0:
             found = await run_in_threadpool(rt.store.task_deliveries, task.id)
-            return JSONResponse(views.task_with_deliveries(task, found))
+            waits: list[Wait] = []
+            if task.status == TaskStatus.WAITING:
+                waits = await run_in_threadpool(rt.store.waits_of, task.id, pending=True)
+            approvals = [w for w in waits if w.kind == "approval"]
+            return JSONResponse(views.task_with_deliveries(task, found, approvals))
         await asyncio.sleep(min(pause, left))
         pause = min(pause * 2, POLL_MAX_S)
 
@@ -227,6 +235,63 @@ def cancel_task(
     task = _visible(rt, _api_caller(caller), task_id)
     result = rt.dispatcher.cancel(task.id, scope=task.scope)
     return JSONResponse({"effect": result.effect, "task": views.task_json(result.task)})
+
+
+@router.post(
+    "/v1/tasks/{id}/approvals/{approvalId}",
+    operation_id="DecideApproval",
+    response_model=DecideApprovalResponse,
+    responses=problem_responses(*_AUTH, 404, 409, 422),
+    summary="Approve or reject a tool call a waiting task asked about",
+)
+def decide_approval(
+    task_id: Annotated[uuid.UUID, Path(alias="id")],
+    approval_id: Annotated[uuid.UUID, Path(alias="approvalId")],
+    body: DecideApprovalRequest,
+    rt: RuntimeDep,
+    caller: CallerDep,
+) -> JSONResponse:
+    """`approve`: the call runs once, with the arguments `pendingApprovals` showed; `reject`:
+    it never runs, the model is told who decided and why. Once none of the task's approvals is
+    pending, it resumes (on any worker). 409 when it was decided already or expired."""
+    who = _api_caller(caller)
+    task = _visible(rt, who, task_id)
+    wait = rt.dispatcher.waiting.decide(
+        task, approval_id, body.decision, by=decider(who), reason=body.reason
+    )
+    now = rt.store.get_task(task.id)
+    return JSONResponse({"approval": views.approval_json(wait), "task": views.task_json(now)})
+
+
+@router.get(
+    "/v1/approvals",
+    operation_id="ListApprovals",
+    response_model=ApprovalList,
+    responses=problem_responses(*_AUTH, 422),
+    summary="List the approvals waiting for a decision",
+)
+def list_approvals(
+    rt: RuntimeDep,
+    caller: CallerDep,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
+) -> JSONResponse:
+    """The caller's pending approvals (its tenant and scope), oldest first."""
+    who = _api_caller(caller)
+    found = rt.store.pending_approvals(
+        tenants=frozenset({who.tenant}), scope=who.scope, limit=limit
+    )
+    return JSONResponse(
+        {
+            "approvals": [
+                views.approval_json(w) for w, task in found if _may_use(who, task.deployment)
+            ]
+        }
+    )
+
+
+def decider(caller: Caller) -> str:
+    """Who an approval's decision names: the caller, or ``api`` on an open API."""
+    return "api" if caller is ANONYMOUS else caller.name
 
 
 @router.post(

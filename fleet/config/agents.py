@@ -33,6 +33,7 @@ from fleet.config.memory import (
 from fleet.config.model import ModelConfig
 from fleet.config.tools import McpServerConfig, ToolRef
 from fleet.constants import DEFAULT_TOOL_TIMEOUT_S, LIMITS, MAX_CONTEXT_TOKENS, MIN_CONTEXT_TOKENS
+from fleet.domain.waits import DEFAULT_APPROVAL_TIMEOUT_S, DEFAULT_DELEGATE_TIMEOUT_S
 
 
 class HistoryConfig(_Strict):
@@ -55,6 +56,12 @@ class AgentConfig(_Strict):
     tools: tuple[ToolRef, ...] = ()
     #: Seconds a tool call may take unless the tool says otherwise.
     tool_timeout: PositiveDuration = DEFAULT_TOOL_TIMEOUT_S
+    #: How long a tool call waits for a person's approval (``approval = "required"``) before
+    #: it is refused as ``expired`` and the run goes on.
+    approval_timeout: PositiveDuration = DEFAULT_APPROVAL_TIMEOUT_S
+    #: How long ``call_agent`` waits for the delegated task (its caller holds no worker
+    #: meanwhile) before the delegate is cancelled and the model told.
+    delegate_timeout: PositiveDuration = DEFAULT_DELEGATE_TIMEOUT_S
     max_steps: Steps = _limit("max_steps")
     max_input_bytes: InputBytes = _limit("max_input_bytes")
     history: HistoryConfig = HistoryConfig()

@@ -23,6 +23,7 @@ from fleet.constants import (
     MAX_MCP_CONCURRENT_CALLS,
     MCP_PYTHON_PLACEHOLDER,
 )
+from fleet.domain.waits import check_globs
 
 
 class ToolRef(_Strict):
@@ -37,6 +38,9 @@ class ToolRef(_Strict):
     #: ``safe``: a call in flight when its worker died may run again; ``unsafe``: the model is
     #: told the outcome is unknown. Default: the decorator's, else ``unsafe`` (built-ins: safe).
     retry: Literal["safe", "unsafe"] | None = None
+    #: ``"required"``: each call waits for a person's approval before it runs (the task goes
+    #: ``waiting``, holding no worker; the agent's ``approval_timeout`` bounds the wait).
+    approval: Literal["required"] | None = None
 
     @field_validator("tool")
     @classmethod
@@ -125,6 +129,14 @@ class McpServerConfig(_Strict):
     #: Calls the server takes at once (across the runs sharing a worker-lifetime server);
     #: more wait their turn, within their timeout.
     max_concurrent_calls: int = Field(default=1, ge=1, le=MAX_MCP_CONCURRENT_CALLS)
+    #: Globs of the server's tool names (without its namespace, ``["delete_*", "refund"]``)
+    #: whose calls wait for a person's approval before they run.
+    approval: tuple[str, ...] = ()
+
+    @field_validator("approval")
+    @classmethod
+    def _approval(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return check_globs(v)
 
     @field_validator("name")
     @classmethod

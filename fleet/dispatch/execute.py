@@ -22,6 +22,7 @@ from fleet.config import AgentConfig, FleetConfig
 from fleet.dispatch.journal import StoreJournal
 from fleet.dispatch.lease import LeaseHandle
 from fleet.dispatch.shutdown import HandBack
+from fleet.dispatch.waits import StoreWaits
 from fleet.domain.runs import Outcome
 from fleet.domain.values import TaskStatus
 from fleet.errors import Forbidden, LeaseLost
@@ -123,6 +124,7 @@ class Execution:
             inbox_waiting=task.inbox > 0,
             tracer=telemetry.tracer(),
             delegation=d.delegations.port(task, agent) if agent.delegates else None,
+            waits=StoreWaits(d.store, task, d.clock, approval_timeout_s=agent.approval_timeout),
         )
         namespace = d.config.deployment(task.deployment).namespace
 

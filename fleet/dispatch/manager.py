@@ -34,6 +34,7 @@ from fleet.dispatch.quotas import Quotas
 from fleet.dispatch.shutdown import HandBack, InFlight, stop_runs
 from fleet.dispatch.sources import RunSources
 from fleet.dispatch.turns import Turns, take_turns
+from fleet.dispatch.waits import Waiting
 from fleet.dispatch.waker import Waker
 from fleet.domain import inputs, shutdown
 from fleet.domain.runs import Outcome
@@ -114,6 +115,8 @@ class Dispatcher:
         self.lifecycle = Lifecycle(self)
         #: What a claimed task's run does between its claim and its settle.
         self.execution = Execution(self)
+        #: Runs that stop to wait (approvals), and the decisions that resume them.
+        self.waiting = Waiting(self)
         #: Submissions' checks, admission and what follows it (``submit``'s steps).
         self.admissions = Admissions(self)
         #: Tenants' quotas and budgets (the runtime gives it Redis in a fleet).
@@ -274,7 +277,14 @@ class Dispatcher:
                     knocked = self.lease.release(handle)
                 if handle.lost.is_set():
                     return ran  # another worker holds the conversation now
-                if head is not None and head.claimable:
+                # a waiting head's decision wakes it, or the sweeper at its deadline: no wake-up
+                # is left for it here
+                parked = (
+                    head is not None
+                    and head.status == TaskStatus.WAITING
+                    and head.not_before > self.clock()
+                )
+                if head is not None and head.claimable and not parked:
                     if head.not_before > self.clock():
                         again(head.not_before)
                         return ran
@@ -380,6 +390,8 @@ class Dispatcher:
                     return self.hand_back(started, shutdown.HANDED_BACK)
                 span.outcome(outcome)
                 self.inflight.settling(started.run_id)
+                if outcome.status == TaskStatus.WAITING:  # stops here, holding nothing
+                    return self.waiting.park(started, outcome)
                 if agent is None:  # a deployment that is gone: settle without chaining the next
                     return self._settle(started, outcome)
                 return self._settle(started, outcome, handle, deadline)

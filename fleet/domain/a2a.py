@@ -41,6 +41,7 @@ STATES: dict[TaskStatus, str] = {
     TaskStatus.FAILED: "failed",
     TaskStatus.CANCELLED: "canceled",
     TaskStatus.SUPERSEDED: "canceled",  # stopped for a newer message (its report is kept)
+    TaskStatus.WAITING: "working",
 }
 
 

@@ -71,3 +71,5 @@ class Outcome:
     #: The stored reply's ``delivery``: ``sent`` (returned to whoever asks), or ``pending``
     #: while deliveries of it are journaled (fleet.delivery).
     reply_delivery: str = "sent"
+    #: ``waiting``: what the run stopped to wait for (``fleet.domain.waits``).
+    waits: tuple[Any, ...] = ()

@@ -33,6 +33,10 @@ class TaskStatus(StrEnum):
     CANCELLED = "cancelled"
     #: Stopped for a newer submission (``interrupt`` mode), with the report it gave first.
     SUPERSEDED = "superseded"
+    #: Its run stopped at a step boundary to wait for something outside (an approval, a
+    #: delegate, a time): it holds no worker and no lease, keeps its journal, and is claimable
+    #: again once what it waits for came (``not_before`` is then now) or its deadline passed.
+    WAITING = "waiting"
 
     @property
     def terminal(self) -> bool:
@@ -42,8 +46,8 @@ class TaskStatus(StrEnum):
 TERMINAL = _TERMINAL = frozenset(
     {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.SUPERSEDED}
 )
-#: Statuses a conversation's head may be claimed from.
-CLAIMABLE = (TaskStatus.QUEUED, TaskStatus.INTERRUPTED)
+#: Statuses a conversation's head may be claimed from (once its ``not_before`` is due).
+CLAIMABLE = (TaskStatus.QUEUED, TaskStatus.INTERRUPTED, TaskStatus.WAITING)
 #: Statuses of the (at most one) task a worker holds.
 ACTIVE = (TaskStatus.LEASED, TaskStatus.RUNNING)
 #: Statuses that block every later task of the conversation.

@@ -20,6 +20,7 @@ from fleet.store.queries import CancelResult, QueryStore, TaskFilter
 from fleet.store.quotas import QuotaStore, TenantFigures
 from fleet.store.recall import ObservationStore, RecallStore
 from fleet.store.tenancy import TenancyStore
+from fleet.store.waits import WaitStore
 
 __all__ = [
     "Block",
@@ -56,6 +57,7 @@ class Store(
     LifecycleStore,
     TenancyStore,
     QuotaStore,
+    WaitStore,
 ):
     """Everything fleet reads or writes in its database."""
 

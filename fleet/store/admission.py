@@ -20,6 +20,7 @@ from fleet.store.clauses import named
 from fleet.store.delegation import insert_record
 from fleet.store.quotas import QuotaStore, waiting_in
 from fleet.store.schema import conversation_tombstones as tomb
+from fleet.store.waits import end_pending
 
 
 class AdmissionStore(QuotaStore):
@@ -117,6 +118,17 @@ class AdmissionStore(QuotaStore):
             },
         )
         return row
+
+    @staticmethod
+    def _interrupt(conn: Connection, task_id: uuid.UUID, now: datetime) -> uuid.UUID | None:
+        """Ask the active task's run to stop; a waiting task is due at once, its pending
+        approvals rejected as ``interrupted`` (it resumes and ends as an interrupted run)."""
+        asked = conn.execute(q.INTERRUPT, {"b_task": task_id, "b_now": now}).first()
+        if asked is None:
+            return None
+        if asked.status == TaskStatus.WAITING.value:
+            end_pending(conn, asked.id, "interrupted", now)
+        return asked.id  # type: ignore[no-any-return]
 
     def _within_quota(self, conn: Connection, sub: policy.Submission) -> None:
         """Refuse a submission over its tenant's ``max_queued_tasks`` (when it may be refused):
@@ -221,8 +233,7 @@ class AdmissionStore(QuotaStore):
                     ).scalar()
                     outcome["dropped"] = dropped
                 if decision.interrupt is not None:
-                    asked = conn.execute(q.INTERRUPT, {"b_task": decision.interrupt}).scalar()
-                    outcome["interrupted"] = asked
+                    outcome["interrupted"] = self._interrupt(conn, decision.interrupt, now)
             elif isinstance(decision, policy.Merge) and row is None:
                 not_before = decision.not_before
             if row is None:

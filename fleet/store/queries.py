@@ -25,6 +25,7 @@ from fleet.store import rows
 from fleet.store import schema as s
 from fleet.store.base import StoreBase
 from fleet.store.clauses import narrowed
+from fleet.store.waits import end_pending
 
 t = s.tasks
 
@@ -134,7 +135,8 @@ class QueryStore(StoreBase):
                 .values(status=TaskStatus.CANCELLED, error="cancelled by request", finished_at=now)
                 .returning(*rows.TASK_COLUMNS)
             ).first()
-            if row is not None:
+            if row is not None:  # (a waiting task's pending waits end with it)
+                end_pending(conn, task_id, "cancelled", now)
                 return CancelResult(rows.task(row), "cancelled")
             row = conn.execute(
                 update(t)

@@ -51,10 +51,11 @@ from fleet.store.schema_types import (
     tenant,
     utcnow,
 )
+from fleet.store.schema_waits import waits
 
 _ACTIVE = "status IN ('leased', 'running')"
-_CLAIMABLE = "status IN ('queued', 'interrupted')"
-_UNFINISHED = "status IN ('queued', 'interrupted', 'leased', 'running')"
+_CLAIMABLE = "status IN ('queued', 'interrupted', 'waiting')"
+_UNFINISHED = "status IN ('queued', 'interrupted', 'waiting', 'leased', 'running')"
 TASK_STATUSES = (
     "queued",
     "leased",
@@ -64,6 +65,7 @@ TASK_STATUSES = (
     "failed",
     "cancelled",
     "superseded",
+    "waiting",
 )
 
 #: Identity (deployment, tenant, scope, key), reset generation and the per-conversation seq
@@ -406,6 +408,7 @@ __all__ = [
     "token_usage",
     "traces",
     "utcnow",
+    "waits",
     "working_memory",
     "working_memory_operations",
 ]

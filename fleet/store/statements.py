@@ -320,7 +320,12 @@ def _conversation_task(*statuses: TaskStatus) -> Any:
 
 #: The running task (if any) and the queued ones of a conversation: what a busy queue is.
 BUSY = select(
-    select(t.c.id).where(*_conversation_task(*ACTIVE)).limit(1).scalar_subquery().label("active"),
+    # (a waiting task counts: a steered message waits in its inbox, an interrupt reaches it)
+    select(t.c.id)
+    .where(*_conversation_task(*ACTIVE, TaskStatus.WAITING))
+    .limit(1)
+    .scalar_subquery()
+    .label("active"),
     select(func.count())
     .select_from(t)
     .where(*_conversation_task(TaskStatus.QUEUED))
@@ -352,12 +357,19 @@ DROP_QUEUED = (
     .returning(t.c.id)
 )
 
-#: ``interrupt``: ask the active task's run to report and stop.
+#: ``interrupt``: ask the active task's run to report and stop; a waiting one is due at once
+#: (its pending approvals are rejected as ``interrupted`` in the same transaction).
 INTERRUPT = (
     update(t)
-    .where(t.c.id == bindparam("b_task"), status_in(t.c.status, ACTIVE))
-    .values(interrupt_requested=True)
-    .returning(t.c.id)
+    .where(t.c.id == bindparam("b_task"), status_in(t.c.status, (*ACTIVE, TaskStatus.WAITING)))
+    .values(
+        interrupt_requested=True,
+        not_before=case(
+            (t.c.status == TaskStatus.WAITING.value, bindparam("b_now", type_=s.UTCDateTime())),
+            else_=t.c.not_before,
+        ),
+    )
+    .returning(t.c.id, t.c.status)
 )
 
 #: ``steer``: count a message into the task's inbox if the task still runs, or if its run ended
@@ -366,7 +378,7 @@ INBOX_RESERVE = (
     update(t)
     .where(
         t.c.id == bindparam("b_task"),
-        (t.c.status == TaskStatus.RUNNING.value) | (t.c.inbox > 0),
+        status_in(t.c.status, (TaskStatus.RUNNING, TaskStatus.WAITING)) | (t.c.inbox > 0),
     )
     .values(inbox=t.c.inbox + 1)
     .returning(*rows.TASK_COLUMNS)

@@ -14,6 +14,7 @@ from fleet.domain.cost import money
 from fleet.domain.events import TaskEvent
 from fleet.domain.lifecycle import fresh_notice
 from fleet.domain.values import Admission, Message, Run, Step, Task, TaskStatus
+from fleet.domain.waits import Wait
 
 
 def iso(ts: datetime | None) -> str | None:
@@ -62,9 +63,34 @@ def delivery_json(rec: delivery.Record) -> dict[str, Any]:
     }
 
 
-def task_with_deliveries(task: Task, deliveries: Iterable[delivery.Record]) -> dict[str, Any]:
-    """GetTask and ``fleet tasks show``: the task and where its reply was delivered."""
-    return {**task_json(task), "deliveries": [delivery_json(d) for d in deliveries]}
+def task_with_deliveries(
+    task: Task, deliveries: Iterable[delivery.Record], approvals: Iterable[Wait] = ()
+) -> dict[str, Any]:
+    """GetTask and ``fleet tasks show``: the task, where its reply was delivered and the
+    approvals it waits for."""
+    return {
+        **task_json(task),
+        "deliveries": [delivery_json(d) for d in deliveries],
+        "pendingApprovals": [approval_json(w) for w in approvals],
+    }
+
+
+def approval_json(wait: Wait) -> dict[str, Any]:
+    """One approval: the call as the model gave it (stored, after redaction: ``redacted`` says
+    whether that changed it), its deadline and, once decided, who decided and why."""
+    return {
+        "id": wait.id,
+        "taskId": wait.task_id,
+        "tool": wait.tool,
+        "arguments": wait.arguments,
+        "redacted": wait.redacted,
+        "status": wait.status,
+        "requestedAt": iso(wait.requested_at),
+        "expiresAt": iso(wait.expires_at),
+        "decidedBy": wait.decided_by,
+        "reason": wait.reason,
+        "decidedAt": iso(wait.decided_at),
+    }
 
 
 def admission_json(adm: Admission) -> dict[str, Any]:

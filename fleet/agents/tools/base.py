@@ -81,6 +81,9 @@ class Tool:
     timeout: float | None = None
     #: Where it came from, for messages: ``builtin``, ``module:function`` or ``mcp:<server>``.
     origin: str = "builtin"
+    #: A call waits for a person's approval before it runs (``approval = "required"``, or an
+    #: MCP server's ``approval`` globs).
+    approval: bool = False
 
     def __post_init__(self) -> None:
         if (self.fn is None) == (self.afn is None):

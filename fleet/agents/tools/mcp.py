@@ -32,6 +32,7 @@ from fleet.agents.tools.mcp_process import StderrTail, guarded
 from fleet.agents.tools.mcp_session import Gone, Opened, Session, SessionError
 from fleet.config import McpServerConfig
 from fleet.constants import REDACTED
+from fleet.domain.waits import needs_approval
 
 #: How much of a stdio server's stderr a start-up failure quotes (its last lines).
 STDERR_TAIL_CHARS = 300
@@ -170,6 +171,7 @@ class McpToolServer:
             retry=self.config.retry or _retry_of(listed),
             timeout=self.config.call_timeout,
             origin=f"mcp:{server}",
+            approval=needs_approval(remote, False, self.config.approval),
         )
 
 

@@ -84,6 +84,7 @@ def build(agent: AgentConfig, config_root: Path) -> Toolbox:
                     name=ref.name or tool.name,
                     retry=ref.retry or tool.retry,
                     timeout=ref.timeout if ref.timeout is not None else tool.timeout,
+                    approval=ref.approval == "required",
                 )
             else:
                 tool = from_function(
@@ -93,6 +94,8 @@ def build(agent: AgentConfig, config_root: Path) -> Toolbox:
                     retry=ref.retry,
                     timeout=ref.timeout,
                 )
+                if ref.approval == "required":
+                    tool = dataclasses.replace(tool, approval=True)
         except ToolLoadError as exc:
             raise ToolLoadError(f"{where}: {exc}") from None
         if tool.name in FLEET_TOOL_NAMES:
