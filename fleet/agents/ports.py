@@ -126,6 +126,17 @@ class Delegation(Protocol):
         """The caller stopped waiting (cancelled, timed out): cancel the delegated task."""
         ...
 
+    #: ``call_agent`` waits without a worker: its run stops (``Park``) until the delegated task
+    #: ends or ``timeout_s`` passes. False (embedded): it waits in place (and runs it there).
+    parks: bool
+    #: Seconds a ``call_agent`` waits for its delegate (the agent's ``delegate_timeout``).
+    timeout_s: float
+
+    def waited(self, call_id: str) -> str | None:
+        """How this call's earlier wait ended (``done``, ``expired``), or None (none yet, or
+        still pending)."""
+        ...
+
     def signal(self, task_id: str, message: str, *, call_id: str) -> Signalled:
         """Put ``message`` into the inbox of running task ``task_id``, once per ``call_id`` (a
         retried run finds it there and puts none). Raises Refused (no such task, its deployment

@@ -118,6 +118,16 @@ def run_agent(
                     return _park(
                         model, tools, msg.tool_calls[i:], convo=convo, steps=steps, replay=replay
                     )
+                except _Parking as parking:  # a tool waits for something outside (a delegate)
+                    return _park(
+                        model,
+                        tools,
+                        msg.tool_calls[i:],
+                        convo=convo,
+                        steps=steps,
+                        replay=replay,
+                        requests=[parking.request],
+                    )
                 if signals.cancel:
                     return steps.outcome(TaskStatus.CANCELLED, error="cancelled by request")
                 if signals.interrupt:
@@ -357,6 +367,8 @@ def _tool_step(
             watch=steps.ports.watch,
         )
         span.result(result)
+    if result.wait is not None:  # nothing is journaled: the call runs again on the resume
+        raise _Parking(result.wait)
     record(result.text, result.error, t0)
     if result.stopped:  # the watch saw a cancel, an interrupt or a lost lease: which?
         return result.text, steps.commit()
@@ -365,6 +377,14 @@ def _tool_step(
 
 class _Undecided(Exception):
     """A tool call needs a person's approval that is not decided yet."""
+
+
+class _Parking(Exception):
+    """A tool call waits for something outside (``call_agent``'s delegate)."""
+
+    def __init__(self, request: waits.Request) -> None:
+        super().__init__(request.kind)
+        self.request = request
 
 
 #: The result of a call needing an approval in a run that cannot wait for one.
@@ -389,15 +409,26 @@ def _park(
     convo: list[ChatMessage],
     steps: Steps,
     replay: journal.Replay,
+    requests: list[waits.Request] | None = None,
 ) -> Outcome:
-    """Stop the run to wait for approvals: one for each call of the step from the first
-    undecided one on that needs one (each its own; the calls after it run when the run
-    resumes, in order). The finished steps are stored first; a cancel or an interrupt that
-    came meanwhile ends the run instead."""
+    """Stop the run to wait: for ``requests`` (a tool's), else for approvals: one for each call
+    of the step from the first undecided one on that needs one (each its own; the calls after
+    it run when the run resumes, in order). The finished steps are stored first; a cancel or
+    an interrupt that came meanwhile ends the run instead."""
     port = steps.ports.waits
     assert port is not None
-    requests = []
-    for call in calls:
+    if requests is not None:
+        for request in requests:
+            steps.record(
+                "wait",
+                request.kind,
+                datetime.now(UTC),
+                time.perf_counter(),
+                input={"tool": request.tool, "call_id": request.call_id},
+                output={"text": f"waiting for task {request.target_task_id}"},
+            )
+    requests = list(requests or ())
+    for call in calls if not requests else ():
         tool = tools.get(call.name)
         if tool is None or not tool.approval:
             continue

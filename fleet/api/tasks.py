@@ -241,7 +241,7 @@ def cancel_task(
     "/v1/tasks/{id}/approvals/{approvalId}",
     operation_id="DecideApproval",
     response_model=DecideApprovalResponse,
-    responses=problem_responses(*_AUTH, 404, 409, 422),
+    responses=problem_responses(*_AUTH, 400, 404, 409, 422),
     summary="Approve or reject a tool call a waiting task asked about",
 )
 def decide_approval(

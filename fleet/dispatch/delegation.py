@@ -78,7 +78,7 @@ class Delegations:
             record = self.store.delegation(task.id)
             chain = record.chain if record is not None else ()
         caller = rules.Caller(task.deployment, task.scope, task.key, chain)
-        return RunDelegation(self, task, caller, agent.delegates)
+        return RunDelegation(self, task, caller, agent.delegates, timeout_s=agent.delegate_timeout)
 
     def admit(self, sub: Submission) -> Admission:
         admission = self.store.admit(sub, self.clock())
@@ -174,12 +174,32 @@ class RunDelegation:
     """The ``Delegation`` port of one run: admits its delegated tasks and watches them."""
 
     def __init__(
-        self, owner: Delegations, task: Task, caller: rules.Caller, delegates: Sequence[str]
+        self,
+        owner: Delegations,
+        task: Task,
+        caller: rules.Caller,
+        delegates: Sequence[str],
+        *,
+        timeout_s: float = 3600.0,
     ) -> None:
         self._owner = owner
         self._task = task
         self._caller = caller
         self.delegates: Sequence[str] = tuple(delegates)
+        #: A fleet parks the caller; embedded mode runs the delegate in the waiting thread.
+        self.parks = owner.drive is None
+        self.timeout_s = timeout_s
+
+    def waited(self, call_id: str) -> str | None:
+        wait = self._owner.store.wait_of(self._task.id, call_id)
+        if wait is None:
+            return None
+        decided = wait.decision(self._owner.clock())
+        if decided is None:
+            return None
+        if decided.status == "expired" and wait.status == "pending":
+            self._owner.store.expire_wait(uuid.UUID(wait.id), self._owner.clock())
+        return decided.status
 
     def delegate(self, deployment: str, input: str, *, call_id: str, wait: bool) -> rules.Delegated:
         owner, task = self._owner, self._task

@@ -195,6 +195,7 @@ class Dispatcher:
         result = self.store.cancel(task_id, self.clock(), scope=scope)
         if result.effect == "cancelled":
             self.hints.changed(result.task.id)
+            self.waiting.cancelled(result.task)
             # The conversation's next task may start now.
             self.wake_next(result.task)
         return result
@@ -450,6 +451,10 @@ class Dispatcher:
         metrics.finished(task, final, self.clock())
         self.delegations.settled(task)
         try:
+            self.waiting.delegate_ended(task)
+        except Exception:  # the sweeper's look releases it
+            log.warning("could not resume the callers of %s", task.id, exc_info=True)
+        try:
             self.deliveries.after_settle(task, final, push_pending=push_pending)
         except Exception:  # journaled already (or the sweeper's next look journals them)
             log.warning("could not start the deliveries of %s", task.id, exc_info=True)
@@ -494,6 +499,7 @@ class Dispatcher:
         for conv, tenant, priority in due:
             self.waker.wake(conv, force=True, tenant=tenant, priority=priority)
         self.delegations.report_due()
+        self.waiting.sweep()
         self.deliveries.sweep(self.settings.sweep_interval)
         pruned = self.lifecycle.enforce()  # last: recovery never waits behind it
         return SweepReport(recovered=recovered, woken=len(due), pruned=pruned)

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from fleet.domain import waits as rules
+from fleet.domain.delegation import is_delegation_key
 from fleet.domain.values import Task
 from fleet.store import Head, Store
 
@@ -95,6 +96,33 @@ class Waiting:
         if due:
             self.d.wake_next(task)
         return wait
+
+    def delegate_ended(self, task: Task) -> None:
+        """``task`` ended: the tasks waiting for it (``call_agent``) resume. (Only a delegated
+        task can be waited for: other settles cost nothing here.)"""
+        if not is_delegation_key(task.idempotency_key):
+            return
+        for caller in self.d.store.release_delegate_waits(self.d.clock(), target=task.id):
+            self.d.hints.changed(caller.id)
+            self.d.wake_next(caller)
+
+    def sweep(self) -> int:
+        """The sweeper's part: waits for delegates that ended while no one was looking (a
+        worker lost after its settle, a wait stored as its delegate ended)."""
+        woken = self.d.store.release_delegate_waits(self.d.clock())
+        for caller in woken:
+            self.d.hints.changed(caller.id)
+            self.d.wake_next(caller)
+        return len(woken)
+
+    def cancelled(self, task: Task) -> None:
+        """A waiting task was cancelled: the delegates it waited for are cancelled too."""
+        for wait in self.d.store.waits_of(task.id):
+            if wait.kind == "delegate" and wait.status == "cancelled" and wait.target_task_id:
+                try:
+                    self.d.cancel(uuid.UUID(wait.target_task_id))
+                except Exception:  # gone, or already over: nothing to stop
+                    log.debug("could not cancel delegate %s", wait.target_task_id, exc_info=True)
 
 
 __all__ = ["StoreWaits", "Waiting"]

@@ -14,15 +14,24 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from fleet.domain import waits as rules
 from fleet.domain.runs import Outcome
-from fleet.domain.values import Task, TaskStatus
+from fleet.domain.values import TERMINAL, Task, TaskStatus
 from fleet.errors import Conflict, LeaseLost, NotFound
 from fleet.store import rows
 from fleet.store import schema as s
 from fleet.store import statements as q
 from fleet.store.base import StoreBase
 from fleet.store.claims import Head
+from fleet.store.statements import status_in
 
 t, w = s.tasks, s.waits
+
+
+#: A pending wait for a delegated task that has ended.
+_ENDED_DELEGATE = (
+    w.c.kind == "delegate",
+    w.c.status == "pending",
+    select(t.c.id).where(t.c.id == w.c.target_task_id, status_in(t.c.status, TERMINAL)).exists(),
+)
 
 
 def _wait(row: Any) -> rules.Wait:
@@ -73,6 +82,12 @@ class WaitStore(StoreBase):
                     .values([self._request_row(task, r, now) for r in requests])
                     .on_conflict_do_nothing(index_elements=["task_id", "call_id"])
                 )
+            # a delegate that ended before this wait was stored: nothing to wait for
+            conn.execute(
+                update(w)
+                .where(w.c.task_id == task.id, *_ENDED_DELEGATE)
+                .values(status="done", decided_at=now)
+            )
             if found.cancel_requested or found.interrupt_requested:
                 ended = "cancelled" if found.cancel_requested else "interrupted"
                 end_pending(conn, task.id, ended, now)
@@ -233,6 +248,31 @@ class WaitStore(StoreBase):
             decided = conn.execute(select(w).where(w.c.id == wait_id)).one()
         return _wait(decided), due <= now
 
+    def release_delegate_waits(
+        self, now: datetime, *, target: uuid.UUID | None = None
+    ) -> list[Task]:
+        """Pending ``delegate`` waits whose task ended (``target``'s, or any: the sweeper's
+        look after a worker lost between a settle and this) are ``done``; their waiting tasks
+        with nothing else pending are due now. Returns those tasks (to wake)."""
+        which = list(_ENDED_DELEGATE)
+        if target is not None:
+            which.append(w.c.target_task_id == target)
+        woken: list[Task] = []
+        with self.tx() as conn:
+            waiting = conn.execute(
+                update(w).where(*which).values(status="done", decided_at=now).returning(w.c.task_id)
+            ).scalars()
+            for task_id in sorted(set(waiting)):
+                row = conn.execute(
+                    update(t)
+                    .where(t.c.id == task_id, t.c.status == TaskStatus.WAITING.value)
+                    .values(not_before=self._due(conn, task_id, now))
+                    .returning(*rows.TASK_COLUMNS)
+                ).first()
+                if row is not None and row.not_before <= now:
+                    woken.append(rows.task(row))
+        return woken
+
     def expire_wait(self, wait_id: uuid.UUID, now: datetime) -> None:
         """A pending wait past its deadline: ``expired`` (the resumed run saw it so)."""
         with self.tx() as conn:
@@ -241,21 +281,6 @@ class WaitStore(StoreBase):
                 .where(w.c.id == wait_id, w.c.status == "pending", w.c.expires_at <= now)
                 .values(status="expired", decided_at=now)
             )
-
-    def end_waits(self, task_id: uuid.UUID, status: str, now: datetime) -> bool:
-        """End a waiting task's pending waits (an interrupt: ``interrupted``) and make it due
-        now; False when it is not waiting."""
-        with self.tx() as conn:
-            woke = conn.execute(
-                update(t)
-                .where(t.c.id == task_id, t.c.status == TaskStatus.WAITING.value)
-                .values(not_before=now)
-                .returning(t.c.id)
-            ).first()
-            if woke is None:
-                return False
-            end_pending(conn, task_id, status, now)
-        return True
 
 
 def end_pending(conn: Connection, task_id: uuid.UUID, status: str, now: datetime) -> None:

@@ -6,7 +6,6 @@ is killed while it waits."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import uuid
 from pathlib import Path
@@ -16,7 +15,6 @@ import pytest
 from sqlalchemy import select
 
 from fleet.domain import delegation as rules
-from fleet.domain.shutdown import HANDED_BACK
 from fleet.domain.values import Task, TaskStatus
 from fleet.runtime import Runtime
 from fleet.store import TaskFilter
@@ -199,50 +197,54 @@ def test_the_depth_limit_refuses_a_delegation_too_deep(rt: Runtime, fleet: Fleet
     assert tool_outputs(rt, lead.id) == [first.reply]
 
 
-def waiting_caller(rt: Runtime, fleet: Fleet, seconds: float) -> tuple[Task, Task, int]:
-    """Two workers and a sweeper; a caller whose call_agent waits for a task that runs for
-    ``seconds``: (caller, delegated task, pid of the pool process holding the caller)."""
+def waiting_caller(rt: Runtime, fleet: Fleet, seconds: float) -> tuple[Task, Task]:
+    """A sweeper and a worker; a caller whose call_agent waits for a task that runs for
+    ``seconds``: (caller, delegated task), once the caller waits and the delegated task runs."""
     fleet.beat()
-    fleet.worker("a", concurrency=2)
-    fleet.worker("b", concurrency=2)
+    fleet.worker("a", concurrency=1)
     wait = f'/tool wait {{"seconds": {seconds:g}}}'
     lead = rt.dispatcher.submit("lead", tool("call_agent", "slow", wait), key="k").task
     child = wait_for(lambda: tasks_of(rt, "slow"), 30, what="the delegated task")[0]
     wait_for(lambda: rt.store.get_task(child.id).status == TaskStatus.RUNNING, 30, what="it to run")
+    return lead, child
+
+
+def test_a_caller_waits_for_its_delegate_holding_no_worker(rt: Runtime, fleet: Fleet) -> None:
+    """One worker process of concurrency 1 runs the delegated task while its caller waits: the
+    caller holds neither the process nor a lease, and resumes from its journal."""
+    lead, child = waiting_caller(rt, fleet, 2)
+    caller = rt.store.get_task(lead.id)
+    assert caller.status == TaskStatus.WAITING
     with rt.store.read() as conn:
         holder = conn.execute(select(s.tasks.c.worker).where(s.tasks.c.id == lead.id)).scalar()
-    assert holder
-    return lead, child, int(holder.rpartition(":")[2])
-
-
-def test_a_caller_killed_while_it_waits_gets_the_same_delegated_task_on_retry(
-    rt: Runtime, fleet: Fleet
-) -> None:
-    lead, child, pid = waiting_caller(rt, fleet, 6)
-    os.kill(pid, signal.SIGKILL)  # the caller, mid-wait
-    done = finished(rt, lead.id, TTL + SWEEP + 60)
+    assert holder is None
+    [wait] = rt.store.waits_of(lead.id, pending=True)
+    assert (wait.kind, wait.target_task_id) == ("delegate", str(child.id))
+    done = finished(rt, lead.id)
     assert done.status == TaskStatus.SUCCEEDED, done.error
-    assert done.attempts == 2
-    assert [t.id for t in tasks_of(rt, "slow")] == [child.id], "a second task was delegated"
     assert tool_outputs(rt, lead.id) == [rt.store.get_task(child.id).reply]
+    assert [(r.attempt, r.status) for r in rt.store.runs_of(lead.id)] == [
+        (1, "waiting"),
+        (2, "succeeded"),
+    ]
+    assert [w.status for w in rt.store.waits_of(lead.id)] == ["done"]
 
 
-def test_a_caller_handed_back_at_shutdown_waits_for_the_same_delegated_task(
+def test_workers_killed_while_a_caller_waits_leave_it_one_delegated_task(
     rt: Runtime, fleet: Fleet
 ) -> None:
-    """SIGTERM (a deploy) on the worker whose run waits in call_agent: the run is handed back,
-    not failed, and the delegated task is neither cancelled nor delegated again."""
-    lead, child, pid = waiting_caller(rt, fleet, 4)
-    group = os.getpgid(pid)
-    stopped = next(p for p in fleet.procs if p.pid == group)
-    os.kill(stopped.pid, signal.SIGTERM)  # the caller's worker main process, mid-wait
+    """Every worker is killed (SIGKILL) while the caller waits and its delegate runs: the
+    delegate is recovered and retried, the caller resumes when it ends and gets the same task
+    (one per tool call), never a second."""
+    lead, child = waiting_caller(rt, fleet, 4)
+    for proc in fleet.procs:
+        if proc.name == "a":
+            proc.signal(signal.SIGKILL)
+            proc.popen.wait(10)
+    fleet.worker("b", concurrency=1)
     done = finished(rt, lead.id, TTL + SWEEP + 60)
     assert done.status == TaskStatus.SUCCEEDED, done.error
     assert [t.id for t in tasks_of(rt, "slow")] == [child.id], "a second task was delegated"
     kid = rt.store.get_task(child.id)
-    assert kid.status == TaskStatus.SUCCEEDED, kid.error
+    assert kid.status == TaskStatus.SUCCEEDED and kid.attempts == 2, kid.error
     assert tool_outputs(rt, lead.id) == [kid.reply]
-    runs = rt.store.runs_of(lead.id)
-    assert [(r.attempt, r.status) for r in runs] == [(1, "interrupted"), (2, "succeeded")]
-    assert runs[0].error == HANDED_BACK
-    stopped.popen.wait(30)  # and the stopped worker is gone

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from fleet.agents.models.base import ToolSpec
+from fleet.domain.waits import Request
 
 #: ``safe``: a call that was in flight when its worker was lost may simply run again.
 #: ``unsafe``: it may have had its effect; the model is told the outcome is unknown instead.
@@ -18,6 +19,16 @@ RetryPolicy = Literal["safe", "unsafe"]
 
 class ToolError(Exception):
     """The call was wrong (bad arguments, refused); the model is told and may try again."""
+
+
+class Park(Exception):
+    """Raised by a tool that must wait for something outside (``call_agent`` for its delegate):
+    the run stops at this call, its task waits holding no worker, and the call runs again when
+    the task resumes (so the tool must be safe to run again)."""
+
+    def __init__(self, request: Request) -> None:
+        super().__init__(f"waits for {request.kind} ({request.tool})")
+        self.request = request
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,12 @@
 """``call_agent``, ``start_agent`` and ``signal_agent``: hand work to another deployment, or a
 message to one of its running tasks, through the run's delegation port.
 
-``call_agent`` waits for the delegated task within the caller's step: bounded by the tool's
-timeout and stopped like any tool. A stop that ends the caller's run (its cancel or interrupt,
-or the timeout) cancels the delegated task; a stop that hands the run to another worker (a lost
+``call_agent`` waits for the delegated task without a worker: the caller's run stops at the
+call, its task waits (holding no process) until the delegated task ends or the agent's
+``delegate_timeout`` passes, then the call runs again and finds the result (embedded, it waits
+within the caller's step instead, bounded by the tool's timeout and stopped like any tool). A
+stop that ends the caller's run (its cancel or interrupt, or the timeout) cancels the delegated
+task; a stop that hands the run to another worker (a lost
 lease, a run abandoned at shutdown) leaves it running, for the resumed call to wait for.
 ``start_agent`` returns the task's id at once; its result comes back later as a task of the
 caller's conversation. Both admit one task per tool call (the port keys the admission by the
@@ -18,9 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from fleet.agents.tools.base import SyncFn, Tool, ToolContext, ToolError
+from fleet.agents.tools.base import Park, SyncFn, Tool, ToolContext, ToolError
 from fleet.constants import DELEGATION_POLL_S
 from fleet.domain.delegation import Refused, call_result, signal_result, started_result
+from fleet.domain.waits import Request
 from fleet.errors import FleetError
 
 if TYPE_CHECKING:
@@ -76,6 +80,26 @@ def tools(port: Delegation, delegates: Sequence[str]) -> list[Tool]:
 
     def call_agent(args: dict[str, Any], ctx: ToolContext) -> str:
         task = delegate(args, ctx, wait=True)
+        if port.parks:  # wait holding no worker: the call runs again when the task resumes
+            done = port.poll(task.task_id)
+            if done is not None:
+                return call_result(done)
+            if port.waited(ctx.call_id) == "expired":
+                port.cancel(task.task_id)
+                return (
+                    f"stopped: task {task.task_id} did not finish within {port.timeout_s:g}s "
+                    "(delegate_timeout); it was cancelled"
+                )
+            raise Park(
+                Request(
+                    "delegate",
+                    ctx.call_id,
+                    "call_agent",
+                    dict(args),
+                    port.timeout_s,
+                    target_task_id=task.task_id,
+                )
+            )
         while True:
             done = port.poll(task.task_id)
             if done is not None:

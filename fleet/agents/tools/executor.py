@@ -21,7 +21,8 @@ from typing import Any
 
 from fleet import logs
 from fleet.agents import aio
-from fleet.agents.tools.base import Tool, ToolContext, ToolError
+from fleet.agents.tools.base import Park, Tool, ToolContext, ToolError
+from fleet.domain.waits import Request
 
 #: How often a waiting call asks whether the run must stop (seconds).
 POLL_S = 0.1
@@ -37,6 +38,8 @@ class CallResult:
     error: str | None = None
     #: The run must stop (cancel or lost lease): the call was abandoned, not answered.
     stopped: bool = False
+    #: The tool must wait for this (``Park``): the run stops here and calls it again later.
+    wait: Request | None = None
 
 
 def _in_thread(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Future[str]:
@@ -82,6 +85,8 @@ def call(
             return CallResult(text="stopped: the run is stopping", error="stopped", stopped=True)
         except ToolError as exc:
             return CallResult(text=f"error: {exc}", error=str(exc))
+        except Park as parked:
+            return CallResult(text="", wait=parked.request)
         except Exception as exc:
             reason = f"{type(exc).__name__}: {exc}"
             return CallResult(text=f"error: the tool raised {reason}", error=reason)
