@@ -82,7 +82,9 @@ FLEET_TOOL_NAMES = frozenset(
 #: The built-in tools an agent's config may name without a ``module:function``
 #: (``fleet.agents.tools.builtin`` has them; a test keeps the two equal). Here, so that config
 #: validation need not import the tools.
-BUILTIN_TOOL_NAMES = frozenset({"current_time", "wait"})
+#: The built-in that lets an agent come back to its conversation later (bound to each run).
+FOLLOWUP_TOOL = "schedule_followup"
+BUILTIN_TOOL_NAMES = frozenset({"current_time", "wait", FOLLOWUP_TOOL})
 #: Collect mode: the debounce a deployment gets when it names none (seconds).
 DEFAULT_DEBOUNCE_S = 2.0
 #: Collect mode: the longest debounce a deployment may configure (seconds).

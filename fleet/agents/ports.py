@@ -17,6 +17,7 @@ from fleet.agents import telemetry
 from fleet.agents.tokens import Tokenizer
 from fleet.agents.tools.base import Tool
 from fleet.domain.delegation import Delegated, Finished, Signalled
+from fleet.domain.followups import Followup
 from fleet.domain.runs import InboxItem, Signals, TraceRow
 from fleet.domain.waits import Decision
 
@@ -101,6 +102,16 @@ class MemoryWaits:
     def decision(self, call_id: str) -> Decision | None:
         self.asked.append(call_id)
         return self.decided.get(call_id)
+
+
+class Followups(Protocol):
+    """Where ``schedule_followup`` stores the run's follow-ups."""
+
+    def schedule(self, after_s: float, input: str, *, call_id: str) -> Followup:
+        """Store a follow-up of the run's conversation due in ``after_s``, once per
+        ``call_id`` (a retried run gets the same one back). Raises Conflict when the
+        conversation has too many pending."""
+        ...
 
 
 class Delegation(Protocol):

@@ -26,6 +26,7 @@ from fleet.constants import DEFAULT_PRIORITY, DEFAULT_TENANT
 from fleet.delivery import Deliverer
 from fleet.dispatch.delegation import Delegations
 from fleet.dispatch.execute import Execution, agent_of
+from fleet.dispatch.followups import Followups
 from fleet.dispatch.hints import Hints, NoHints
 from fleet.dispatch.intake import Admissions, queue_policy
 from fleet.dispatch.lease import Lease, LeaseHandle
@@ -117,6 +118,8 @@ class Dispatcher:
         self.execution = Execution(self)
         #: Runs that stop to wait (approvals), and the decisions that resume them.
         self.waiting = Waiting(self)
+        #: Follow-ups agents scheduled, admitted by the sweeper when due.
+        self.followups = Followups(self)
         #: Submissions' checks, admission and what follows it (``submit``'s steps).
         self.admissions = Admissions(self)
         #: Tenants' quotas and budgets (the runtime gives it Redis in a fleet).
@@ -500,6 +503,7 @@ class Dispatcher:
             self.waker.wake(conv, force=True, tenant=tenant, priority=priority)
         self.delegations.report_due()
         self.waiting.sweep()
+        self.followups.admit_due()
         self.deliveries.sweep(self.settings.sweep_interval)
         pruned = self.lifecycle.enforce()  # last: recovery never waits behind it
         return SweepReport(recovered=recovered, woken=len(due), pruned=pruned)

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 from fleet.agents import models as model_adapters
 from fleet.agents import prompt, tokens
 from fleet.agents.models.base import Model
-from fleet.agents.tools import Tool
+from fleet.agents.tools import Tool, followup
 from fleet.config import AgentConfig, FleetConfig, Settings
+from fleet.dispatch.followups import StoreFollowups
 from fleet.domain.values import Task, render_parts
 from fleet.memory import render
 from fleet.memory import tools as memory_tools
@@ -129,8 +130,11 @@ class RunSources:
         run_id: uuid.UUID,
         authorize: Callable[[str], None],
     ) -> list[Tool]:
-        """The memory tools of this run (blocks, notes, working memory), bound to it."""
+        """The tools of this run bound to it: memory (blocks, notes, working memory) and
+        ``schedule_followup``."""
         extra: list[Tool] = []
+        if any(ref.tool == followup.NAME for ref in agent.tools):
+            extra.append(followup.tool(StoreFollowups(self.store, task, self.clock)))
         namespace = self.config.deployment(task.deployment).namespace
         wm = agent.working_memory
         if wm is not None and not wm.read_only:

@@ -11,6 +11,7 @@ from fleet.store.claims import Chain, Claim, Head, Prepared, Started
 from fleet.store.delegation import DelegationStore
 from fleet.store.deliveries import DeliveryStore
 from fleet.store.events import EventStore
+from fleet.store.followups import FollowupStore
 from fleet.store.leasing import LeasingStore
 from fleet.store.lifecycle import ConversationInfo, LifecycleStore, Tombstone
 from fleet.store.memory import MemoryStore
@@ -58,6 +59,7 @@ class Store(
     TenancyStore,
     QuotaStore,
     WaitStore,
+    FollowupStore,
 ):
     """Everything fleet reads or writes in its database."""
 

@@ -51,7 +51,7 @@ from fleet.store.schema_types import (
     tenant,
     utcnow,
 )
-from fleet.store.schema_waits import waits
+from fleet.store.schema_waits import followups, waits
 
 _ACTIVE = "status IN ('leased', 'running')"
 _CLAIMABLE = "status IN ('queued', 'interrupted', 'waiting')"
@@ -391,6 +391,7 @@ __all__ = [
     "conversations",
     "delegations",
     "deliveries",
+    "followups",
     "idempotency_keys",
     "memory_block_versions",
     "memory_blocks",

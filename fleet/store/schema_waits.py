@@ -1,6 +1,7 @@
-"""The table of what waiting tasks wait for: tool approvals and delegated tasks.
+"""Tables of waiting without a worker: what waiting tasks wait for (tool approvals, delegated
+tasks) and the follow-ups agents scheduled (``schedule_followup``).
 
-Re-exported by ``fleet.store.schema`` (``s.waits``).
+Re-exported by ``fleet.store.schema`` (``s.waits``, ``s.followups``).
 """
 
 from __future__ import annotations
@@ -43,4 +44,36 @@ waits = Table(
     # What is pending (the approvals list, the delegate watch): few rows at any time.
     partial_index("ix_waits_pending", "task_id", where="status = 'pending'"),
     partial_index("ix_waits_target", "target_task_id", where="target_task_id IS NOT NULL"),
+)
+
+#: A follow-up an agent scheduled in its conversation (``schedule_followup``), admitted as a task
+#: of that conversation only when due (so it never blocks the conversation meanwhile), once:
+#: keyed by the scheduling task's tool call, admitted under an idempotency key of its own.
+followups = Table(
+    "followups",
+    metadata,
+    Column("id", Uuid, primary_key=True, default=uuid.uuid4),
+    Column("task_id", Uuid, ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False),
+    Column("call_id", String(200), nullable=False),
+    Column(
+        "conversation_id",
+        Uuid,
+        ForeignKey("conversations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    tenant(),
+    Column("deployment", String(100), nullable=False),
+    Column("scope", String(200), nullable=False),
+    Column("conversation_key", String(200), nullable=False),
+    Column("input", Text, nullable=False),
+    Column("labels", JSONType, nullable=False, default=dict),
+    Column("caller", String(200)),
+    Column("due_at", UTCDateTime(), nullable=False),
+    # ``pending`` until admitted (``admitted``, with the task) or dropped (``cancelled``).
+    Column("status", String(16), nullable=False, default="pending"),
+    Column("admitted_task_id", Uuid),
+    stamp("created_at"),
+    UniqueConstraint("task_id", "call_id"),
+    partial_index("ix_followups_due", "due_at", where="status = 'pending'"),
+    partial_index("ix_followups_pending", "conversation_id", where="status = 'pending'"),
 )

@@ -1,6 +1,6 @@
 """waiting: the ``waiting`` task status (claimable once due, unfinished: it blocks its
-conversation) and the ``waits`` table of what waiting tasks wait for (tool approvals,
-delegated tasks)
+conversation), the ``waits`` table of what waiting tasks wait for (tool approvals, delegated
+tasks) and the ``followups`` agents schedule (``schedule_followup``)
 
 Revision ID: 0018_waits
 Revises: 0017_ledger_cost
@@ -112,7 +112,45 @@ def upgrade() -> None:
     )
 
 
+    op.create_table(
+        "followups",
+        sa.Column("id", sa.Uuid(), nullable=False),
+        sa.Column("task_id", sa.Uuid(), nullable=False),
+        sa.Column("call_id", sa.String(length=200), nullable=False),
+        sa.Column("conversation_id", sa.Uuid(), nullable=False),
+        sa.Column("tenant", sa.String(length=63), server_default="default", nullable=False),
+        sa.Column("deployment", sa.String(length=100), nullable=False),
+        sa.Column("scope", sa.String(length=200), nullable=False),
+        sa.Column("conversation_key", sa.String(length=200), nullable=False),
+        sa.Column("input", sa.Text(), nullable=False),
+        sa.Column("labels", _JSON, nullable=False),
+        sa.Column("caller", sa.String(length=200), nullable=True),
+        sa.Column("due_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("admitted_task_id", sa.Uuid(), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["conversation_id"],
+            ["conversations.id"],
+            name="fk_followups_conversation_id_conversations",
+            ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["task_id"], ["tasks.id"], name="fk_followups_task_id_tasks", ondelete="CASCADE"
+        ),
+        sa.PrimaryKeyConstraint("id", name="pk_followups"),
+        sa.UniqueConstraint("task_id", "call_id", name="uq_followups_task_id_call_id"),
+    )
+    for name, column in (("ix_followups_due", "due_at"), ("ix_followups_pending", "conversation_id")):
+        op.create_index(
+            name, "followups", [column], postgresql_where=pending, sqlite_where=pending
+        )
+
+
 def downgrade() -> None:
+    op.drop_index("ix_followups_pending", table_name="followups")
+    op.drop_index("ix_followups_due", table_name="followups")
+    op.drop_table("followups")
     op.drop_index("ix_waits_target", table_name="waits")
     op.drop_index("ix_waits_pending", table_name="waits")
     op.drop_table("waits")

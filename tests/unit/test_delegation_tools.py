@@ -36,6 +36,14 @@ class ScriptedPort:
     calls: list[tuple[str, str, str, bool]] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     signals: list[tuple[str, str, str]] = field(default_factory=list)
+    #: False: call_agent waits in place (embedded); True: it parks the run.
+    parks: bool = False
+    timeout_s: float = 60.0
+    #: What ``waited`` says of the call's earlier wait (``expired``, ``done``) or None.
+    wait_ended: str | None = None
+
+    def waited(self, call_id: str) -> str | None:
+        return self.wait_ended
 
     def delegate(self, deployment: str, input: str, *, call_id: str, wait: bool) -> Delegated:
         if self.refuse:
@@ -73,6 +81,29 @@ def test_call_agent_waits_for_the_result_keyed_by_the_call() -> None:
     result = call(port, "call_agent", {"deployment": "helper", "input": "sum it"})
     assert result.text == "42" and result.error is None
     assert port.calls == [("helper", "sum it", "call_1", True)]
+
+
+def test_call_agent_parks_the_run_while_its_delegate_is_unfinished() -> None:
+    port = ScriptedPort(polls=1, parks=True, timeout_s=90.0)
+    result = call(port, "call_agent", {"deployment": "helper", "input": "sum it"})
+    assert result.wait is not None and result.text == ""
+    assert (result.wait.kind, result.wait.target_task_id, result.wait.timeout_s) == (
+        "delegate",
+        "t1",
+        90.0,
+    )
+    # resumed once the delegate ended: the same task (keyed by the call) gives the result
+    port.ends = Finished("t1", "helper", "succeeded", reply="42")
+    assert call(port, "call_agent", {"deployment": "helper", "input": "sum it"}).text == "42"
+    assert [c[2] for c in port.calls] == ["call_1", "call_1"]
+    assert port.cancelled == []
+
+
+def test_call_agent_whose_wait_expired_cancels_the_delegate_and_says_so() -> None:
+    port = ScriptedPort(polls=1, parks=True, timeout_s=5.0, wait_ended="expired")
+    result = call(port, "call_agent", {"deployment": "helper", "input": "x"})
+    assert result.wait is None and port.cancelled == ["t1"]
+    assert result.text.startswith("stopped: task t1 did not finish within 5s")
 
 
 def test_call_agent_stops_and_cancels_the_delegated_task_when_the_run_stops() -> None:
