@@ -165,7 +165,7 @@ class WaitStore(StoreBase):
         """Approvals waiting for a decision, oldest first, with their tasks (``tenants`` /
         ``scope``: only those; None: every tenant's)."""
         query = (
-            select(w, *[c.label(f"task_{c.name}") for c in rows.TASK_COLUMNS])
+            select(w, *[c.label(f"t__{c.name}") for c in rows.TASK_COLUMNS])
             .join(t, t.c.id == w.c.task_id)
             .where(
                 w.c.status == "pending",
@@ -184,7 +184,7 @@ class WaitStore(StoreBase):
         out = []
         for row in found:
             m = row._mapping
-            task_row = {c.name: m[f"task_{c.name}"] for c in rows.TASK_COLUMNS}
+            task_row = {c.name: m[f"t__{c.name}"] for c in rows.TASK_COLUMNS}
             out.append((_wait(row), rows.task(task_row)))
         return out
 

@@ -1,0 +1,118 @@
+"""Parking a run and deciding its waits (the store's side), on SQLite and PostgreSQL: fenced,
+holding no worker, due again only when nothing is pending (or at the deadline), decisions
+final, redacted arguments shown as stored, interrupts and cancels ending pending waits."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from fleet.domain.runs import Outcome, TraceRow
+from fleet.domain.values import TaskStatus
+from fleet.domain.waits import Request
+from fleet.errors import Conflict, LeaseLost, NotFound
+from fleet.store import Store
+from tests.integration.test_store import T0, ok, start, sub
+
+WAITING = Outcome(TaskStatus.WAITING, None, None, {"steps": 1})
+
+
+def parked(store: Store, *requests: Request, key: str = "k1"):
+    task = store.admit(sub("refund", key=key, max_attempts=1), T0).task
+    run = start(store, task.conversation_id, T0, worker="w1")
+    assert run is not None
+    step = TraceRow(1, "model", "echo", None, {"content": ""}, None, {}, T0, 1.0)
+    store.checkpoint(run.task, run.run_id, [step], T0)
+    head = store.park(run.task, run.run_id, requests, WAITING, T0)
+    return task, run, head
+
+
+def approval(call: str, **args: object) -> Request:
+    return Request("approval", call, "refund", dict(args), 3600.0)
+
+
+def test_a_parked_task_holds_nothing_and_is_due_at_its_deadline(store: Store) -> None:
+    task, run, head = parked(store, approval("c1", order=7))
+    now = store.get_task(task.id)
+    assert now.status == TaskStatus.WAITING
+    assert head is not None and head.task_id == task.id
+    assert head.not_before == T0 + timedelta(hours=1)  # not claimable before its deadline
+    assert now.max_attempts == 2  # the wait used up no attempt
+    assert store.active() == []  # no lease, no worker: nothing for the sweeper to recover
+    assert start(store, task.conversation_id, T0 + timedelta(minutes=5)) is None
+    [wait] = store.waits_of(task.id, pending=True)
+    assert (wait.tool, wait.arguments, wait.redacted) == ("refund", {"order": 7}, False)
+    assert [r.status for r in store.runs_of(task.id)] == ["waiting"]
+    with pytest.raises(LeaseLost):  # fenced: the parked run writes nothing more
+        store.park(run.task, run.run_id, [], WAITING, T0)
+    resumed = start(store, task.conversation_id, T0 + timedelta(hours=1, seconds=1))
+    assert resumed is not None and resumed.task.id == task.id and resumed.task.attempts == 2
+
+
+def test_secrets_in_the_arguments_are_redacted_before_they_are_stored(store: Store) -> None:
+    task, _, _ = parked(store, approval("c1", key="sk-test-secret-value-1234567890"))
+    [wait] = store.waits_of(task.id)
+    assert "sk-test-secret-value-1234567890" not in str(wait.arguments)
+    assert wait.redacted
+
+
+def test_decisions_make_the_task_due_once_none_is_pending_and_are_final(store: Store) -> None:
+    task, _, _ = parked(store, approval("c1"), approval("c2"))
+    first, second = store.waits_of(task.id, pending=True)
+    wait, due = store.decide(task.id, uuid.UUID(first.id), "approved", T0, by="ann", reason=None)
+    assert wait.status == "approved" and wait.decided_by == "ann" and not due
+    assert store.get_task(task.id).not_before > T0
+    wait, due = store.decide(task.id, uuid.UUID(second.id), "rejected", T0, by="bob", reason="no")
+    assert wait.status == "rejected" and wait.reason == "no" and due
+    assert store.get_task(task.id).not_before == T0
+    with pytest.raises(Conflict, match="rejected by bob already"):
+        store.decide(task.id, uuid.UUID(second.id), "approved", T0, by="eve", reason=None)
+    with pytest.raises(NotFound):
+        store.decide(task.id, uuid.uuid4(), "approved", T0, by="eve", reason=None)
+
+
+def test_an_expired_approval_cannot_be_decided(store: Store) -> None:
+    task, _, _ = parked(store, approval("c1"))
+    [wait] = store.waits_of(task.id, pending=True)
+    late = T0 + timedelta(hours=2)
+    assert wait.decision(late) is not None and wait.decision(late).status == "expired"  # type: ignore[union-attr]
+    with pytest.raises(Conflict, match="expired"):
+        store.decide(task.id, uuid.UUID(wait.id), "approved", late, by="ann", reason=None)
+
+
+def test_an_interrupt_rejects_pending_approvals_and_makes_the_task_due(store: Store) -> None:
+    task, _, _ = parked(store, approval("c1"))
+    newer = store.admit(sub("never mind", mode="interrupt"), T0)
+    assert newer.interrupted == task.id
+    now = store.get_task(task.id)
+    assert now.interrupt_requested and now.not_before == T0
+    assert [w.status for w in store.waits_of(task.id)] == ["interrupted"]
+
+
+def test_a_cancel_ends_the_waiting_task_and_its_waits(store: Store) -> None:
+    task, _, _ = parked(store, approval("c1"))
+    assert store.cancel(task.id, T0).effect == "cancelled"
+    assert store.get_task(task.id).status == TaskStatus.CANCELLED
+    assert [w.status for w in store.waits_of(task.id)] == ["cancelled"]
+    assert store.pending_approvals() == []
+
+
+def test_a_delegate_wait_ends_when_its_task_ends(store: Store) -> None:
+    child = store.admit(sub("child", key="k2"), T0).task
+    task, _, _ = parked(store, Request("delegate", "c1", "call_agent", {}, 60.0, str(child.id)))
+    assert store.release_delegate_waits(T0) == []  # the delegate has not ended
+    run = start(store, child.conversation_id, T0)
+    assert run is not None
+    store.settle(run.task, run.run_id, ok("42"), T0)
+    [woken] = store.release_delegate_waits(T0, target=child.id)
+    assert woken.id == task.id and woken.not_before == T0
+    assert [w.status for w in store.waits_of(task.id)] == ["done"]
+
+
+def test_pending_approvals_are_listed_per_tenant_and_scope(store: Store) -> None:
+    task, _, _ = parked(store, approval("c1"))
+    assert [w.task_id for w, _ in store.pending_approvals()] == [str(task.id)]
+    assert store.pending_approvals(tenants={"other"}) == []
+    assert store.pending_approvals(scope="webhook:x") == []
