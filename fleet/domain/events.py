@@ -3,7 +3,7 @@ reconnecting client can resume from.
 
 Each event has a *position* ``(attempt, step, sub)`` computed from the record it comes from, never
 from counting: ``queued`` is ``0.0.0``; run *k* starts at ``k.0.0``; its step *n* (a model call,
-a tool call, an inbox delivery) is ``k.n.0``; its end phase is ``k.end.x`` (``1`` interrupted;
+a tool call, an inbox delivery) is ``k.n.0``; its end phase is ``k.end.x`` (``1`` interrupted or waiting;
 for the last run ``0`` the reply, ``2`` the final status, ``3`` the end). The id a client sees
 is the position as text (``2.5.0``, ``1.end.3``); ``Last-Event-ID`` resumes after it.
 
@@ -37,6 +37,9 @@ SUB_REPLY, SUB_INTERRUPTED, SUB_FINAL, SUB_END = 0, 1, 2, 3
 Kind = Literal["status", "step", "inbox", "reply", "end"]
 #: Journal step kinds shown as ``inbox`` events (messages delivered into a running run).
 INBOX_KINDS = frozenset({"inbox"})
+
+#: Run statuses after which the task goes on in a later run: its status event closes the run.
+_PAUSED = frozenset({TaskStatus.INTERRUPTED.value, TaskStatus.WAITING.value})
 
 _ID = re.compile(r"^(\d{1,9})\.(\d{1,9}|end)\.(\d)$")
 
@@ -135,13 +138,13 @@ def derive(
             out.append(
                 TaskEvent(Position(k, st.step), kind, task, at=st.started_at, run=run, step=st)
             )
-        if run.status == TaskStatus.INTERRUPTED.value:
+        if run.status in _PAUSED:  # the run let go of its task: lost, handed back, waiting
             out.append(
                 TaskEvent(
                     Position(k, END, SUB_INTERRUPTED),
                     "status",
                     task,
-                    TaskStatus.INTERRUPTED,
+                    TaskStatus(run.status),
                     run.finished_at,
                     run,
                     error=run.error,

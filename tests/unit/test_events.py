@@ -107,6 +107,20 @@ CASES = {
             ("2.1.0", "step", None),
         ],
     ),
+    "waiting for an approval, then resumed": (
+        task(TaskStatus.RUNNING, attempts=2),
+        [run(R1, 1, "waiting"), run(R2, 2, "running")],
+        [(R1, step(1)), (R1, step(2, kind="wait")), (R2, step(1))],
+        [
+            ("0.0.0", "status", "queued"),
+            ("1.0.0", "status", "running"),
+            ("1.1.0", "step", None),
+            ("1.2.0", "step", None),
+            ("1.end.1", "status", "waiting"),
+            ("2.0.0", "status", "running"),
+            ("2.1.0", "step", None),
+        ],
+    ),
     "failed after its last attempt was lost": (
         task(TaskStatus.FAILED, attempts=1),
         [run(R1, 1, "interrupted")],
