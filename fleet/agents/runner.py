@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from fleet.agents import tokens
+from fleet.agents import tokens, waiting
 from fleet.agents.budget import fit as budget_fit
 from fleet.agents.capacity import Wait
 from fleet.agents.models.base import ChatMessage, Model, ModelResponse, ToolCall
@@ -114,11 +114,13 @@ def run_agent(
             else:
                 try:
                     text, signals = _tool_step(tools, call, ctx, steps, replay)
-                except _Undecided:  # a person must decide first: stop here, holding nothing
+                except waiting.Undecided:  # a person must decide first: stop here, holding nothing
                     return _park(
                         model, tools, msg.tool_calls[i:], convo=convo, steps=steps, replay=replay
                     )
-                except _Parking as parking:  # a tool waits for something outside (a delegate)
+                except (
+                    waiting.Parking
+                ) as parking:  # a tool waits for something outside (a delegate)
                     return _park(
                         model,
                         tools,
@@ -334,10 +336,10 @@ def _tool_step(
         return text, Signals()
     call_args = dict(call.arguments)
     if tool.approval and steps.ports.waits is None:
-        record(NO_APPROVALS, NO_APPROVALS, t0)
-        return NO_APPROVALS, Signals()
+        record(waiting.NO_APPROVALS, waiting.NO_APPROVALS, t0)
+        return waiting.NO_APPROVALS, Signals()
     if tool.approval:  # runs only once a person approved it, with the arguments they saw
-        decided = _decision(call, steps)
+        decided = waiting.decision(call, steps)
         if not decided.runs:
             text = waits.refused_result(call.name, decided)
             record(text, decided.status, t0)
@@ -368,37 +370,11 @@ def _tool_step(
         )
         span.result(result)
     if result.wait is not None:  # nothing is journaled: the call runs again on the resume
-        raise _Parking(result.wait)
+        raise waiting.Parking(result.wait)
     record(result.text, result.error, t0)
     if result.stopped:  # the watch saw a cancel, an interrupt or a lost lease: which?
         return result.text, steps.commit()
     return result.text, Signals()
-
-
-class _Undecided(Exception):
-    """A tool call needs a person's approval that is not decided yet."""
-
-
-class _Parking(Exception):
-    """A tool call waits for something outside (``call_agent``'s delegate)."""
-
-    def __init__(self, request: waits.Request) -> None:
-        super().__init__(request.kind)
-        self.request = request
-
-
-#: The result of a call needing an approval in a run that cannot wait for one.
-NO_APPROVALS = "error: this tool needs a person's approval, and this run cannot ask for one"
-
-
-def _decision(call: ToolCall, steps: Steps) -> waits.Decision:
-    """The decision on this call's approval; raises _Undecided while there is none."""
-    port = steps.ports.waits
-    assert port is not None
-    decided = port.decision(call.id)
-    if decided is None:
-        raise _Undecided(call.id)
-    return decided
 
 
 def _park(
@@ -415,36 +391,10 @@ def _park(
     of the step from the first undecided one on that needs one (each its own; the calls after
     it run when the run resumes, in order). The finished steps are stored first; a cancel or
     an interrupt that came meanwhile ends the run instead."""
-    port = steps.ports.waits
-    assert port is not None
-    if requests is not None:
-        for request in requests:
-            steps.record(
-                "wait",
-                request.kind,
-                datetime.now(UTC),
-                time.perf_counter(),
-                input={"tool": request.tool, "call_id": request.call_id},
-                output={"text": f"waiting for task {request.target_task_id}"},
-            )
-    requests = list(requests or ())
-    for call in calls if not requests else ():
-        tool = tools.get(call.name)
-        if tool is None or not tool.approval:
-            continue
-        requests.append(
-            waits.Request(
-                "approval", call.id, call.name, dict(call.arguments), port.approval_timeout_s
-            )
-        )
-        steps.record(
-            "wait",
-            "approval",
-            datetime.now(UTC),
-            time.perf_counter(),
-            input={"tool": call.name, "call_id": call.id},
-            output={"text": f"waiting for a person's approval of {call.name}"},
-        )
+    if requests is None:
+        requests = waiting.approvals(tools, calls, steps)
+    else:
+        waiting.record(requests, steps)
     signals = steps.commit()
     if signals.cancel:
         return steps.outcome(TaskStatus.CANCELLED, error="cancelled by request")

@@ -3,9 +3,10 @@ reconnecting client can resume from.
 
 Each event has a *position* ``(attempt, step, sub)`` computed from the record it comes from, never
 from counting: ``queued`` is ``0.0.0``; run *k* starts at ``k.0.0``; its step *n* (a model call,
-a tool call, an inbox delivery) is ``k.n.0``; its end phase is ``k.end.x`` (``1`` interrupted or waiting;
-for the last run ``0`` the reply, ``2`` the final status, ``3`` the end). The id a client sees
-is the position as text (``2.5.0``, ``1.end.3``); ``Last-Event-ID`` resumes after it.
+a tool call, an inbox delivery, a wait) is ``k.n.0``; its end phase is ``k.end.x`` (``1``
+interrupted or waiting; for the last run ``0`` the reply, ``2`` the final status, ``3`` the
+end). The id a client sees is the position as text (``2.5.0``, ``1.end.3``);
+``Last-Event-ID`` resumes after it.
 
 Why nothing is missed and nothing repeats: a record only ever appears at a position after every
 event already derivable. A run's steps are journaled in step order while it runs, fenced (a

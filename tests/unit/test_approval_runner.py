@@ -9,8 +9,9 @@ from typing import Any
 
 from fleet.agents.models.base import ChatMessage, ModelResponse, ToolCall
 from fleet.agents.ports import MemoryJournal, MemoryWaits
-from fleet.agents.runner import NO_APPROVALS, RunPorts, run_agent
+from fleet.agents.runner import RunPorts, run_agent
 from fleet.agents.tools import Tool, ToolContext
+from fleet.agents.waiting import NO_APPROVALS
 from fleet.domain.runs import TraceRow
 from fleet.domain.values import TaskStatus
 from fleet.domain.waits import Decision
