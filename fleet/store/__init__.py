@@ -19,6 +19,7 @@ from fleet.store.operator import OperatorStore
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
 from fleet.store.quotas import QuotaStore, TenantFigures
 from fleet.store.recall import ObservationStore, RecallStore
+from fleet.store.schedules import ScheduleStore
 from fleet.store.tenancy import TenancyStore
 
 __all__ = [
@@ -56,6 +57,7 @@ class Store(
     LifecycleStore,
     TenancyStore,
     QuotaStore,
+    ScheduleStore,
 ):
     """Everything fleet reads or writes in its database."""
 
