@@ -44,8 +44,9 @@ class ScheduleSpec(_Strict):
     #: When the previous tick's task is not finished: ``skip`` this tick (recorded), or ``queue``
     #: it behind (followup).
     overlap: rules.Overlap = "skip"
-    #: After downtime (ticks late by more than a minute, or 10 intervals): ``latest`` fires the
-    #: most recent missed tick, ``none`` skips them and waits for the next.
+    #: After downtime (the oldest due tick late by more than a minute, or by 10 intervals of
+    #: an ``every``): ``latest`` fires the most recent missed tick alone, ``none`` skips them all
+    #: and waits for the next.
     catch_up: rules.CatchUp = "latest"
     #: No tick at or after this time fires (an ISO 8601 time with its offset).
     end_at: AwareDatetime | None = None

@@ -311,28 +311,23 @@ def next_action(
     end_at: datetime | None = None,
 ) -> Fire | Skip | None:
     """What to do about the ticks after ``since`` (the last tick acted on) that are due by
-    ``now``: nothing (None), fire the first, or skip missed ones.
+    ``now``: nothing (None), fire the first, or pass over missed ones.
 
-    On time (late by at most ``grace``): each tick fires, in order. After downtime the ticks
-    late by more are missed: ``catch_up = "latest"`` fires the most recent of them (when no
-    on-time tick follows it), ``"none"`` skips them all. Ticks at or after ``end_at`` never fire.
+    While beats run, the first due tick is on time (late by at most ``grace``: a slow pass is
+    no downtime) and fires; the next pass takes the next one, so each tick fires in order.
+    When it is late by more, the beats were down: ``catch_up = "latest"`` fires the most recent
+    due tick only, ``"none"`` skips them all and waits for the next. Ticks at or after
+    ``end_at`` never fire.
     """
     limit = now if end_at is None else min(now, end_at - timedelta(microseconds=1))
     first = next_tick(timing, since, tz)
     if first is None or first > limit:
         return None
-    late_by = grace(timing)
-    if now - first <= late_by:
+    if now - first <= grace(timing):
         return Fire(first)
     latest = previous_tick(timing, limit, tz)
     assert latest is not None and latest >= first
-    if now - latest <= late_by:  # on-time ticks follow the missed ones: they fire, not these
-        last_missed = previous_tick(timing, now - late_by - timedelta(microseconds=1), tz)
-        assert last_missed is not None and last_missed >= first
-        return Skip(last_missed, "missed")
-    if catch_up == "latest":
-        return Fire(latest)
-    return Skip(latest, "missed")
+    return Fire(latest) if catch_up == "latest" else Skip(latest, "missed")
 
 
 def overlap_allows(overlap: Overlap, previous_unfinished: bool) -> bool:
