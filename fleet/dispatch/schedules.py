@@ -24,7 +24,7 @@ from fleet.config.schedules import ScheduleSpec
 from fleet.constants import DEFAULT_TENANT
 from fleet.domain import schedules as rules
 from fleet.domain.keys import api_scope
-from fleet.errors import FleetError, NotFound, Unavailable
+from fleet.errors import Conflict, FleetError, InputError, NotFound, Unavailable
 from fleet.store.db import describe
 
 if TYPE_CHECKING:
@@ -227,3 +227,64 @@ class Scheduler:
         """End the thread ``start`` started (a pass under way finishes first)."""
         self._stop.set()
         self._thread.join()
+
+
+# -- managing schedules (the API's CreateSchedule / DeleteSchedule, `fleet schedules`) ---------
+
+
+def create(
+    dispatcher: Dispatcher,
+    name: str,
+    spec: ScheduleSpec,
+    *,
+    tenant: str,
+    scope: str,
+    caller: str | None,
+) -> rules.Record:
+    """Store a schedule made over the API or the CLI: its deployment exists and takes its
+    input (InputError naming the field), its name is free in the scope (Conflict)."""
+    config = dispatcher.config
+    try:
+        dep = config.deployment(spec.deployment)
+    except NotFound as exc:
+        raise InputError(exc.message, field="deployment") from None
+    limit = config.agents[dep.agent].max_input_bytes
+    if len(spec.input.encode()) > limit:
+        raise InputError(
+            f"input is {len(spec.input.encode())} bytes; deployment {dep.name!r} takes at most "
+            f"{limit}",
+            field="input",
+        )
+    now = dispatcher.clock()
+    first = spec.next_tick(now)
+    if first is None:
+        raise InputError(
+            f"end_at {spec.end_at} is before the first tick: it would never fire", field="endAt"
+        )
+    return dispatcher.store.create_schedule(
+        tenant=tenant,
+        scope=scope,
+        name=name,
+        source="api",
+        caller=caller,
+        spec=spec.stored(),
+        next_tick=first,
+        now=now,
+    )
+
+
+def delete(dispatcher: Dispatcher, name: str, *, tenant: str, scope: str) -> None:
+    """Delete a schedule of this scope made over the API; one from config/schedules is a
+    Conflict (delete its file), none of that name NotFound."""
+    store = dispatcher.store
+    found = store.schedule(tenant, scope, name)
+    if found is None:
+        raise NotFound(f"no schedule named {name!r}", field="name")
+    if found.source == "file":
+        raise Conflict(
+            f"schedule {name!r} is defined in config/schedules/{name}.toml: delete the file "
+            "(the beat then deletes the schedule)",
+            field="name",
+        )
+    if not store.delete_schedule(tenant, scope, name):
+        raise NotFound(f"no schedule named {name!r}", field="name")
