@@ -148,3 +148,32 @@ def test_a_deployment_the_caller_may_not_use_is_forbidden(client: TestClient) ->
     body = {**DIGEST, "deployment": "solo"}
     r = client.post("/v1/schedules", json=body, headers=auth("acme-two"))
     assert r.status_code == 403 and "may not use deployment 'solo'" in r.json()["detail"]
+
+
+def test_the_clis_remote_schedules_go_through_the_api(client: TestClient) -> None:
+    import httpx
+
+    from fleet.cli.schedules import RemoteSchedules
+    from fleet.errors import Conflict, InputError, NotFound
+    from fleet.sdk.client import FleetClient
+
+    def forward(request: httpx.Request) -> httpx.Response:
+        r = client.request(
+            request.method, str(request.url), headers=dict(request.headers), content=request.content
+        )
+        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
+
+    transport = httpx.MockTransport(forward)
+    with FleetClient("http://fleet.test", KEYS["bravo"], transport=transport) as fc:
+        remote = RemoteSchedules(fc)
+        body = {k: v for k, v in DIGEST.items() if k != "catchUp"} | {"catchUp": None}
+        made = remote.add(body, None)
+        assert made["scope"] == "api:bravo" and made["catchUp"] == "latest"
+        assert [s["name"] for s in remote.ls()] == ["digest"]
+        with pytest.raises(Conflict):
+            remote.add(body, None)
+        with pytest.raises(InputError, match="day of week 8"):
+            remote.add({**body, "name": "other", "cron": "0 8 * * 1-8"}, None)
+        remote.rm("digest", None)
+        with pytest.raises(NotFound, match="no schedule named 'digest'"):
+            remote.rm("digest", None)
