@@ -73,3 +73,19 @@ def test_rm_refuses_a_files_schedule_and_a_missing_one(cli: Cli) -> None:
     assert r.code == 2 and r.one_error_line() == "fleet: no schedule named 'nothing'"
     r = cli("schedules", "add", "digest", "-d", "triage", "--every", "1h", "-i", "x")
     assert r.code == 2 and "exists in scope 'api'" in r.one_error_line()
+
+
+def test_check_shows_each_schedule_and_fails_a_bad_key_naming_file_and_key(cli: Cli) -> None:
+    r = cli("check")  # (the embedded database does not exist yet: that line fails)
+    shown = r.out
+    assert "ok    schedules: digest (cron 0 8 * * 1-5 Europe/Berlin) on support: next tick" in shown
+    config = Path(cli.env["FLEET_CONFIG_DIR"])
+    (config / "schedules" / "broken.toml").write_text(
+        'deployment = "support"\ncron = "0 8 * * 1-5"\ntimezone = "Europe/Berlni"\ninput = "x"\n'
+    )
+    r = cli("check")
+    assert r.code != 0
+    assert (
+        f"FAIL  config: {config}/schedules/broken.toml: timezone: 'Europe/Berlni' is not a time "
+        "zone name" in r.out
+    )
