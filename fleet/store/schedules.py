@@ -180,14 +180,17 @@ class ScheduleStore(StoreBase):
         return found
 
     def drop_file_schedules(self, keep: Iterable[uuid.UUID]) -> int:
-        """Delete the file schedules whose file is gone (not in ``keep``); how many."""
+        """Delete the file schedules whose file is gone (not in ``keep``); how many (a read
+        alone when there are none: a start writes nothing it need not)."""
         sc = s.schedules
-        query = delete(sc).where(sc.c.source == "file")
-        kept = list(keep)
-        if kept:
-            query = query.where(sc.c.id.not_in(kept))
+        kept = set(keep)
+        with self.read() as conn:
+            held = conn.execute(select(sc.c.id).where(sc.c.source == "file")).scalars().all()
+        gone = [i for i in held if i not in kept]
+        if not gone:
+            return 0
         with self.tx() as conn:
-            return conn.execute(query).rowcount
+            return conn.execute(delete(sc).where(sc.c.source == "file", sc.c.id.in_(gone))).rowcount
 
     # -- the beat ------------------------------------------------------------------------------
 

@@ -177,3 +177,20 @@ def test_the_clis_remote_schedules_go_through_the_api(client: TestClient) -> Non
         remote.rm("digest", None)
         with pytest.raises(NotFound, match="no schedule named 'digest'"):
             remote.rm("digest", None)
+
+
+def test_an_embedded_server_fires_its_schedules(rt: Runtime) -> None:
+    """No beat embedded: ``fleet serve`` fires the ticks and runs their tasks itself."""
+    from fleet.store import TaskFilter
+    from tests.support.fleet import wait_for
+
+    def ticked() -> list[Any]:
+        found = rt.store.list_tasks(TaskFilter(limit=100))
+        return [t for t in found if t.labels.get("schedule") == "pulse2" and t.status.terminal]
+
+    with TestClient(create_app(rt), raise_server_exceptions=False) as c:
+        body = {"name": "pulse2", "deployment": "chat", "every": "1s", "input": "tick"}
+        assert c.post("/v1/schedules", json=body, headers=auth("bravo")).status_code == 201
+        done = wait_for(ticked, 20, what="a tick's task run to its end")
+    assert done[0].result is not None and done[0].scope == "api:bravo"
+    assert done[0].labels["tick"].endswith("Z")
