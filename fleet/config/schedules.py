@@ -24,32 +24,47 @@ MAX_SCHEDULE_INPUT_CHARS = 16_384
 class ScheduleSpec(_Strict):
     """What a schedule runs and when (a file's keys without its name and caller)."""
 
-    #: The deployment its tasks run on.
-    deployment: str
-    #: The conversation key every tick's task continues (in the caller's scope); unset: a new
-    #: conversation each tick.
-    conversation: str | None = None
-    #: A 5-field cron expression (minute hour day-of-month month day-of-week: ``0 8 * * 1-5``,
-    #: ``*/15 * * * *``; month and day names, ``@daily``, ``@hourly``…) read in ``timezone``.
-    #: Give ``cron`` or ``every``.
-    cron: str | None = None
-    #: A fixed interval (``15m``, ``2s``; at least 1s): ticks at whole multiples of it since the
-    #: Unix epoch. Give ``cron`` or ``every``.
-    every: Duration | None = None
-    #: The IANA time zone the cron's wall times are in (``Europe/Berlin``); DST handled: a time a
-    #: spring gap skips fires right after it, one autumn repeats fires once.
-    timezone: str = "UTC"
-    #: The task's input text.
-    input: Annotated[str, Field(min_length=1, max_length=MAX_SCHEDULE_INPUT_CHARS)]
-    #: When the previous tick's task is not finished: ``skip`` this tick (recorded), or ``queue``
-    #: it behind (followup).
-    overlap: rules.Overlap = "skip"
-    #: After downtime (the oldest due tick late by more than a minute, or by 10 intervals of
-    #: an ``every``): ``latest`` fires the most recent missed tick alone, ``none`` skips them all
-    #: and waits for the next.
-    catch_up: rules.CatchUp = "latest"
-    #: No tick at or after this time fires (an ISO 8601 time with its offset).
-    end_at: AwareDatetime | None = None
+    deployment: str = Field(description="The deployment its tasks run on.")
+    conversation: str | None = Field(
+        default=None,
+        description="The conversation key every tick's task continues (in the caller's scope); "
+        "unset: a new conversation each tick.",
+    )
+    cron: str | None = Field(
+        default=None,
+        description="A 5-field cron expression (minute hour day-of-month month day-of-week: "
+        "`0 8 * * 1-5`, `*/15 * * * *`; month and day names, `@daily`, `@hourly`...) read in "
+        "`timezone`. Give `cron` or `every`.",
+    )
+    every: Duration | None = Field(
+        default=None,
+        description="A fixed interval (`15m`, `2s`, or seconds; at least 1s): ticks at whole "
+        "multiples of it since the Unix epoch. Give `cron` or `every`.",
+        json_schema_extra={"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "null"}]},
+    )
+    timezone: str = Field(
+        default="UTC",
+        description="The IANA time zone the cron's wall times are in (`Europe/Berlin`); DST "
+        "handled: a time a spring gap skips fires right after it, one autumn repeats fires once.",
+    )
+    input: Annotated[str, Field(min_length=1, max_length=MAX_SCHEDULE_INPUT_CHARS)] = Field(
+        description="The task's input text."
+    )
+    overlap: rules.Overlap = Field(
+        default="skip",
+        description="When the previous tick's task is not finished: `skip` this tick "
+        "(recorded), or `queue` it behind (followup).",
+    )
+    catch_up: rules.CatchUp = Field(
+        default="latest",
+        description="After downtime (the oldest due tick late by more than a minute, or by 10 "
+        "intervals of an `every`): `latest` fires the most recent missed tick alone, `none` "
+        "skips them all and waits for the next.",
+    )
+    end_at: AwareDatetime | None = Field(
+        default=None,
+        description="No tick at or after this time fires (an ISO 8601 time with its offset).",
+    )
 
     @field_validator("cron")
     @classmethod
