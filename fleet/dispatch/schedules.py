@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 POLL_S = 0.5
 #: Shortest wait between two passes (a tick due now is acted on in this pass).
 MIN_WAIT_S = 0.01
+#: The wait after a pass that left a tick overdue (a pass that took long, a row that fails):
+#: soon, but never a spin.
+OVERDUE_WAIT_S = 0.1
 #: Ticks one schedule may act on in one pass (then the next pass goes on).
 MAX_STEPS = 20
 #: Logged once the loop runs (tests and operators can wait for it).
@@ -87,7 +90,15 @@ class Scheduler:
         """Act on every due schedule; the number of tasks admitted."""
         fired = 0
         for found in self.store.due_schedules(self.d.clock()):
-            fired += self._act(found)
+            try:
+                fired += self._act(found)
+            except Unavailable:
+                raise
+            except Exception as exc:  # one schedule's failure does not hold up the others
+                log.warning(
+                    "schedule %s failed: %s: %s", found.name, type(exc).__name__, describe(exc)
+                )
+                log.debug("schedule failure", exc_info=True)
         return fired
 
     def _act(self, found: rules.Record) -> int:
@@ -95,7 +106,8 @@ class Scheduler:
         try:
             spec = ScheduleSpec.model_validate(found.spec)
         except ValidationError as exc:  # written by another version of fleet, say
-            log.warning("schedule %s: settings not valid here: %s", found.name, exc)
+            log.warning("schedule %s: settings not valid here, it stops: %s", found.name, exc)
+            self.store.set_next_tick(found.id, None, self.d.clock())
             return 0
         fired = 0
         rec: rules.Record | None = found
@@ -198,6 +210,8 @@ class Scheduler:
         if soonest is None:
             return POLL_S
         left = (soonest - self.d.clock()).total_seconds()
+        if left <= 0:
+            return OVERDUE_WAIT_S
         return min(POLL_S, max(MIN_WAIT_S, left))
 
     def run(self, stop: threading.Event) -> None:

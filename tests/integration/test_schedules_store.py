@@ -214,3 +214,26 @@ def test_sync_follows_the_files(tmp_path: Path, db_url: str, clock: Clock) -> No
         assert [r.name for r in rt.store.list_schedules()] == ["mine"]
     finally:
         rt.close()
+
+
+def test_a_row_this_version_cannot_read_stops_instead_of_spinning(
+    rt: Runtime, clock: Clock
+) -> None:
+    beat = Scheduler(rt.dispatcher)
+    beat.sync()
+    made = rt.store.create_schedule(
+        tenant="default",
+        scope="api",
+        name="odd",
+        source="api",
+        caller=None,
+        spec={"deployment": "chat", "every": 10.0, "input": "x", "jitter": "5s"},
+        next_tick=START + timedelta(seconds=10),
+        now=clock(),
+    )
+    clock.turn(10)
+    beat.run_pass()  # the others still fire
+    assert ticks(rt, "pulse") == ["2026-12-02T10:00:10Z"]
+    row = rt.store.schedule_by_id(made.id)
+    assert row is not None and row.next_tick is None
+    assert 0 < beat.wait_s() <= 0.5
