@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from fleet.config import FleetConfig
 from fleet.config.schedules import ScheduleSpec
 from fleet.constants import DEFAULT_TENANT
+from fleet.domain import keys
 from fleet.domain import schedules as rules
 from fleet.domain.keys import api_scope
 from fleet.errors import Conflict, FleetError, InputError, NotFound, Unavailable
@@ -262,6 +263,10 @@ def create(
         dep = config.deployment(spec.deployment)
     except NotFound as exc:
         raise InputError(exc.message, field="deployment") from None
+    try:  # a key of another source's scope is refused now, not at each tick
+        keys.resolve(dep.kind, scope, spec.conversation)
+    except FleetError as exc:
+        raise type(exc)(exc.message, field="conversation") from None
     limit = config.agents[dep.agent].max_input_bytes
     if len(spec.input.encode()) > limit:
         raise InputError(

@@ -148,6 +148,11 @@ def test_a_deployment_the_caller_may_not_use_is_forbidden(client: TestClient) ->
     body = {**DIGEST, "deployment": "solo"}
     r = client.post("/v1/schedules", json=body, headers=auth("acme-two"))
     assert r.status_code == 403 and "may not use deployment 'solo'" in r.json()["detail"]
+    # nor may its ticks continue a conversation of another source's scope
+    body = {**DIGEST, "conversation": "webhook:gh:7"}
+    r = client.post("/v1/schedules", json=body, headers=auth("acme"))
+    assert r.status_code == 403 and r.json()["invalidParams"][0]["name"] == "conversation"
+    assert "belongs to scope 'webhook:gh'" in r.json()["detail"]
 
 
 def test_the_clis_remote_schedules_go_through_the_api(client: TestClient) -> None:
