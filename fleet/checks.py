@@ -60,6 +60,7 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
                 )
             )
         results.extend(_tenants(config))
+        results.extend(_schedules(config))
         results.extend(_model_traffic(config))
         results.append(_tools(config))
         results.extend(_mcp(config, connect=connect))
@@ -127,6 +128,30 @@ def _model_traffic(config: FleetConfig) -> list[CheckResult]:
                 f"(models: {', '.join(models) or 'none'})",
             )
         )
+    return out
+
+
+def _schedules(config: FleetConfig) -> list[CheckResult]:
+    """Each schedule of config/schedules with its next tick (its keys were checked as the
+    config loaded: a bad cron, zone or interval fails there, naming file and key); a warning
+    for one whose ``end_at`` has passed."""
+    from datetime import UTC, datetime
+
+    from fleet.domain.schedules import tick_text
+    from fleet.views.schedules import when_text
+
+    now = datetime.now(UTC)
+    out = []
+    for name, sched in sorted(config.schedules.items()):
+        when = when_text({"cron": sched.cron, "every": sched.every, "timezone": sched.timezone})
+        tick = sched.next_tick(now)
+        if tick is None:
+            where = config.root / "schedules" / f"{name}.toml"
+            detail = f"{where}: end_at: {sched.end_at} has passed: it fires no more"
+            out.append(CheckResult("schedules", "warn", detail))
+            continue
+        detail = f"{name} ({when}) on {sched.deployment}: next tick {tick_text(tick)}"
+        out.append(CheckResult("schedules", "ok", detail))
     return out
 
 

@@ -31,6 +31,7 @@ from fleet.config import (
     TriggerConfig,
 )
 from fleet.config.base import LimitRange, _retention, parse_duration
+from fleet.config.schedules import ScheduleConfig
 from fleet.config.tenants import TenantConfig
 from fleet.constants import LIMITS
 
@@ -92,6 +93,13 @@ FILES: tuple[ConfigFile, ...] = (
         "tenants",
         TenantConfig,
         "A tenant's weight, quotas and budgets (optional). See [Tenants](../http/tenants.md).",
+    ),
+    ConfigFile(
+        "config/schedules/<name>.toml",
+        "schedules",
+        ScheduleConfig,
+        "A cron or an interval that submits a task at each tick. See "
+        "[Schedules](../agents/schedules.md).",
     ),
     ConfigFile(
         "config/fleet.toml",
@@ -259,6 +267,8 @@ def type_name(tp: Any, meta: list[Any] | None = None) -> str:
         return simple[tp] + _range(meta)
     if tp is SecretStr:
         return "string (secret)"
+    if getattr(tp, "__name__", "") == "AwareDatetime":
+        return "date-time with offset"
     if _is_model(tp):
         return "table"
     if tp is Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -19,6 +19,25 @@ from fleet.api.limits import BodyLimit
 from fleet.dispatch.redis_target import RedisTarget
 from fleet.runtime import Runtime, build
 from fleet.version import __version__
+
+
+def _run_embedded(rt: Runtime) -> Callable[[], None]:
+    """Embedded (no Redis): this process also runs what it admits, and fires the schedules'
+    ticks (a fleet's ``fleet beat`` does); what stops both."""
+    from fleet.dispatch.embedded import EmbeddedLoop
+    from fleet.dispatch.schedules import Scheduler
+
+    assert rt.local_waker is not None
+    loop = EmbeddedLoop(rt.dispatcher, rt.local_waker)
+    loop.start()
+    schedules = Scheduler(rt.dispatcher)
+    schedules.start()
+
+    def stop() -> None:
+        schedules.stop()
+        loop.stop()
+
+    return stop
 
 
 def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> FastAPI:
@@ -56,11 +75,7 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
             )
             rt.dispatcher.waker = on_loop
         if rt.local_waker is not None and run_embedded:
-            # Embedded (no Redis): this process also runs what it admits.
-            from fleet.dispatch.embedded import EmbeddedLoop
-
-            loop = EmbeddedLoop(rt.dispatcher, rt.local_waker)
-            loop.start()
+            loop = _run_embedded(rt)
         if owned:  # a process of its own (``fleet serve``): its start-up objects stay
             gcpause.freeze_startup()
             gcpause.fewer_promotions()
@@ -70,7 +85,7 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
             await app.state.event_hub.close()
             await app.state.intake.close()
             if loop is not None:
-                loop.stop()
+                loop()
             if background is not None and on_loop is not None:
                 await on_loop.close()
                 background.close()

@@ -191,9 +191,29 @@ async def overview(request: Request) -> Response:
     reach = viewer.tenants  # the tenants table: the same reach as its conversations
     reaches = everyone if reach is None else reach.__contains__
     tenants = await run_in_threadpool(read_tenants, rt, reaches)
+    schedules = await run_in_threadpool(_schedules, rt, viewer)
     return _page(
-        request, "overview.html", viewer=viewer, rows=rows, tenants=tenants, window_s=op.RECENT_S
+        request,
+        "overview.html",
+        viewer=viewer,
+        rows=rows,
+        tenants=tenants,
+        schedules=schedules,
+        window_s=op.RECENT_S,
     )
+
+
+def _schedules(rt: Runtime, viewer: Viewer) -> list[dict[str, Any]]:
+    """The schedules of the deployments and tenants the viewer sees, with their next tick."""
+    from fleet.views.schedules import schedule_json, when_text
+
+    shown = []
+    for rec in rt.store.list_schedules():
+        if viewer.may_see(str(rec.spec.get("deployment")), rec.tenant):
+            view = schedule_json(rec)
+            view["when"] = when_text(view)
+            shown.append(view)
+    return shown
 
 
 @router.get("/conversations", response_class=HTMLResponse)

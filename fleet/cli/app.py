@@ -3,8 +3,8 @@
 Bad input exits 2 with one line saying what was wrong; an unreachable service exits 1 with the
 reason; ``--json`` prints machine-readable records. Here: the root command, its options and the
 entry point; each command group is a module of its own beside this one (``run``, ``tasks``,
-``memory``, ``conversations``, ``keys``, ``tenants``, and the operations: migrate, check,
-worker, serve, beat in ``ops``), the shared output ``common``'s.
+``memory``, ``conversations``, ``keys``, ``tenants``, ``schedules``, and the operations: migrate,
+check, worker, serve, beat in ``ops``), the shared output ``common``'s.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from fleet.cli.conversations import conversations_app
 from fleet.cli.keys import keys_app
 from fleet.cli.memory import memory_app
 from fleet.cli.run import run
+from fleet.cli.schedules import schedules_app
 from fleet.cli.tasks import tasks_app
 from fleet.cli.tenants import tenants_app
 from fleet.errors import FleetError, Unavailable
@@ -41,6 +42,7 @@ app.add_typer(memory_app, name="memory")
 app.add_typer(conversations_app, name="conversations")
 app.add_typer(keys_app, name="keys")
 app.add_typer(tenants_app, name="tenants")
+app.add_typer(schedules_app, name="schedules")
 
 
 def _version(value: bool) -> None:

@@ -29,6 +29,7 @@ from fleet.config.base import (
 )
 from fleet.config.intake import CallerConfig, DeploymentConfig, TriggerConfig
 from fleet.config.reply import ReplyConfig
+from fleet.config.schedules import ScheduleConfig
 from fleet.config.tenants import TenantConfig, check_tenants, default_tenant
 from fleet.config.traffic import ModelLimitConfig, PriceConfig, check_prices
 from fleet.constants import DEFAULT_TENANT
@@ -99,6 +100,8 @@ class FleetConfig(BaseModel):
     callers: dict[str, CallerConfig] = Field(default_factory=dict)
     #: ``config/tenants/<name>.toml``: weights, quotas, budgets (a tenant may have none).
     tenants: dict[str, TenantConfig] = Field(default_factory=dict)
+    #: ``config/schedules/<name>.toml``: crons and intervals that submit tasks.
+    schedules: dict[str, ScheduleConfig] = Field(default_factory=dict)
     app: AppConfig = AppConfig()
 
     # -- tenants (fleet.config.tenants) --------------------------------------------------------
@@ -235,6 +238,7 @@ def load_config(root: Path) -> FleetConfig:
         ("triggers", TriggerConfig),
         ("callers", CallerConfig),
         ("tenants", TenantConfig),
+        ("schedules", ScheduleConfig),
     )
     app_file = root / "fleet.toml"
     app_data = _load_toml(app_file) if app_file.is_file() else {}
@@ -287,6 +291,8 @@ def load_config(root: Path) -> FleetConfig:
         if caller.source.startswith("webhook:") and caller.source[8:] not in sections["triggers"]:
             raise ConfigError(where, "source", f"no trigger named {caller.source[8:]!r}")
     check_tenants(root, sections["callers"], sections["triggers"])
+    for name, sched in sections["schedules"].items():
+        _check_schedule(root / "schedules" / f"{name}.toml", sched, agents, deployments, sections)
     return FleetConfig(
         app=app,
         root=root,
@@ -295,4 +301,43 @@ def load_config(root: Path) -> FleetConfig:
         triggers=sections["triggers"],
         callers=sections["callers"],
         tenants=sections["tenants"],
+        schedules=sections["schedules"],
     )
+
+
+def _check_schedule(
+    path: Path,
+    sched: ScheduleConfig,
+    agents: dict[str, AgentConfig],
+    deployments: dict[str, DeploymentConfig],
+    sections: dict[str, dict[str, Any]],
+) -> None:
+    """A schedule's deployment and caller exist, the caller may use the deployment, and its
+    input fits the agent's limit."""
+    callers: dict[str, CallerConfig] = sections["callers"]
+    if sched.deployment not in deployments:
+        missing = f"no deployment named {sched.deployment!r}"
+        raise _unknown(path, "deployment", missing, deployments)
+    if sched.caller is None and callers:
+        raise _unknown(
+            path, "caller", "required once callers are configured: whose tenant and scope", callers
+        )
+    if sched.caller is not None:
+        if not callers:
+            raise ConfigError(
+                str(path), "caller", "no callers are configured; remove it (the open API's)"
+            )
+        if sched.caller not in callers:
+            raise _unknown(path, "caller", f"no caller named {sched.caller!r}", callers)
+        allowed = callers[sched.caller].deployments
+        if "*" not in allowed and sched.deployment not in allowed:
+            raise ConfigError(
+                str(path),
+                "caller",
+                f"caller {sched.caller!r} may not use deployment {sched.deployment!r}",
+            )
+    limit = agents[deployments[sched.deployment].agent].max_input_bytes
+    if len(sched.input.encode()) > limit:
+        raise ConfigError(
+            str(path), "input", f"is longer than its agent's max_input_bytes ({limit})"
+        )

@@ -4,6 +4,7 @@ Sent through the wake-up queue, a sweep waited behind every queued drain, so rec
 worker's task took longer the longer the backlog (issue 8). Here a process of its own calls
 ``Dispatcher.sweep()`` every sweep interval. A Redis key taken once per interval makes several
 such processes safe to run side by side (for availability): one of them sweeps each interval.
+The same process fires schedules' ticks on a thread of its own (``fleet.dispatch.schedules``).
 """
 
 from __future__ import annotations
@@ -86,7 +87,9 @@ class Sweeper:
 
 
 def main(level: int = logging.INFO, *, parent_pid: int | None = None) -> None:
-    """Build the runtime (fails fast on bad config or schema), then sweep until SIGTERM/SIGINT."""
+    """Build the runtime (fails fast on bad config or schema), then sweep until SIGTERM/SIGINT;
+    the schedule loop (``fleet.dispatch.schedules``) fires due ticks on a thread beside."""
+    from fleet.dispatch.schedules import Scheduler
     from fleet.runtime import build, redis_client
 
     log.setLevel(min(level, logging.getLogger().getEffectiveLevel()))
@@ -98,9 +101,13 @@ def main(level: int = logging.INFO, *, parent_pid: int | None = None) -> None:
         stop.set()  # the loop's wait returns at once; a sweep under way finishes first
 
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    logging.getLogger("fleet.dispatch.schedules").setLevel(log.level)
+    schedules = Scheduler(rt.dispatcher)
+    schedules.start(stop)
     try:
         Sweeper(rt.dispatcher, client, rt.settings.sweep_interval).run(stop, parent_pid=parent_pid)
     finally:
+        schedules.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         client.close()

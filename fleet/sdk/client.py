@@ -441,3 +441,22 @@ class FleetClient(Closing):
         """GetTenant (404 for an unknown tenant and for one out of the key's reach alike)."""
         found: dict[str, Any] = self._call("GET", f"/v1/tenants/{quote(tenant, safe='')}")
         return found
+
+    def create_schedule(self, body: dict[str, Any]) -> dict[str, Any]:
+        """CreateSchedule: ``body`` as the API takes it (``name``, ``deployment``, ``cron`` or
+        ``every``, ``input``, ...); the schedule, its tasks the key's tenant and scope."""
+        found: dict[str, Any] = self._call("POST", "/v1/schedules", json=body)
+        return found
+
+    def list_schedules(self) -> list[dict[str, Any]]:
+        """ListSchedules: the key's scope's schedules with their next tick."""
+        found: list[dict[str, Any]] = self._call("GET", "/v1/schedules")["schedules"]
+        return found
+
+    def delete_schedule(self, name: str) -> None:
+        """DeleteSchedule (404 for one of another scope, 409 for one from config/schedules)."""
+        try:
+            response = self._http.request("DELETE", f"/v1/schedules/{quote(name, safe='')}")
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc) from None
+        self._raise(response)

@@ -20,6 +20,7 @@ from fleet.store.operator import OperatorStore
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
 from fleet.store.quotas import QuotaStore, TenantFigures
 from fleet.store.recall import ObservationStore, RecallStore
+from fleet.store.schedules import ScheduleStore
 from fleet.store.tenancy import TenancyStore
 from fleet.store.waits import WaitStore
 
@@ -60,6 +61,7 @@ class Store(
     QuotaStore,
     WaitStore,
     FollowupStore,
+    ScheduleStore,
 ):
     """Everything fleet reads or writes in its database."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy import Engine, inspect, text
 
 #: The newest revision in ``migrations/versions`` (update it with each new migration).
-HEAD = "0018_waits"
+HEAD = "0019_schedules"
 
 
 def current(engine: Engine) -> str | None:

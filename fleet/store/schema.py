@@ -2,8 +2,9 @@
 
 SQLAlchemy Core tables on one ``MetaData`` (``schema_types.metadata``); the store's statements
 use them as ``s.tasks.c.status``. Conversations, tasks, runs, messages and traces are here;
-memory's tables are in ``schema_memory``, delegations' and deliveries' in ``schema_delivery``, the
-metadata and column types in ``schema_types``. This module re-exports them all.
+memory's tables are in ``schema_memory``, delegations' and deliveries' in ``schema_delivery``,
+schedules' in ``schema_schedules``, the metadata and column types in ``schema_types``. This
+module re-exports them all.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from fleet.store.schema_memory import (
     working_memory,
     working_memory_operations,
 )
+from fleet.store.schema_schedules import schedules
 from fleet.store.schema_types import (
     BigId,
     FloatArray,
@@ -405,6 +407,7 @@ __all__ = [
     "quota_refusals",
     "run_inbox",
     "runs",
+    "schedules",
     "tasks",
     "token_usage",
     "traces",

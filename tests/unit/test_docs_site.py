@@ -32,6 +32,7 @@ from fleet.config import (
     TriggerConfig,
     load_config,
 )
+from fleet.config.schedules import ScheduleConfig
 from fleet.config.tenants import TenantConfig
 from tests.support.docs import DOCS, ROOT, Example, page, plugin, toml_examples
 
@@ -42,6 +43,7 @@ FILES: dict[str, type[BaseModel]] = {
     "config/triggers/<name>.toml": TriggerConfig,
     "config/callers/<name>.toml": CallerConfig,
     "config/tenants/<name>.toml": TenantConfig,
+    "config/schedules/<name>.toml": ScheduleConfig,
     "config/fleet.toml": AppConfig,
 }
 
@@ -155,10 +157,11 @@ MINIMAL = {
     "triggers": {"deployment": '"support"'},
     "callers": {"source": '"api"', "key_env": '"FLEET_KEY_EXAMPLE"'},
     "tenants": {},
+    "schedules": {"deployment": '"support"', "every": '"1h"', "input": '"x"'},
     "fleet.toml": {},
 }
 _HEADER = re.compile(
-    r"^# config/(?:(?P<kind>agents|deployments|triggers|callers|tenants)/"
+    r"^# config/(?:(?P<kind>agents|deployments|triggers|callers|tenants|schedules)/"
     r"(?P<name>[a-z0-9_-]+|<name>)\.toml|(?P<app>fleet\.toml))(?P<rest>.*)$"
 )
 _ENV = re.compile(r'"([A-Z][A-Z0-9_]{2,})"')
@@ -200,7 +203,7 @@ def test_every_toml_example_loads(
         _stub(root, "agents", data["agent"], 'model = "echo"\n')
     for target in data.get("delegates", []) if kind == "agents" else []:
         _stub(root, "deployments", target, 'agent = "support"\n')
-    if kind == "triggers":
+    if kind in ("triggers", "schedules"):
         _stub(root, "deployments", data["deployment"], 'agent = "support"\n')
     if kind == "callers":
         for target in set(data.get("deployments", [])) - {"*"}:

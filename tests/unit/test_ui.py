@@ -254,3 +254,27 @@ def test_the_overview_shows_the_tenants_the_viewer_reaches(tmp_path: Path) -> No
             assert re.findall(r'<th scope="row">([a-z-]+)</th>', own) == ["acme"]
     finally:
         runtime.close()
+
+
+def test_the_overview_lists_schedules_with_their_next_tick(rt: Runtime, client: TestClient) -> None:
+    from fleet.config.schedules import ScheduleSpec
+    from fleet.dispatch import schedules
+
+    daily = ScheduleSpec(deployment="chat", cron="0 8 * * *", input="digest")  # type: ignore[call-arg]
+    made = schedules.create(
+        rt.dispatcher, "digest", daily, tenant="acme", scope="api:acme", caller=None
+    )
+    hourly = ScheduleSpec(deployment="tooly", every=3600.0, input="check")  # type: ignore[call-arg]
+    schedules.create(rt.dispatcher, "check", hourly, tenant="acme", scope="api:acme", caller=None)
+    sign_in(client, "boss")
+    page = client.get("/ui").text
+    assert made.next_tick is not None
+    next_tick = made.next_tick.isoformat().replace("+00:00", "Z")
+    assert f'<time datetime="{next_tick}">{next_tick[:10]} 08:00:00</time>' in page
+    assert "cron 0 8 * * *" in page and "every 1h" in page and "api:acme" in page
+
+    narrow = TestClient(client.app, follow_redirects=False)
+    with narrow:
+        sign_in(narrow, "narrow")  # chat alone: tooly's schedule is not shown
+        page = narrow.get("/ui").text
+        assert "cron 0 8 * * *" in page and "every 1h" not in page
