@@ -41,6 +41,8 @@ def test_a_parked_task_holds_nothing_and_is_due_at_its_deadline(store: Store) ->
     assert head.not_before == T0 + timedelta(hours=1)  # not claimable before its deadline
     assert now.max_attempts == 2  # the wait used up no attempt
     assert store.active() == []  # no lease, no worker: nothing for the sweeper to recover
+    figures = store.tenant_figures(T0.date())[task.tenant]
+    assert (figures.queued, figures.running) == (1, 0)  # its tenant's queued quota, not running
     assert start(store, task.conversation_id, T0 + timedelta(minutes=5)) is None
     [wait] = store.waits_of(task.id, pending=True)
     assert (wait.tool, wait.arguments, wait.redacted) == ("refund", {"order": 7}, False)
