@@ -126,13 +126,15 @@ def test_a_pending_approval_survives_a_kill_holds_no_worker_and_runs_once_when_a
         assert finished(rt, other.id).status == TaskStatus.SUCCEEDED
     assert rt.store.get_task(task.id).status == TaskStatus.WAITING
 
-    # the worker is killed; the approval is kept; a decision with no worker up is not lost
-    first.signal(signal.SIGKILL)  # the whole worker: main and pool processes
-    first.popen.wait(10)
+    # the approval is recorded while the only worker cannot start the call (frozen), then that
+    # worker is killed: the approval is neither lost nor run twice by the worker that resumes
+    first.signal(signal.SIGSTOP)
     decided = rt.dispatcher.waiting.decide(
         rt.store.get_task(task.id), uuid.UUID(approval.id), "approve", by="alice"
     )
     assert decided.status == "approved" and decided.decided_by == "alice"
+    first.signal(signal.SIGKILL)  # the whole worker: main and pool processes
+    first.popen.wait(10)
     assert side_effects(counter) == []
     fleet.worker("b", concurrency=1)
 
