@@ -150,15 +150,22 @@ def arguments_text(arguments: object, n: int = ARGUMENTS_CHARS) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def _undated_year(when: str) -> str:
+    """``2026-11-30 06:12:34`` → ``11-30 06:12:34`` (a time, when narrow)."""
+    return when[5:] if len(when) == 19 else when
+
+
 #: ``approvals ls``: ids and times whole; the tool folds; the arguments are one cut line.
+#: Narrow, the times lose their year, then the redacted, arguments and requested columns go
+#: (``--json`` has them).
 _COLUMNS = (
     Col("task", "whole"),
     Col("approval", "whole"),
     Col("tool", shrink=1),
     Col("arguments", "cut", drop=2),
     Col("redacted", "whole", drop=1),
-    Col("requested", "whole", drop=3),
-    Col("expires", "whole"),
+    Col("requested", "whole", short=_undated_year, shorten=0, drop=3),
+    Col("expires", "whole", short=_undated_year, shorten=0),
 )
 
 
