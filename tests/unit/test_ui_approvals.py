@@ -83,6 +83,9 @@ def test_the_approvals_page_lists_whats_pending_with_its_buttons(rt, api, browse
         assert f'href="/ui/tasks/{task.id}"' in page.text
     assert page.text.count('value="approve"') == 2 and page.text.count('value="reject"') == 2
     assert page.text.count('name="reason"') == 2 and "<code>count</code>" in page.text
+    shop = browser.get("/ui").text.split(">shop</a></th>")[1].split("</tr>")[0]
+    cells = re.findall(r'<td class="num">([^<]*)</td>', shop)
+    assert cells[:4] == ["0", "0", "0", "2"]  # queued, running, interrupted, waiting
     (approval,) = pending_ids(rt, alpha)
     rt.dispatcher.waiting.decide(alpha, uuid.UUID(approval), "approve", by="x")
     rt.dispatcher.waiting.decide(bravo, uuid.UUID(pending_ids(rt, bravo)[0]), "reject", by="x")
