@@ -218,3 +218,31 @@ def test_a_tenants_key_cannot_list_or_decide_another_tenants_approvals(
             assert by_prefix[0] == 2 and "no task with an id starting" in by_prefix[2]
     assert pending_ids(rt, alpha) == [approval]
     assert rt.store.get_task(alpha.id).status == TaskStatus.WAITING
+
+
+# -- the SDK's task handle -------------------------------------------------------------------------
+
+
+def test_a_task_handle_lists_and_decides_its_approvals(tmp_path: Path, monkeypatch) -> None:
+    """Embedded: the handle sees its waiting task's approval, approves it (as ``operator``)
+    and the task goes on to its reply; a second one, rejected, never runs its call."""
+    from fleet import Fleet
+    from tests.support.approvals import ASK, write_approvals_config
+    from tests.support.fleet import wait_for
+
+    monkeypatch.setenv("FLEET_TEST_COUNTER", str(tmp_path / "side-effects.txt"))
+    monkeypatch.delenv("FLEET_REDIS_URL", raising=False)
+    monkeypatch.delenv("FLEET_SERVER", raising=False)
+    config = write_approvals_config(tmp_path / "config")
+    with Fleet(config_dir=config, home=tmp_path / "home") as fleet_:
+        for decision, runs in (("approve", 1), ("reject", 1)):
+            handle = fleet_.conversation("shop", f"sdk-{decision}").submit(ASK)
+            wait_for(lambda h=handle: h.pending_approvals(), 30, what="the task to wait")
+            (approval,) = handle.pending_approvals()
+            assert approval["tool"] == "count" and approval["status"] == "pending"
+            decide = handle.approve if decision == "approve" else handle.reject
+            decided = decide(approval["id"], reason="sdk says")
+            status = {"approve": "approved", "reject": "rejected"}[decision]
+            assert (decided["status"], decided["decidedBy"]) == (status, "operator")
+            assert handle.wait(30).startswith("echo: ")
+            assert counted(tmp_path) == runs
