@@ -28,6 +28,7 @@ from fleet.api.event_hub import snapshot
 from fleet.api.events import hub_of, sse_response, start_position
 from fleet.api.ui_auth import COOKIE, SESSION_S, UiAuth, Viewer
 from fleet.domain import operator as op
+from fleet.domain.values import Task, TaskStatus
 from fleet.errors import FleetError, Forbidden, NotFound
 from fleet.runtime import Runtime
 from fleet.store.operator import ConversationFilter
@@ -37,6 +38,10 @@ from fleet.views.tenants import everyone, read_tenants
 _T = TypeVar("_T")
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
+#: Most pending approvals the approvals page lists (the oldest first).
+APPROVALS_SHOWN = 200
+#: Who a decision names when the UI is open (no callers configured, so no operator's name).
+UI_DECIDER = "operator"
 #: Static files the pages load, and their types (nothing else is served from the folder).
 STATIC = {"ui.css": "text/css; charset=utf-8", "ui.js": "text/javascript; charset=utf-8"}
 
@@ -269,6 +274,7 @@ async def conversation(request: Request, conversation_id: uuid.UUID) -> Response
         runs={str(k): v for k, v in runs.items()},
         messages=[views.message_json(m) for m in messages],
         head=head,
+        approvals=[] if head is None else await _pending(rt, head),
     )
 
 
@@ -290,7 +296,61 @@ async def run_page(request: Request, run_id: uuid.UUID) -> Response:
         conversation_id=str(task.conversation_id),
         after=str(position) if position else None,
         live=not task.status.terminal,
+        approvals=await _pending(rt, task),
     )
+
+
+async def _pending(rt: Runtime, task: Task) -> list[dict[str, Any]]:
+    """A waiting task's pending approvals (as ``pendingApprovals``); none for any other."""
+    if task.status != TaskStatus.WAITING:
+        return []
+    waits = await run_in_threadpool(partial(rt.store.waits_of, pending=True), task.id)
+    return [views.approval_json(w) for w in waits if w.kind == "approval"]
+
+
+@router.get("/approvals", response_class=HTMLResponse)
+async def approvals(request: Request) -> Response:
+    """The approvals waiting for a decision in the viewer's reach, oldest first."""
+    viewer = _viewer(request)
+    rt = _rt(request)
+    found = await run_in_threadpool(
+        partial(rt.store.pending_approvals, tenants=viewer.tenants, limit=APPROVALS_SHOWN)
+    )
+    rows = [
+        {"approval": views.approval_json(w), "task": views.task_json(t)}
+        for w, t in found
+        if viewer.may_see(t.deployment, t.tenant)
+    ]
+    return _page(request, "approvals.html", viewer=viewer, rows=rows, limit=APPROVALS_SHOWN)
+
+
+@router.post("/tasks/{task_id}/approvals/{approval_id}", response_class=HTMLResponse)
+async def decide(request: Request, task_id: uuid.UUID, approval_id: uuid.UUID) -> Response:
+    """Approve or reject a pending approval (DecideApproval, decided by the viewer's caller:
+    ``operator`` on an open API); back to ``next``. A task or approval out of reach is "not
+    found"; one decided already or expired is an error page saying so (409)."""
+    viewer = _viewer(request)
+    form = await _form(request)
+    _csrf(viewer, form)
+    task = await _task(request, viewer, task_id)
+    target = _next(form.get("next") or "/ui/approvals")
+    rt = _rt(request)
+    try:
+        await run_in_threadpool(
+            partial(
+                rt.dispatcher.waiting.decide,
+                by=viewer.name or UI_DECIDER,
+                reason=form.get("reason") or None,
+            ),
+            task,
+            approval_id,
+            form.get("decision", ""),
+        )
+    except NotFound:
+        raise UiRefused(404, "No approval with that id.") from None
+    except FleetError as exc:
+        raise UiRefused(exc.status, exc.message) from None
+    return RedirectResponse(target, status_code=303)
 
 
 @router.get("/tasks/{task_id}")

@@ -3,8 +3,8 @@
 Bad input exits 2 with one line saying what was wrong; an unreachable service exits 1 with the
 reason; ``--json`` prints machine-readable records. Here: the root command, its options and the
 entry point; each command group is a module of its own beside this one (``run``, ``tasks``,
-``memory``, ``conversations``, ``keys``, ``tenants``, ``schedules``, and the operations: migrate,
-check, worker, serve, beat in ``ops``), the shared output ``common``'s.
+``approvals``, ``memory``, ``conversations``, ``keys``, ``tenants``, ``schedules``, and the
+operations: migrate, check, worker, serve, beat in ``ops``), the shared output ``common``'s.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import click
 import typer
 
 from fleet.cli import ops
+from fleet.cli.approvals import approvals_app
 from fleet.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, err, out
 from fleet.cli.conversations import conversations_app
 from fleet.cli.keys import keys_app
@@ -38,6 +39,7 @@ app = typer.Typer(
 )
 app.command()(run)
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(approvals_app, name="approvals")
 app.add_typer(memory_app, name="memory")
 app.add_typer(conversations_app, name="conversations")
 app.add_typer(keys_app, name="keys")

@@ -111,7 +111,12 @@ class LocalTasks(StoreTasks):
         from fleet.views import task_with_deliveries
 
         task = self.rt.store.get_task(task_id)
-        return task_with_deliveries(task, self.rt.store.task_deliveries(task.id))
+        waits = []
+        if task.status == TaskStatus.WAITING:  # as GetTask: its pending approvals
+            waits = self.rt.store.waits_of(task.id, pending=True)
+        return task_with_deliveries(
+            task, self.rt.store.task_deliveries(task.id), [w for w in waits if w.kind == "approval"]
+        )
 
     def list_tasks(self, **query: Unpack[TaskQuery]) -> list[View]:
         from fleet.domain.keys import api_scope, split_scoped

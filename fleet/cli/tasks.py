@@ -34,7 +34,7 @@ TaskRef = Annotated[
 ]
 
 
-def _parse_id(value: str) -> uuid.UUID | IdPrefix:
+def parse_id(value: str) -> uuid.UUID | IdPrefix:
     """A whole id, or a prefix of at least 6 hex digits (checked before any store or server)."""
     try:
         return parse_ref(value)
@@ -76,7 +76,7 @@ def tasks_show(
     ] = False,
 ) -> None:
     """Show one task and its runs."""
-    ref = _parse_id(task_id)
+    ref = parse_id(task_id)
     with tasks_for(ctx) as tasks:
         task = tasks.show(resolve_id(tasks, ref))
         runs = None
@@ -134,7 +134,7 @@ def tasks_cancel(
     as_json: AsJson = False,
 ) -> None:
     """Cancel a task: a queued one at once, a running one at its next step boundary."""
-    ref = _parse_id(task_id)
+    ref = parse_id(task_id)
     answer(
         tasks_for(ctx),
         lambda tasks: tasks.cancel(str(resolve_id(tasks, ref))),
@@ -180,9 +180,19 @@ def show_task(out: Console, view: View) -> None:
         rows.append(("error", view["error"]))
     for d in view.get("deliveries") or ():
         rows.append(("delivery", _delivery_line(d)))
+    for a in view.get("pendingApprovals") or ():
+        rows.append(("approval", _approval_line(a)))
     for k, v in rows:
         table.add_row(k, Text(str(v)))  # Text: user text is never read as Rich markup
     out.print(table)
+
+
+def _approval_line(a: View) -> str:
+    """``1b2c3d4e-…  refund {"amount": 20}  expires 2026-12-03 09:00:00`` (``fleet approvals
+    approve|reject TASK APPROVAL`` decides it)."""
+    args = json.dumps(a["arguments"], ensure_ascii=False, sort_keys=True)
+    redacted = " (redacted)" if a.get("redacted") else ""
+    return f"{a['id']}  {a['tool']} {args}{redacted}  expires {_when(a['expiresAt'])}"
 
 
 def _delivery_line(d: View) -> str:

@@ -95,6 +95,8 @@ class DeploymentFigures:
     queued: int = 0
     running: int = 0
     interrupted: int = 0
+    #: Waiting for an approval or a delegate (holding no worker).
+    waiting: int = 0
     #: Seconds the oldest due task has waited (0: none waits).
     oldest_due_s: float = 0.0
     #: Tasks finished in the last ``RECENT_S`` (any final status), and of them failed.

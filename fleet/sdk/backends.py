@@ -28,6 +28,8 @@ Input = str | list[dict[str, Any]]
 POLL_MIN_S, POLL_MAX_S = 0.005, 0.1
 #: Messages a task handle looks through for its own (the API's largest page).
 MESSAGES_PAGE = 1000
+#: Who a decision made straight through the store names (the CLI's and the SDK's store mode).
+LOCAL_DECIDER = "operator"
 
 
 class Submission(TypedDict, total=False):
@@ -74,6 +76,17 @@ class Backend(Protocol):
     def messages(self, conversation_key: str, deployment: str, *, limit: int = 100) -> View:
         """``{"messages": [...]}``, oldest first; NotFound (field ``conversationKey``) for a
         conversation not started yet."""
+        ...
+
+    def list_approvals(self, *, limit: int = 100) -> list[View]:
+        """ListApprovals: the approvals waiting for a decision, oldest first."""
+        ...
+
+    def decide_approval(
+        self, task_id: str, approval_id: str, decision: str, *, reason: str | None = None
+    ) -> View:
+        """DecideApproval: ``{"approval": {...}, "task": {...}}``; NotFound for no such
+        approval of the task, Conflict when it was decided already or expired."""
         ...
 
     def close(self) -> None: ...
@@ -137,9 +150,14 @@ class StoreTasks:
         return admission_json(admitted)
 
     def get_task(self, task_id: str) -> View:
-        from fleet.views import task_json
+        from fleet.views import approval_json, task_json
 
-        return task_json(self.rt.store.get_task(uuid.UUID(task_id)))
+        task = self.rt.store.get_task(uuid.UUID(task_id))
+        view = task_json(task)
+        if task.status == TaskStatus.WAITING:  # as GetTask: what it waits to have decided
+            waits = self.rt.store.waits_of(task.id, pending=True)
+            view["pendingApprovals"] = [approval_json(w) for w in waits if w.kind == "approval"]
+        return view
 
     def wait(self, task_id: str, timeout: float | None) -> View:
         pauses = _Pauses(timeout)
@@ -178,8 +196,38 @@ class StoreTasks:
             )
         return {"messages": [message_json(m) for m in self.rt.store.messages(found, limit=limit)]}
 
+    def list_approvals(self, *, limit: int = 100) -> list[View]:
+        """Every tenant's pending approvals (the store's user is the operator)."""
+        from fleet.views import approval_json
+
+        return [approval_json(w) for w, _ in self.rt.store.pending_approvals(limit=limit)]
+
+    def decide_approval(
+        self, task_id: str, approval_id: str, decision: str, *, reason: str | None = None
+    ) -> View:
+        from fleet.views import approval_json, task_json
+
+        task = self.rt.store.get_task(uuid.UUID(task_id))
+        wait = self.rt.dispatcher.waiting.decide(
+            task, _approval_id(approval_id), decision, by=LOCAL_DECIDER, reason=reason
+        )
+        return {
+            "approval": approval_json(wait),
+            "task": task_json(self.rt.store.get_task(task.id)),
+        }
+
     def close(self) -> None:
         self.rt.close()
+
+
+def _approval_id(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise InputError(
+            f"approval id {value!r} is not a UUID; see `fleet approvals ls` for ids",
+            field="approvalId",
+        ) from None
 
 
 class StoreBackend(StoreTasks):

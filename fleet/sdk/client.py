@@ -460,3 +460,25 @@ class FleetClient(Closing):
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from None
         self._raise(response)
+
+    # -- approvals -------------------------------------------------------------------------------
+
+    def list_approvals(self, *, limit: int = 100) -> list[dict[str, Any]]:
+        """ListApprovals: the caller's approvals waiting for a decision, oldest first."""
+        found: list[dict[str, Any]] = self._call("GET", "/v1/approvals", params={"limit": limit})[
+            "approvals"
+        ]
+        return found
+
+    def decide_approval(
+        self, task_id: str, approval_id: str, decision: str, *, reason: str | None = None
+    ) -> dict[str, Any]:
+        """DecideApproval: ``{"approval": {...}, "task": {...}}`` (``decision``: ``approve`` or
+        ``reject``; 409 when it was decided already or expired)."""
+        body: dict[str, Any] = {"decision": decision}
+        if reason is not None:
+            body["reason"] = reason
+        found: dict[str, Any] = self._call(
+            "POST", f"/v1/tasks/{task_id}/approvals/{approval_id}", json=body
+        )
+        return found

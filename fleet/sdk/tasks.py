@@ -159,6 +159,28 @@ class TaskHandle:
         effect: str = self._backend.cancel(self.id)["effect"]
         return effect
 
+    def pending_approvals(self) -> list[View]:
+        """The tool calls it waits to have decided (``waiting``), as GetTask's
+        ``pendingApprovals`` shows them: ``id``, ``tool``, ``arguments``, ``expiresAt``..."""
+        found: list[View] = self._backend.get_task(self.id).get("pendingApprovals") or []
+        return found
+
+    def approve(self, approval_id: str, reason: str | None = None) -> View:
+        """Approve one of its pending approvals: the call runs once, with the arguments shown;
+        the approval as decided. Conflict when it was decided already or expired."""
+        approval: View = self._backend.decide_approval(
+            self.id, approval_id, "approve", reason=reason
+        )["approval"]
+        return approval
+
+    def reject(self, approval_id: str, reason: str | None = None) -> View:
+        """Reject one of its pending approvals: the call never runs, the model is told who
+        decided and ``reason``; the approval as decided."""
+        approval: View = self._backend.decide_approval(
+            self.id, approval_id, "reject", reason=reason
+        )["approval"]
+        return approval
+
     def messages(self) -> list[Message]:
         """The messages this task added to its conversation (its input, then its reply)."""
         found = messages_of(self._backend, self.deployment, self.conversation, MESSAGES_PAGE)

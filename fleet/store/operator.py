@@ -96,6 +96,7 @@ class OperatorStore(StoreBase):
                 queued=int(f.get("queued", 0)),
                 running=int(f.get("running", 0) + f.get("leased", 0)),
                 interrupted=int(f.get("interrupted", 0)),
+                waiting=int(f.get("waiting", 0)),
                 oldest_due_s=f.get("oldest", 0.0),
                 finished_recently=int(f.get("finished", 0)),
                 failed_recently=int(f.get("failed", 0)),

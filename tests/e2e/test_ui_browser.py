@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import need, write_config
+from tests.conftest import AGENTS, DEPLOYMENTS, need, write_config
 from tests.support.fleet import Proc, wait_for
 
 # timing-bound: `make test` runs it alone
@@ -28,6 +28,11 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "ui"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 OPERATOR, APP = "operator-key-0123456789abcdef", "app-key-0123456789abcdef"
 WIDTHS = {"desktop": 1280, "phone": 390}
+#: ``/tool count {}`` waits for a person's approval.
+SHOP_AGENT = """
+    model = "echo"
+    tools = ["wait", { tool = "tests.support.shop_tools:count", approval = "required" }]
+"""
 
 
 def chromium() -> str:
@@ -40,7 +45,9 @@ def chromium() -> str:
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("ui")
-    config = write_config(tmp / "config")
+    config = write_config(
+        tmp / "config", {**AGENTS, "shop": SHOP_AGENT}, {**DEPLOYMENTS, "shop": 'agent = "shop"\n'}
+    )
     (config / "callers").mkdir()
     for name, key, extra in (
         ("ops", OPERATOR, 'operator = true\ntenants = ["*"]\n'),
@@ -54,7 +61,11 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
-    env.update(FLEET_CONFIG_DIR=str(config), FLEET_HOME=str(tmp / "home"))
+    env.update(
+        FLEET_CONFIG_DIR=str(config),
+        FLEET_HOME=str(tmp / "home"),
+        FLEET_TEST_COUNTER=str(tmp / "side-effects.txt"),
+    )
     argv = [sys.executable, "-m", "fleet.cli", "serve", "--port", str(port)]
     server = Proc("api", [*argv, "--loglevel", "warning"], env, tmp / "api.log")
     url = f"http://127.0.0.1:{port}"
@@ -230,3 +241,48 @@ def test_reset_conversation_asks_first_then_starts_a_new_generation(
     after = submit(api, "chat", "anything before?", "reset-1")
     done = api.get(f"/v1/tasks/{after['id']}?wait=30").json()
     assert done["reply"] == "echo: anything before? [history: 0]"
+
+
+def test_a_task_that_starts_waiting_shows_its_approval_buttons_without_a_reload(
+    browser: Any, base: str, api: httpx.Client
+) -> None:
+    """The conversation page follows a running task that then stops to wait for an approval:
+    its Approve / Reject buttons appear on the same page. Approve resumes it; another one is
+    rejected, with a reason, from the Approvals page."""
+    # (the wait outlasts signing in on a busy machine: the page sees the task running)
+    asking = submit(api, "shop", '/tool wait {"seconds": 8}\n/tool count {}', "ask-1")
+    wait_for(lambda: steps_stored(api, asking["id"]) >= 1, 30, what="the task's first step")
+    page = page_at(browser, base)
+    sign_in(page)
+    page.goto(f"/ui/tasks/{asking['id']}")
+    page.get_by_role("heading", name="api:app:ask-1").wait_for()
+    assert api.get(f"/v1/tasks/{asking['id']}").json()["status"] == "running"
+    page.evaluate("window.fleetMarker = 'same page'")
+    live = page.get_by_role("region", name="Now: task #1")
+    live.get_by_role("button", name="Approve count").wait_for()
+    assert page.evaluate("window.fleetMarker") == "same page"
+    live.locator(f'[data-status-of="{asking["id"]}"]').filter(has_text="waiting").wait_for()
+    shoot(page, "approval-waiting-1280")
+    live.get_by_role("button", name="Approve count").click()
+    page.get_by_role("heading", name="api:app:ask-1").wait_for()
+    done = api.get(f"/v1/tasks/{asking['id']}?wait=30").json()
+    assert done["status"] == "succeeded", done
+
+    third = submit(api, "shop", "/tool count {}", "ask-2")
+    wait_for(
+        lambda: api.get(f"/v1/tasks/{third['id']}").json()["status"] == "waiting",
+        30,
+        what="the third task to wait",
+    )
+    page.get_by_role("link", name="Approvals").click()
+    page.get_by_role("heading", name="Approvals").wait_for()
+    row = page.get_by_role("row").filter(has_text="api:app:ask-2")
+    row.get_by_label("Reason for rejecting count").fill("not today")
+    row.get_by_role("button", name="Reject count").click()
+    page.get_by_text("No approvals are waiting for a decision.").wait_for()
+    done = api.get(f"/v1/tasks/{third['id']}?wait=30").json()
+    assert done["status"] == "succeeded", done  # the run went on, told "not run"
+    phone = page_at(browser, base, WIDTHS["phone"])
+    sign_in(phone)
+    phone.goto("/ui/approvals")
+    assert fits(phone)

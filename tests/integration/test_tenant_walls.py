@@ -3,16 +3,18 @@ PostgreSQL, Redis, Celery workers and ``fleet serve``.
 
 Tenant alpha makes one of everything: API tasks and their runs, a running task with another
 queued behind it, a singleton's conversation, a webhook trigger's task, A2A tasks (one running,
-one with a push config), a deleted conversation's tombstone, memory blocks (written by a run and
-by alpha's operator), messages and working memory under a resource id, and a schedule. Tenant
-bravo (an API key, an operator key, an A2A key) then tries each of them through every door:
+one with a push config), a task waiting for a tool approval, a deleted conversation's
+tombstone, memory blocks (written by a run and by alpha's operator), messages and working memory
+under a resource id, and a schedule. Tenant bravo (an API key, an operator key, an A2A key) then
+tries each of them through every door:
 
 1. every operation of the running server's ``/openapi.json`` (``HTTP`` names how each is tried,
    ``EXEMPT`` the keyless ones; an operation in neither fails the test), every route the
    schema hides (``HIDDEN``: the operator UI, the docs), and a run's ``signal_agent`` tool;
 2. A2A, in protocol 1.0 and 0.3 (``A2AJsonRpc``): alpha's tasks are TaskNotFound to bravo's
    A2A caller, and alpha's contextId is a conversation of bravo's own;
-3. the CLI against the server (``fleet tasks show``) with bravo's ``FLEET_API_KEY``;
+3. the CLI against the server (``fleet tasks show``, ``fleet approvals reject``) with bravo's
+   ``FLEET_API_KEY``;
 4. bravo's own runs: their frozen prompts hold none of alpha's blocks, recalled messages or
    working memory, and bravo's singleton conversations are bravo's.
 
@@ -106,6 +108,9 @@ AGENTS = {
     'memory = [{ block = "prefs", mode = "write" }, { block = "facts" }]\n',
     # every embedded message of the resource is a hit (threshold -1): a leak could not hide
     "signaller": 'model = "echo"\ndelegates = ["tooly"]\n',  # signal_agent, to tooly's tasks
+    # its tool call waits for a person's approval (never given here: the tool never runs)
+    "approver": 'model = "echo"\n'
+    'tools = [{ tool = "tests.support.shop_tools:count", approval = "required" }]\n',
     "recaller": 'model = "echo"\n[history]\nmax_items = 2\n'
     '[recall]\nthreshold = -1.0\ntop_k = 20\nscope = "resource"\n'
     '[working_memory]\nscope = "resource"\n',
@@ -116,6 +121,7 @@ DEPLOYMENTS = {
     "recall": 'agent = "recaller"\n',
     "recall-solo": 'agent = "recaller"\nkind = "singleton"\n',
     "solo2": 'agent = "echo"\nkind = "singleton"\n',  # nobody's: the answer for a missing one
+    "approve": 'agent = "approver"\n',
 }
 PROBLEM = "application/problem+json"
 
@@ -283,6 +289,8 @@ SNAPSHOT = {
     "JOIN tasks t ON t.id = p.task_id WHERE t.tenant = 'alpha' ORDER BY 1, 2",
     "schedules": "SELECT name, scope, source, spec::text, last_tick, next_tick FROM schedules "
     "WHERE tenant = 'alpha' ORDER BY 1",
+    "waits": "SELECT id, task_id, status, decided_by, reason FROM waits WHERE tenant = 'alpha' "
+    "ORDER BY 1",
     "working memory": "SELECT key, version FROM working_memory WHERE key LIKE 'resource:alpha/%' "
     "OR key IN (SELECT 'conversation:' || id FROM conversations WHERE tenant = 'alpha') "
     "ORDER BY 1",
@@ -378,6 +386,13 @@ def make_alpha(w: World) -> None:
     assert r.status_code == 200, r.text
     del t["gone"]  # its task went with it; its tombstone stays
     assert w.rows("SELECT count(*) FROM conversation_tombstones WHERE tenant = 'alpha'") == [(1,)]
+    # a task waiting for an approval (left waiting: nobody of alpha's decides)
+    t["waiting"] = w.submit("alpha", "approve", "/tool count {}", conversationKey="asks")
+    wait_for(
+        lambda: w.status(t["waiting"]) == "waiting",
+        30,
+        what="alpha's task to wait for its approval",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -496,6 +511,8 @@ class Probes:
         self.alpha_conversations = w.alpha_conversations()
         self.missing = str(uuid.uuid4())
         self.browser, self.csrf, self.alpha_ui = ui.bravo, ui.csrf, ui.alpha
+        ((approval,),) = w.rows("SELECT id FROM waits WHERE task_id = :t", t=w.tasks["waiting"])
+        self.alpha_approval = str(approval)
         blocks = w.http.get("/v1/memory/blocks", headers=auth("alpha-ops")).json()["blocks"]
         self.alpha_blocks = {
             (b["namespace"], b["block"], b["version"], b["updatedAt"]) for b in blocks
@@ -522,12 +539,16 @@ class Probes:
         )
         overview = self.alpha_ui.get("/ui").text
         assert tooly(overview) == (1, 2), "alpha's queued and running tooly tasks"
-        assert tenant_row(overview, "alpha") == (2, 2, 1), overview
+        # (queued: the task behind the running one, and the one waiting for its approval)
+        assert tenant_row(overview, "alpha") == (2, 2, 2), overview
         tenants = self.w.http.get("/v1/tenants", headers=auth("alpha-ops")).json()["tenants"]
         figures = [(t["tenant"], t["running"], t["queued"], t["tokensToday"] > 0) for t in tenants]
-        assert figures == [("alpha", 2, 1, True)], tenants
+        assert figures == [("alpha", 2, 2, True)], tenants
         page = self.alpha_ui.get("/ui/conversations").text
         assert all(c in page for c in self.alpha_conversations), page
+        approvals = self.w.http.get("/v1/approvals", headers=auth("alpha")).json()["approvals"]
+        assert [a["id"] for a in approvals] == [self.alpha_approval], approvals
+        assert self.alpha_approval in self.alpha_ui.get("/ui/approvals").text
 
     # -- tasks ----------------------------------------------------------------------------------
 
@@ -550,6 +571,29 @@ class Probes:
 
     def signal_task(self, route: str) -> None:
         self.per_task(route, "POST", "/signal", json={"input": "bravo signals"})
+
+    def list_approvals(self, route: str) -> None:
+        alpha_ids = {self.alpha_approval, *self.alpha_tasks.values()}
+        for side in (self.bravo, self.ops):
+            r = side(route, "GET", "/v1/approvals")
+            if self.leaks.status(route, r, 200):
+                listed = r.json()["approvals"]
+                shown = ({a["id"] for a in listed} | {a["taskId"] for a in listed}) & alpha_ids
+                if shown:
+                    self.leaks.add(route, f"GET /v1/approvals lists alpha's {shown}")
+
+    def decide_approval(self, route: str) -> None:
+        """Alpha's approval, named with each of alpha's tasks, decided by bravo's keys: as for a
+        missing task."""
+        approval = self.alpha_approval
+        for side in (self.bravo, self.ops):
+            for decision in ("approve", "reject"):
+                body = {"decision": decision, "reason": "bravo decides"}
+                url = "/v1/tasks/{}/approvals/" + approval
+                missing = side(route, "POST", url.format(self.missing), json=body)
+                for task_id in self.alpha_tasks.values():
+                    theirs = side(route, "POST", url.format(task_id), json=body)
+                    self.leaks.same(route, theirs, missing, ((task_id, self.missing),))
 
     def stream_task_events(self, route: str) -> None:
         def answer(task_id: str) -> httpx.Response:
@@ -1087,6 +1131,19 @@ class Probes:
         ids = list(self.alpha_tasks.values())
         self.ui_as_missing(route, "POST", "/ui/tasks/{}/cancel", ids, data=form)
 
+    def ui_approvals(self, route: str) -> None:
+        page = self.ui(route, "GET", "/ui/approvals").text
+        shown = {i for i in (self.alpha_approval, *self.alpha_tasks.values()) if i in page}
+        if shown or "alpha" in page:
+            self.leaks.add(route, f"GET /ui/approvals shows alpha's {shown}")
+
+    def ui_decide(self, route: str) -> None:
+        ids = list(self.alpha_tasks.values())
+        pattern = "/ui/tasks/{}/approvals/" + self.alpha_approval
+        for decision in ("approve", "reject"):
+            form = {"csrf": self.csrf, "decision": decision, "reason": "bravo decides"}
+            self.ui_as_missing(route, "POST", pattern, ids, data=form)
+
     def ui_reset(self, route: str) -> None:
         form = {"csrf": self.csrf, "confirmed": "yes"}
         ids = sorted(self.alpha_conversations)
@@ -1137,12 +1194,14 @@ HTTP: dict[str, Callable[[Probes, str], None]] = {
     "GetConversation": Probes.get_conversation,
     "ListSchedules": Probes.list_schedules,
     "GetSchedule": Probes.get_schedule,
+    "ListApprovals": Probes.list_approvals,
     "ListMemoryBlocks": Probes.list_memory_blocks,
     "GetMemoryBlock": Probes.get_memory_block,
     "ListMemoryBlockVersions": Probes.list_memory_block_versions,
     "SubmitTask": Probes.submit_task,
     "CancelTask": Probes.cancel_task,
     "SignalTask": Probes.signal_task,
+    "DecideApproval": Probes.decide_approval,
     "ResetConversation": Probes.reset_conversation,
     "DeleteConversation": Probes.delete_conversation,
     "SetMemoryBlock": Probes.set_memory_block,
@@ -1180,6 +1239,8 @@ HIDDEN: dict[tuple[str, str], Callable[[Probes, str], None]] = {
     ("GET", "/ui/tasks/{task_id}/events"): Probes.ui_task_events,
     ("POST", "/ui/tasks/{task_id}/cancel"): Probes.ui_cancel,
     ("POST", "/ui/conversations/{conversation_id}/reset"): Probes.ui_reset,
+    ("GET", "/ui/approvals"): Probes.ui_approvals,
+    ("POST", "/ui/tasks/{task_id}/approvals/{approval_id}"): Probes.ui_decide,
     ("POST", "/ui/logout"): Probes.ui_logout,  # last: it ends bravo's operator's session
 }
 
@@ -1305,11 +1366,24 @@ def test_the_cli_shows_alphas_tasks_to_bravo_as_missing_ones(world: World, tmp_p
     w = world
     leaks = Leaks()
     t1, solo, missing = w.tasks["t1"], w.tasks["solo"], str(uuid.uuid4())
+    waiting = w.tasks["waiting"]
+    ((approval,),) = w.rows("SELECT id FROM waits WHERE task_id = :t", t=waiting)
+    decide = ("approvals", "reject", "{}", str(approval), "--reason", "bravo decides")
     #: (who, arguments naming alpha's thing, the same naming a missing one, alpha's name → its)
     pairs = (
         ("bravo", ("tasks", "show", t1), ("tasks", "show", missing), (t1, missing)),
         # the singleton's scope is every tenant's: only the tenant walls its task off
         ("bravo", ("tasks", "show", solo), ("tasks", "show", missing), (solo, missing)),
+        # alpha's pending approval, decided by bravo's keys
+        *(
+            (
+                who,
+                tuple(a.format(waiting) for a in decide),
+                tuple(a.format(missing) for a in decide),
+                (waiting, missing),
+            )
+            for who in ("bravo", "bravo-ops")
+        ),
     )
     commands: set[tuple[str, tuple[str, ...]]] = {("alpha", ("tasks", "show", solo, "--json"))}
     commands |= {(who, args) for who, args, _, _ in pairs} | {(who, no) for who, _, no, _ in pairs}
@@ -1324,6 +1398,8 @@ def test_the_cli_shows_alphas_tasks_to_bravo_as_missing_ones(world: World, tmp_p
         leaks.scan(route, "its output", out + err)
         if (code, out.replace(name, other), err.replace(name, other)) != want:
             leaks.add(route, f"answered {(code, out, err)}, a missing one {want}")
+    if w.rows("SELECT status FROM waits WHERE id = :a", a=approval) != [("pending",)]:
+        leaks.add("fleet approvals reject (bravo)", "alpha's approval is no longer pending")
     # alpha's key shows it: the same command could have shown it to bravo
     code, out, err = done[("alpha", ("tasks", "show", solo, "--json"))]
     assert code == 0 and json.loads(out)["id"] == solo and MARK in out, (code, out, err)

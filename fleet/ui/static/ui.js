@@ -128,6 +128,9 @@
   }
 
   // -- following a task ---------------------------------------------------------------------
+  // The event (by id) whose "waiting" status each task's page was read again for.
+  const refreshedOn = {};
+
   function setStatus(selector, status) {
     document.querySelectorAll(selector).forEach(function (el) {
       el.textContent = status;
@@ -174,6 +177,16 @@
         other.hidden = false;
       }
       announce("Task " + d.status);
+      // A task that starts waiting shows what it waits for (the approvals' buttons): the
+      // page's sections are read again and followed again. Once per event: a section that
+      // follows its task from the start sees the same event again.
+      const ids = (section.dataset.refresh || "").split(" ").filter(Boolean);
+      if (d.status === "waiting" && ids.length && !section.querySelector(".approvals")
+          && refreshedOn[d.taskId] !== e.lastEventId) {
+        refreshedOn[d.taskId] = e.lastEventId;
+        source.close();
+        refresh(ids);
+      }
     });
 
     const onStep = function (e) {
