@@ -70,9 +70,8 @@ def _agent_message(task: FleetTask, suffix: str, text: str) -> Message:
     )
 
 
-def _state(task: FleetTask, asked: Sequence[Wait]) -> str:
-    name = rules.state(task.status, asks=bool(asked))
-    return "TASK_STATE_" + name.upper().replace("-", "_")
+def _state(task: FleetTask) -> str:
+    return "TASK_STATE_" + rules.state(task.status).upper()
 
 
 def _asking(task: FleetTask, asked: Sequence[Wait]) -> TaskStatus:
@@ -88,7 +87,7 @@ def _asking(task: FleetTask, asked: Sequence[Wait]) -> TaskStatus:
         parts=[Part(text=rules.asking_text(asked)), Part(data=data)],
     )
     return TaskStatus(
-        state=_state(task, asked),
+        state=TaskState.TASK_STATE_INPUT_REQUIRED,
         timestamp=_ts(max(w.requested_at for w in asked)),
         message=message,
     )
@@ -99,13 +98,12 @@ def to_a2a(
 ) -> Task:
     """Our task as an A2A task: state, reply as artifact and status message, input as history;
     ``asked``: the approvals it asks its caller for (:func:`fleet.domain.a2a.asking`), which
-    make a waiting task ``input-required``."""
-    if asked and task.status == FleetStatus.WAITING:
+    make an unfinished task ``input-required`` (a pending approval means its task waits: the
+    row read a moment before may say it still runs)."""
+    if asked and not task.status.terminal:
         status = _asking(task, asked)
     else:
-        status = TaskStatus(
-            state=_state(task, ()), timestamp=_ts(task.finished_at or task.started_at)
-        )
+        status = TaskStatus(state=_state(task), timestamp=_ts(task.finished_at or task.started_at))
     artifacts: list[Artifact] = []
     history = [
         Message(

@@ -147,9 +147,11 @@ class FleetRequestHandler(RequestHandler):
         caller, _ = _who(context)
         return caller, await self._task(context, task_id)
 
-    async def _asked(self, task: FleetTask) -> list[Wait]:
-        """The approvals ``task`` asks its caller to decide now (none unless it is waiting)."""
-        if task.status != TaskStatus.WAITING:
+    async def _asked(self, task: FleetTask, *, fresh: bool = False) -> list[Wait]:
+        """The approvals ``task`` asks its caller to decide now: none unless it is waiting or,
+        ``fresh``, unfinished (a stream's task row is read before its runs: a run parked
+        between the reads shows the row still running)."""
+        if task.status.terminal or (task.status != TaskStatus.WAITING and not fresh):
             return []
         found = await run_in_threadpool(
             functools.partial(self.rt.store.waits_of, task.id, pending=True)
@@ -367,7 +369,7 @@ class FleetRequestHandler(RequestHandler):
         (``stop_asking``: also when the snapshot does)."""
         with a2a_errors():
             task, position = await snapshot(self.hub, task_id)
-            first = await self._answer(task)
+            first = to_a2a(task, asked=await self._asked(task, fresh=True))
         yield first
         if task.status.terminal or (stop_asking and asks(first)):
             return
@@ -388,7 +390,7 @@ class FleetRequestHandler(RequestHandler):
             and ev.run is not None
             and ev.run.attempt == ev.task.attempts
         )
-        return await self._asked(ev.task) if current else []
+        return await self._asked(ev.task, fresh=True) if current else []
 
     # -- push notifications: the task's final state POSTed to the caller's URL, journaled -----
 

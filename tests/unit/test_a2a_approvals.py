@@ -20,6 +20,7 @@ from fleet.errors import InputError
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 A1, A2 = str(uuid.UUID(int=0xA1)), str(uuid.UUID(int=0xA2))
 BY = "a2a:alice"
+ASKS = TaskState.TASK_STATE_INPUT_REQUIRED
 
 
 def wait(
@@ -128,6 +129,9 @@ def test_an_asking_task_is_input_required_with_its_approvals_as_a_data_part():
     assert approval["id"] == A1 and approval["tool"] == "refund"
     assert approval["arguments"] == {"order": "A-1", "amount": 12}
     assert MessageToDict(shown.metadata)["fleet.status"] == "waiting"
+    # a row read just before the run parked still says running: the pending approval wins
+    assert to_a2a(task(TaskStatus.RUNNING), asked=[wait()]).status.state == ASKS
+    assert to_a2a(task(TaskStatus.SUCCEEDED), asked=[wait()]).status.state != ASKS
     # waiting with nothing to ask (a delegate, or decided and about to resume): working
     assert to_a2a(task()).status.state == TaskState.TASK_STATE_WORKING
     assert not asks(to_a2a(task()))
