@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from a2a.types import (
+    CancelTaskRequest,
     GetTaskRequest,
     InvalidParamsError,
     ListTasksRequest,
@@ -212,6 +213,24 @@ def test_rejected_by_a_data_part_the_call_never_runs(
     assert side_effects(counter) == []
     [wait] = store.waits_of(done.id)
     assert (wait.status, wait.decided_by, wait.reason) == ("rejected", "a2a:alice", "not today")
+
+
+def test_an_input_required_task_is_cancelled_with_its_approval(
+    base: str, store: Store, counter: Path
+) -> None:
+    async def go() -> Task:
+        async with A2A(base, "refunds", key=ALICE, version="1.0") as alice:
+            task = await send(alice, message("/tool count {}"))
+            asked(task)
+            card = alice.card
+            assert card is not None and "input-required" in card.skills[0].description
+            return await alice.client.cancel_task(CancelTaskRequest(id=task.id))
+
+    cancelled = asyncio.run(go())
+    assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+    [wait] = store.waits_of(uuid.UUID(cancelled.id))
+    assert wait.status == "cancelled"
+    assert side_effects(counter) == []
 
 
 @pytest.mark.parametrize("version", ["1.0", "0.3"])
