@@ -2,7 +2,8 @@
 worker: a task waiting for a tool approval is `input-required` (its status message names the
 call and the approval), the caller's answer with a decision data part resumes it (approve: the
 tool runs once; reject: never), a message without one is refused and changes nothing, and
-another caller cannot decide it (the task does not exist for them).
+another caller cannot decide it (the task does not exist for them); a task waiting for a
+delegate is `working`.
 
 A test tool appends a line to a file for every call, so the test counts side effects across
 processes.
@@ -11,6 +12,7 @@ processes.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,7 +39,7 @@ from google.protobuf.json_format import MessageToDict
 
 from fleet.domain.redaction import Redactor
 from fleet.domain.values import TaskStatus
-from fleet.store import Store
+from fleet.store import Store, TaskFilter
 from tests.conftest import AGENTS, DEPLOYMENTS, write_config
 from tests.integration.test_a2a import ALICE, BOB, CALLERS, ENV
 from tests.support.fleet import running_fleet, wait_for
@@ -62,8 +64,8 @@ def counter(tmp_path: Path) -> Path:
 def base(tmp_path: Path, pg_url: str, redis_url: str, counter: Path) -> Iterator[str]:
     config = write_config(
         tmp_path / "config",
-        {**AGENTS, "refunder": REFUNDER},
-        {**DEPLOYMENTS, "refunds": 'agent = "refunder"\n'},
+        {**AGENTS, "refunder": REFUNDER, "boss": 'model = "echo"\ndelegates = ["tooly"]\n'},
+        {**DEPLOYMENTS, "refunds": 'agent = "refunder"\n', "lead": 'agent = "boss"\n'},
     )
     callers = config / "callers"
     callers.mkdir()
@@ -269,3 +271,36 @@ def test_streams_stop_at_input_required_and_a_streamed_answer_follows_to_the_end
 
 async def _collect(a2a: A2A, task_id: str) -> list[StreamResponse]:
     return [ev async for ev in a2a.client.subscribe(SubscribeToTaskRequest(id=task_id))]
+
+
+def test_a_task_waiting_for_a_delegate_is_working_and_takes_no_decision(
+    base: str, store: Store
+) -> None:
+    delegated = json.dumps({"deployment": "tooly", "input": '/tool wait {"seconds": 4}'})
+
+    async def go() -> str:
+        async with A2A(base, "lead", key=ALICE, version="1.0") as alice:
+            request = message(f"/tool call_agent {delegated}")
+            request.configuration.return_immediately = True
+            task = await send(alice, request)
+            await asyncio.to_thread(
+                wait_for,
+                lambda: store.get_task(uuid.UUID(task.id)).status == TaskStatus.WAITING,
+                30,
+                what="the caller's task to wait for its delegate",
+            )
+            got = await alice.client.get_task(GetTaskRequest(id=task.id))
+            assert got.status.state == WORKING and not got.status.HasField("message")
+            assert MessageToDict(got.metadata)["fleet.status"] == "waiting"
+            with pytest.raises(InvalidParamsError, match="has no approval to decide"):
+                await send(alice, message({"decision": "approve"}, task=task))
+            return task.id
+
+    task_id = asyncio.run(go())
+    done = wait_for(
+        lambda: (t := store.get_task(uuid.UUID(task_id))).status.terminal and t,
+        60,
+        what="the caller's task to finish",
+    )
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    assert len(store.list_tasks(TaskFilter(deployment="lead"))) == 1  # the decision made none
