@@ -7,6 +7,7 @@ decisions (state names, metadata keys) are :mod:`fleet.domain.a2a`'s.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +19,7 @@ from a2a.types import (
     Role,
     Task,
     TaskArtifactUpdateEvent,
+    TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
 )
@@ -31,6 +33,11 @@ from fleet.domain.events import TaskEvent
 from fleet.domain.values import DataPart, TextPart
 from fleet.domain.values import Task as FleetTask
 from fleet.domain.values import TaskStatus as FleetStatus
+from fleet.domain.waits import Wait
+
+#: The data part key of an ``input-required`` status message: the approvals asked for (each as
+#: GetTask's ``pendingApprovals`` shows it).
+PENDING_APPROVALS = "pendingApprovals"
 
 
 def _ts(when: datetime | None) -> Timestamp:
@@ -63,10 +70,40 @@ def _agent_message(task: FleetTask, suffix: str, text: str) -> Message:
     )
 
 
-def to_a2a(task: FleetTask, *, history_length: int | None = None) -> Task:
-    """Our task as an A2A task: state, reply as artifact and status message, input as history."""
-    state = "TASK_STATE_" + rules.state(task.status).upper()
-    status = TaskStatus(state=state, timestamp=_ts(task.finished_at or task.started_at))
+def _state(task: FleetTask) -> str:
+    return "TASK_STATE_" + rules.state(task.status).upper()
+
+
+def _asking(task: FleetTask, asked: Sequence[Wait]) -> TaskStatus:
+    """The status of a task asking its caller to decide ``asked``: ``input-required`` with a
+    message naming each call (text) and the approvals as GetTask shows them (data)."""
+    data = struct_pb2.Value()
+    data.struct_value.update({PENDING_APPROVALS: [views.approval_json(w) for w in asked]})
+    message = Message(
+        message_id=f"{task.id}-approval-{asked[-1].id}",
+        context_id=task.key,
+        task_id=str(task.id),
+        role=Role.ROLE_AGENT,
+        parts=[Part(text=rules.asking_text(asked)), Part(data=data)],
+    )
+    return TaskStatus(
+        state=TaskState.TASK_STATE_INPUT_REQUIRED,
+        timestamp=_ts(max(w.requested_at for w in asked)),
+        message=message,
+    )
+
+
+def to_a2a(
+    task: FleetTask, *, asked: Sequence[Wait] = (), history_length: int | None = None
+) -> Task:
+    """Our task as an A2A task: state, reply as artifact and status message, input as history;
+    ``asked``: the approvals it asks its caller for (:func:`fleet.domain.a2a.asking`), which
+    make an unfinished task ``input-required`` (a pending approval means its task waits: the
+    row read a moment before may say it still runs)."""
+    if asked and not task.status.terminal:
+        status = _asking(task, asked)
+    else:
+        status = TaskStatus(state=_state(task), timestamp=_ts(task.finished_at or task.started_at))
     artifacts: list[Artifact] = []
     history = [
         Message(
@@ -108,9 +145,11 @@ def _reply_artifact(task: FleetTask) -> Artifact:
     return Artifact(artifact_id=f"{task.id}-reply", name="reply", parts=[Part(text=task.reply)])
 
 
-def stream_events(ev: TaskEvent) -> list[Event]:
+def stream_events(ev: TaskEvent, asked: Sequence[Wait] = ()) -> list[Event]:
     """What a task event is on an A2A stream: ``working`` updates carrying fleet's event in
-    their metadata (``fleet.event``, ``fleet.data``), the reply artifact, the final status."""
+    their metadata (``fleet.event``, ``fleet.data``), the reply artifact, the final status;
+    a ``waiting`` status event with ``asked`` (the approvals the task asks for now) is the
+    ``input-required`` status."""
     task = ev.task
     if ev.kind == "reply":
         return [
@@ -125,6 +164,8 @@ def stream_events(ev: TaskEvent) -> list[Event]:
         return []
     if ev.kind == "status" and ev.status is not None and ev.status.terminal:
         status = to_a2a(task).status
+    elif ev.kind == "status" and ev.status == FleetStatus.WAITING and asked:
+        status = _asking(task, asked)
     else:
         status = TaskStatus(state="TASK_STATE_WORKING", timestamp=_ts(ev.at))
     meta = {"fleet.event": ev.kind, "fleet.id": ev.id, "fleet.data": views.event_json(ev)}
@@ -133,6 +174,14 @@ def stream_events(ev: TaskEvent) -> list[Event]:
             task_id=str(task.id), context_id=task.key, status=status, metadata=_struct(meta)
         )
     ]
+
+
+def asks(event: Event) -> bool:
+    """Is this stream event the ``input-required`` status (where a stream stops)?"""
+    return (
+        isinstance(event, Task | TaskStatusUpdateEvent)
+        and event.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    )
 
 
 def to_a2a_json(task: FleetTask) -> dict[str, Any]:

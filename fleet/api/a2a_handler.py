@@ -4,6 +4,9 @@ The SDK's JSON-RPC dispatcher parses both protocol versions (v1.0 ``SendMessage`
 ``message/send``…) into v1.0 protobuf requests and calls this handler; the route in
 :mod:`fleet.api.a2a` has already authenticated the caller and put it, with the deployment, in the
 call context's state. Every fleet error leaves here as an A2A error with a clear message.
+
+A task waiting for a person's approval of a tool call is ``input-required``: a message to it
+(same taskId) carrying a decision data part decides it (:meth:`FleetRequestHandler._decide`).
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ import asyncio
 import functools
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
@@ -47,14 +51,17 @@ from a2a.utils.errors import (
 from google.protobuf.json_format import MessageToDict
 from starlette.concurrency import run_in_threadpool
 
-from fleet.a2a.tasks import stream_events, to_a2a
+from fleet.a2a.tasks import asks, stream_events, to_a2a
 from fleet.api import a2a_push as push
 from fleet.api.auth import Caller
 from fleet.api.event_hub import EventHub, follow, snapshot
 from fleet.domain import a2a as rules
 from fleet.domain import delivery as rules_delivery
 from fleet.domain import keys
+from fleet.domain.events import TaskEvent
 from fleet.domain.values import Task as FleetTask
+from fleet.domain.values import TaskStatus
+from fleet.domain.waits import Wait
 from fleet.errors import Conflict, FleetError, InputError, NotFound
 from fleet.runtime import Runtime
 from fleet.store import TaskFilter
@@ -140,12 +147,29 @@ class FleetRequestHandler(RequestHandler):
         caller, _ = _who(context)
         return caller, await self._task(context, task_id)
 
+    async def _asked(self, task: FleetTask, *, fresh: bool = False) -> list[Wait]:
+        """The approvals ``task`` asks its caller to decide now: none unless it is waiting or,
+        ``fresh``, unfinished (a stream's task row is read before its runs: a run parked
+        between the reads shows the row still running)."""
+        if task.status.terminal or (task.status != TaskStatus.WAITING and not fresh):
+            return []
+        found = await run_in_threadpool(
+            functools.partial(self.rt.store.waits_of, task.id, pending=True)
+        )
+        return rules.asking(found, self.rt.dispatcher.clock())
+
+    async def _answer(self, task: FleetTask, history_length: int | None = None) -> Task:
+        """The task as A2A shows it now (``input-required`` when it asks for approvals)."""
+        asked = await self._asked(task)
+        return to_a2a(task, asked=asked, history_length=history_length)
+
     async def _wait(self, task: FleetTask, timeout: float) -> FleetTask:
-        """Poll the store (never holding a thread while asleep) until terminal or timeout."""
+        """Poll the store (never holding a thread while asleep) until the task ends, asks for
+        an approval (``input-required``: the caller must act), or timeout."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         delay = POLL_FIRST_S
-        while not task.status.terminal:
+        while not task.status.terminal and not await self._asked(task):
             left = deadline - loop.time()
             if left <= 0:
                 break
@@ -164,7 +188,8 @@ class FleetRequestHandler(RequestHandler):
         try:
             request_meta = MessageToDict(params.metadata) if params.HasField("metadata") else None
             message_meta = MessageToDict(msg.metadata) if msg.HasField("metadata") else None
-            parts = rules.input_parts(MessageToDict(msg).get("parts", []))
+            raw_parts = MessageToDict(msg).get("parts", [])
+            parts = rules.input_parts(raw_parts)
         except ValueError as exc:  # NaN or Infinity somewhere: JSON cannot carry them
             raise InputError(f"the message cannot be read as JSON: {exc}") from None
         labels = rules.labels(request_meta, message_meta)
@@ -189,6 +214,13 @@ class FleetRequestHandler(RequestHandler):
                     field="message.contextId",
                 )
             key = earlier.key
+            # An answer to an input-required task (or a decision sent again) decides it;
+            # it never becomes a task of its own.
+            if rules.is_decision(raw_parts) or await self._asked(earlier):
+                decided = await self._decide(earlier, raw_parts, caller)
+                if push_params is not None:
+                    await self._set_push(decided, push_params, caller)
+                return decided, wait
         admission = await run_in_threadpool(
             self.rt.dispatcher.submit,
             deployment,
@@ -207,6 +239,27 @@ class FleetRequestHandler(RequestHandler):
             await self._set_push(admission.task, push_params, caller)
         return admission.task, wait
 
+    async def _decide(
+        self, task: FleetTask, parts: Sequence[Mapping[str, Any]], caller: Caller
+    ) -> FleetTask:
+        """Record the caller's decisions (data parts) on the task's approvals, all checked
+        first; the task as it is after them. The decider is ``a2a:<caller>``."""
+        by = f"a2a:{caller.name}"
+        found = await run_in_threadpool(self.rt.store.waits_of, task.id)
+        wanted = rules.decisions(str(task.id), parts, found, self.rt.dispatcher.clock(), by=by)
+        for one in wanted:
+            await run_in_threadpool(
+                functools.partial(
+                    self.rt.dispatcher.waiting.decide,
+                    task,
+                    uuid.UUID(one.approval),
+                    one.answer,
+                    by=by,
+                    reason=one.reason,
+                )
+            )
+        return await run_in_threadpool(self.rt.store.get_task, task.id)
+
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task:
         with a2a_errors():
             task, wait = await self._admit(params, context)
@@ -216,13 +269,13 @@ class FleetRequestHandler(RequestHandler):
                 if params.configuration.HasField("history_length")
                 else None
             )
-            return to_a2a(task, history_length=history)
+            return await self._answer(task, history)
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task:
         with a2a_errors():
             task = await self._task(context, params.id)
             history = params.history_length if params.HasField("history_length") else None
-            return to_a2a(task, history_length=history)
+            return await self._answer(task, history)
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task:
         with a2a_errors():
@@ -233,7 +286,7 @@ class FleetRequestHandler(RequestHandler):
                     f"task {task.id} already finished ({rules.state(result.task.status)})"
                 )
             # A running task stops at its next step boundary; give it a moment to get there.
-            return to_a2a(await self._wait(result.task, rules.CANCEL_WAIT_S))
+            return await self._answer(await self._wait(result.task, rules.CANCEL_WAIT_S))
 
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext
@@ -253,7 +306,8 @@ class FleetRequestHandler(RequestHandler):
                         + ", ".join(TaskState.keys()[1:])
                     )
                 name = TaskState.Name(params.status).removeprefix("TASK_STATE_").lower()
-                wanted = frozenset(st for st, a2a in rules.STATES.items() if a2a == name)
+                name = name.replace("_", "-")
+                wanted = rules.statuses_of(name)
             after = None
             if params.HasField("status_timestamp_after"):
                 after = params.status_timestamp_after.ToDatetime(tzinfo=UTC)
@@ -276,7 +330,14 @@ class FleetRequestHandler(RequestHandler):
             total = await run_in_threadpool(self.rt.store.count_tasks, flt)
             tasks = list(reversed(found))  # newest first
             history = params.history_length if params.HasField("history_length") else None
-            page = [to_a2a(t, history_length=history) for t in tasks]
+            page = [await self._answer(t, history) for t in tasks]
+            if wanted is not None and TaskStatus.WAITING in wanted:
+                # a waiting task is working or input-required by what it waits for: the
+                # store filters by status, this page by state (totalSize counts the page's
+                # refusals out, so it is exact whenever every match fits on the page)
+                kept = [a for a in page if a.status.state == params.status]
+                total -= len(page) - len(kept)
+                page = kept
             return ListTasksResponse(tasks=page, page_size=size, total_size=total)
 
     # -- streaming: the task's events as they are stored ------------------------------------
@@ -285,31 +346,51 @@ class FleetRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         """The task, then a status update per status change and step, the reply artifact, and
-        the final status (its end)."""
+        the final status (its end); or up to ``input-required``, where the caller must act (an
+        answer to it streams what follows)."""
         with a2a_errors():
             task, _ = await self._admit(params, context)
-        async for event in self._stream(task.id):
+        async for event in self._stream(task.id, stop_asking=True):
             yield event
 
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        """The task as it is now, then what follows, as ``message/stream`` sends it."""
+        """The task as it is now, then what follows, as ``message/stream`` sends it (a task
+        ``input-required`` now is followed until it ends or asks again: a decision may come
+        from elsewhere)."""
         with a2a_errors():
             task = await self._task(context, params.id)
-        async for event in self._stream(task.id):
+        async for event in self._stream(task.id, stop_asking=False):
             yield event
 
-    async def _stream(self, task_id: uuid.UUID) -> AsyncGenerator[Event]:
+    async def _stream(self, task_id: uuid.UUID, *, stop_asking: bool) -> AsyncGenerator[Event]:
+        """The task's snapshot and its updates until it ends or asks for an approval
+        (``stop_asking``: also when the snapshot does)."""
         with a2a_errors():
             task, position = await snapshot(self.hub, task_id)
-        yield to_a2a(task)
-        if task.status.terminal:
+            first = to_a2a(task, asked=await self._asked(task, fresh=True))
+        yield first
+        if task.status.terminal or (stop_asking and asks(first)):
             return
         with a2a_errors():
             async for ev in follow(self.hub, task_id, position):
-                for out in stream_events(ev):
+                for out in stream_events(ev, await self._asked_at(ev)):
                     yield out
+                    if asks(out):
+                        return
+
+    async def _asked_at(self, ev: TaskEvent) -> list[Wait]:
+        """What a ``waiting`` status event asks the caller: the task's pending approvals if
+        that wait is the task's current one (its run is the task's last attempt), else none
+        (a wait since ended shows as ``working``)."""
+        current = (
+            ev.kind == "status"
+            and ev.status == TaskStatus.WAITING
+            and ev.run is not None
+            and ev.run.attempt == ev.task.attempts
+        )
+        return await self._asked(ev.task, fresh=True) if current else []
 
     # -- push notifications: the task's final state POSTed to the caller's URL, journaled -----
 

@@ -75,7 +75,9 @@ def agent_card(dep: DeploymentConfig, rpc_url: str, *, secured: bool) -> AgentCa
                 id=dep.name,
                 name=dep.name,
                 description=f"Runs the {dep.agent!r} agent; labels via metadata "
-                '"fleet.labels", a blocking wait of up to 60 s via "fleet.wait".',
+                '"fleet.labels", a blocking wait of up to 60 s via "fleet.wait". A task '
+                "input-required asks for a tool approval: answer it (same taskId) with a data "
+                'part {"approval": id, "decision": "approve" | "reject", "reason": "..."}.',
                 tags=["fleet", dep.kind],
             )
         ],
