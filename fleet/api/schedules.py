@@ -62,7 +62,7 @@ def _deployment(rt: Runtime, caller: Caller, name: str) -> None:
     "/v1/schedules",
     operation_id="CreateSchedule",
     status_code=201,
-    responses=problem_responses(*_AUTH, 409, 422),
+    responses=problem_responses(*_AUTH, 400, 409, 422),
     summary="Create a schedule (its tasks take the caller's tenant and scope)",
 )
 def create_schedule(body: CreateScheduleRequest, rt: RuntimeDep, caller: CallerDep) -> JSONResponse:
@@ -104,7 +104,7 @@ def list_schedules(rt: RuntimeDep, caller: CallerDep) -> JSONResponse:
 @router.get(
     "/v1/schedules/{name}",
     operation_id="GetSchedule",
-    responses=problem_responses(*_AUTH, 404),
+    responses=problem_responses(*_AUTH, 404, 422),
     summary="Get one of the caller's schedules",
 )
 def get_schedule(name: ScheduleName, rt: RuntimeDep, caller: CallerDep) -> JSONResponse:
@@ -121,7 +121,7 @@ def get_schedule(name: ScheduleName, rt: RuntimeDep, caller: CallerDep) -> JSONR
     "/v1/schedules/{name}",
     operation_id="DeleteSchedule",
     status_code=204,
-    responses=problem_responses(*_AUTH, 404, 409),
+    responses=problem_responses(*_AUTH, 404, 409, 422),
     summary="Delete one of the caller's schedules (not one from config/schedules)",
 )
 def delete_schedule(name: ScheduleName, rt: RuntimeDep, caller: CallerDep) -> Response:

@@ -252,10 +252,11 @@ def decide_approval(
     caller: CallerDep,
 ) -> JSONResponse:
     """`approve`: the call runs once, with the arguments `pendingApprovals` showed; `reject`:
-    it never runs, the model is told who decided and why. Once none of the task's approvals is
+    it never runs, the model is told who decided and why. The task's own caller scope decides,
+    or an operator key of a tenant it reaches. Once none of the task's approvals is
     pending, it resumes (on any worker). 409 when it was decided already or expired."""
     who = _api_caller(caller)
-    task = _visible(rt, who, task_id)
+    task = _decidable(rt, who, task_id)
     wait = rt.dispatcher.waiting.decide(
         task, approval_id, body.decision, by=decider(who), reason=body.reason
     )
@@ -275,11 +276,15 @@ def list_approvals(
     caller: CallerDep,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
 ) -> JSONResponse:
-    """The caller's pending approvals (its tenant and scope), oldest first."""
+    """The caller's pending approvals (its tenant and scope; an operator's: every scope of
+    the tenants it reaches), oldest first."""
     who = _api_caller(caller)
-    found = rt.store.pending_approvals(
-        tenants=frozenset({who.tenant}), scope=who.scope, limit=limit
-    )
+    if who.operator:
+        found = rt.store.pending_approvals(tenants=who.reach, limit=limit)
+    else:
+        found = rt.store.pending_approvals(
+            tenants=frozenset({who.tenant}), scope=who.scope, limit=limit
+        )
     return JSONResponse(
         {
             "approvals": [
@@ -287,6 +292,23 @@ def list_approvals(
             ]
         }
     )
+
+
+def _decidable(rt: Runtime, caller: Caller, task_id: uuid.UUID) -> Task:
+    """A task whose approvals this caller may decide: one it sees (its scope), or, for an
+    operator, one of a tenant it reaches and a deployment it may use; NotFound otherwise."""
+    try:
+        return _visible(rt, caller, task_id)
+    except NotFound:
+        if not caller.operator:
+            raise
+    try:
+        task = rt.store.get_task(task_id)
+    except NotFound:
+        task = None
+    if task is None or not caller.reaches(task.tenant) or not _may_use(caller, task.deployment):
+        raise NotFound(f"no task with id {task_id}", field="id")
+    return task
 
 
 def decider(caller: Caller) -> str:

@@ -141,6 +141,7 @@ def test_embedded_conversation_continues(cli: Cli) -> None:
 
     shown = cli.json("tasks", "show", tasks[0]["id"])
     assert shown.pop("deliveries") == []  # the detail adds the reply's delivery journal
+    assert shown.pop("pendingApprovals") == []  # and the approvals a waiting task asks for
     assert shown == tasks[0]
     assert shown["input"] == [{"type": "text", "text": "My order hasn't arrived"}]
 
@@ -233,7 +234,11 @@ def test_short_ids_at_80_columns(cli: Cli, tmp_path: Path) -> None:
     assert markup["id"] in shown
     assert "[bold]x[/bold] :thumbs_up:" in shown
     assert "echo: [bold]x[/bold] :thumbs_up: [history: 0]" in shown
-    assert cli.json("tasks", "show", tasks[1]["id"][:6].upper()) == {**tasks[1], "deliveries": []}
+    assert cli.json("tasks", "show", tasks[1]["id"][:6].upper()) == {
+        **tasks[1],
+        "deliveries": [],
+        "pendingApprovals": [],
+    }
     with_dash = tasks[0]["id"][:13]  # e.g. 67bdb609-1a2b
     assert cli.json("tasks", "cancel", with_dash)["task"]["id"] == tasks[0]["id"]
 

@@ -20,6 +20,7 @@ from fleet.runtime import Runtime, build
 from tests.support.approvals import (
     KEYS,
     approvals_runtime,
+    auth,
     park,
     pending_ids,
     resume,
@@ -211,3 +212,19 @@ def test_an_open_api_decides_as_operator(tmp_path: Path, monkeypatch) -> None:
         assert runtime.store.waits_of(task.id)[0].decided_by == "operator"
     finally:
         runtime.close()
+
+
+def test_over_the_api_an_operator_decides_approvals_of_the_tenants_it_reaches(rt, api) -> None:
+    """An operator key lists and decides approvals of every scope of the tenants it reaches;
+    another tenant's operator gets not found, and nothing changes."""
+    task = park(rt, api, "alpha")
+    [approval] = pending_ids(rt, task)
+    listed = api.get("/v1/approvals", headers=auth("alpha-ops"))
+    assert [a["id"] for a in listed.json()["approvals"]] == [approval]
+    assert api.get("/v1/approvals", headers=auth("bravo-ops")).json()["approvals"] == []
+    url = f"/v1/tasks/{task.id}/approvals/{approval}"
+    refused = api.post(url, json={"decision": "approve"}, headers=auth("bravo-ops"))
+    assert refused.status_code == 404 and pending_ids(rt, task) == [approval]
+    done = api.post(url, json={"decision": "approve"}, headers=auth("alpha-ops"))
+    assert done.status_code == 200, done.text
+    assert done.json()["approval"]["decidedBy"] == "alpha-ops"
