@@ -455,6 +455,7 @@ class Dispatcher:
         self.delegations.settled(task)
         try:
             self.waiting.delegate_ended(task)
+            self.waiting.ended(task, final)
         except Exception:  # the sweeper's look releases it
             log.warning("could not resume the callers of %s", task.id, exc_info=True)
         try:

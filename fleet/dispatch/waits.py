@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from fleet.domain import waits as rules
 from fleet.domain.delegation import is_delegation_key
-from fleet.domain.values import Task
+from fleet.domain.values import Task, TaskStatus
 from fleet.store import Head, Store
 
 if TYPE_CHECKING:
@@ -117,8 +117,18 @@ class Waiting:
 
     def cancelled(self, task: Task) -> None:
         """A waiting task was cancelled: the delegates it waited for are cancelled too."""
+        self._cancel_delegates(task, "cancelled")
+
+    def ended(self, task: Task, final: TaskStatus) -> None:
+        """A task that had waited ended as an interrupted run (``superseded``): the delegates
+        its interrupt cut it off from are cancelled, as a stopped ``call_agent`` cancels its
+        own. (Only a resumed run can have waited: other settles cost nothing here.)"""
+        if final == TaskStatus.SUPERSEDED and task.attempts > 1:
+            self._cancel_delegates(task, "interrupted")
+
+    def _cancel_delegates(self, task: Task, ended_as: str) -> None:
         for wait in self.d.store.waits_of(task.id):
-            if wait.kind == "delegate" and wait.status == "cancelled" and wait.target_task_id:
+            if wait.kind == "delegate" and wait.status == ended_as and wait.target_task_id:
                 try:
                     self.d.cancel(uuid.UUID(wait.target_task_id))
                 except Exception:  # gone, or already over: nothing to stop

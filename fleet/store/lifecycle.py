@@ -29,6 +29,7 @@ from fleet.store import rows
 from fleet.store import schema as s
 from fleet.store.base import StoreBase
 from fleet.store.clauses import named
+from fleet.store.waits import end_pending
 
 c, t, m, n = s.conversations, s.tasks, s.messages, s.notes
 tomb = s.conversation_tombstones
@@ -270,7 +271,10 @@ class LifecycleStore(StoreBase):
             .values(status=TaskStatus.CANCELLED, error=reason, finished_at=now)
             .returning(t.c.id)
         ).scalars()
-        return tuple(found)
+        ids = tuple(found)
+        for task_id in ids:  # a waiting one's pending waits end with it
+            end_pending(conn, task_id, "cancelled", now)
+        return ids
 
     # -- pruning --------------------------------------------------------------------------------
 

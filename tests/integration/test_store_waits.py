@@ -118,3 +118,10 @@ def test_pending_approvals_are_listed_per_tenant_and_scope(store: Store) -> None
     assert [w.task_id for w, _ in store.pending_approvals()] == [str(task.id)]
     assert store.pending_approvals(tenants={"other"}) == []
     assert store.pending_approvals(scope="webhook:x") == []
+
+
+def test_a_reset_cancels_a_waiting_task_and_ends_its_waits(store: Store) -> None:
+    task, _, _ = parked(store, approval("c1"))
+    store.reset_conversation(task.conversation_id, T0)
+    assert store.get_task(task.id).status == TaskStatus.CANCELLED
+    assert [w.status for w in store.waits_of(task.id)] == ["cancelled"]

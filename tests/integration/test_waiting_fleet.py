@@ -34,6 +34,7 @@ AGENTS = {
 }
 DEPLOYMENTS = {
     "lead": 'agent = "boss"\n',
+    "urgent": 'agent = "boss"\n[conversations]\nqueue_mode = "interrupt"\n',
     "relay": 'agent = "relayer"\n',
     "helper": 'agent = "worker"\n',
     "slow": 'agent = "sleeper"\n',
@@ -156,3 +157,16 @@ def test_cancelling_a_waiting_caller_cancels_its_delegate(rt: Runtime, fleet: Fl
     assert rt.store.get_task(lead.id).status == TaskStatus.CANCELLED
     assert finished(rt, child.id).status == TaskStatus.CANCELLED
     assert [w.status for w in rt.store.waits_of(lead.id)] == ["cancelled"]
+
+
+def test_an_interrupted_waiting_caller_cancels_its_delegate(rt: Runtime, fleet: Fleet) -> None:
+    fleet.worker("a", concurrency=2)  # the caller resumes while its delegate runs
+    ask = tool("call_agent", "slow", '/tool wait {"seconds": 30}')
+    lead = rt.dispatcher.submit("urgent", ask, key="k").task
+    status_is(rt, lead.id, TaskStatus.WAITING)
+    child = wait_for(lambda: tasks_of(rt, "slow"), 30, what="the delegated task")[0]
+    newer = rt.dispatcher.submit("urgent", "never mind", key="k")
+    assert newer.interrupted == lead.id
+    assert finished(rt, lead.id).status == TaskStatus.SUPERSEDED
+    assert finished(rt, child.id).status == TaskStatus.CANCELLED
+    assert [w.status for w in rt.store.waits_of(lead.id)] == ["interrupted"]
