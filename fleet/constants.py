@@ -84,7 +84,12 @@ FLEET_TOOL_NAMES = frozenset(
 #: validation need not import the tools.
 #: The built-in that lets an agent come back to its conversation later (bound to each run).
 FOLLOWUP_TOOL = "schedule_followup"
-BUILTIN_TOOL_NAMES = frozenset({"current_time", "wait", FOLLOWUP_TOOL})
+#: The built-in that stops a run for a while holding no worker (bound to each run).
+PAUSE_TOOL = "pause"
+#: A waiting task due within this many seconds (a short pause) gets a wake-up at its deadline
+#: when it parks; a later one is found by the sweeper (no far-future wake-up in the broker).
+NEAR_DEADLINE_S = 60.0
+BUILTIN_TOOL_NAMES = frozenset({"current_time", "wait", FOLLOWUP_TOOL, PAUSE_TOOL})
 #: Collect mode: the debounce a deployment gets when it names none (seconds).
 DEFAULT_DEBOUNCE_S = 2.0
 #: Collect mode: the longest debounce a deployment may configure (seconds).

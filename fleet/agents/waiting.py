@@ -1,5 +1,6 @@
 """How a run stops to wait (pure loop logic, no store): a tool call needing a person's approval
-that is not decided yet, or a tool that must wait for something outside (``Park``). The run
+that is not decided yet, or a tool that must wait for something outside (``Park``: a delegate,
+a pause's time). The run
 records a ``wait`` step for each thing it waits for and ends ``waiting`` with the requests
 (``fleet.agents.runner``); resumed, it asks the ``Waits`` port how each wait ended."""
 
@@ -59,11 +60,13 @@ def approvals(
 def record(requests: Sequence[waits.Request], steps: Steps) -> None:
     """A ``wait`` step for each request (the trace and the task's events show what waits)."""
     for r in requests:
-        text = (
-            f"waiting for a person's approval of {r.tool}"
-            if r.kind == "approval"
-            else f"waiting for task {r.target_task_id}"
-        )
+        if r.kind == "approval":
+            text = f"waiting for a person's approval of {r.tool}"
+        elif r.kind == "time":
+            until = waits.deadline(datetime.now(UTC), r.timeout_s)
+            text = f"paused for {r.timeout_s:g}s, until {until.isoformat(timespec='seconds')}"
+        else:
+            text = f"waiting for task {r.target_task_id}"
         steps.record(
             "wait",
             r.kind,

@@ -22,7 +22,7 @@ from fleet import logs, metrics, policy
 from fleet.agents import prompt, telemetry
 from fleet.agents.models import Traffic
 from fleet.config import AgentConfig, FleetConfig, Settings
-from fleet.constants import DEFAULT_PRIORITY, DEFAULT_TENANT
+from fleet.constants import DEFAULT_PRIORITY, DEFAULT_TENANT, NEAR_DEADLINE_S
 from fleet.delivery import Deliverer
 from fleet.dispatch.delegation import Delegations
 from fleet.dispatch.execute import Execution, agent_of
@@ -282,11 +282,11 @@ class Dispatcher:
                 if handle.lost.is_set():
                     return ran  # another worker holds the conversation now
                 # a waiting head's decision wakes it, or the sweeper at its deadline: no wake-up
-                # is left for it here
+                # is left for it here, unless its deadline is near (a short pause)
                 parked = (
                     head is not None
                     and head.status == TaskStatus.WAITING
-                    and head.not_before > self.clock()
+                    and head.not_before > self.clock() + timedelta(seconds=NEAR_DEADLINE_S)
                 )
                 if head is not None and head.claimable and not parked:
                     if head.not_before > self.clock():

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 from fleet.agents import models as model_adapters
 from fleet.agents import prompt, tokens
 from fleet.agents.models.base import Model
-from fleet.agents.tools import Tool, followup
+from fleet.agents.tools import Tool, followup, pause
 from fleet.config import AgentConfig, FleetConfig, Settings
 from fleet.dispatch.followups import StoreFollowups
+from fleet.dispatch.waits import StoreWaits
 from fleet.domain.values import Task, render_parts
 from fleet.memory import render
 from fleet.memory import tools as memory_tools
@@ -130,11 +131,16 @@ class RunSources:
         run_id: uuid.UUID,
         authorize: Callable[[str], None],
     ) -> list[Tool]:
-        """The tools of this run bound to it: memory (blocks, notes, working memory) and
-        ``schedule_followup``."""
+        """The tools of this run bound to it: memory (blocks, notes, working memory),
+        ``schedule_followup`` and ``pause``."""
         extra: list[Tool] = []
         if any(ref.tool == followup.NAME for ref in agent.tools):
             extra.append(followup.tool(StoreFollowups(self.store, task, self.clock)))
+        if any(ref.tool == pause.NAME for ref in agent.tools):
+            waits = StoreWaits(
+                self.store, task, self.clock, approval_timeout_s=agent.approval_timeout
+            )
+            extra.append(pause.tool(waits))
         namespace = self.config.deployment(task.deployment).namespace
         wm = agent.working_memory
         if wm is not None and not wm.read_only:

@@ -2,9 +2,10 @@
 wait, and the words the model gets for them.
 
 A run that reaches a tool call needing a person's approval (or, for ``call_agent``, a delegated
-task) stops at that step boundary: it hands the dispatcher ``Request``s, its task goes
-``waiting`` and holds nothing. What ends a wait is a ``Decision``: an approval approved or
-rejected by someone, expired at its deadline, rejected by an ``interrupt``; a delegate ended.
+task; for ``pause``, a time) stops at that step boundary: it hands the dispatcher ``Request``s,
+its task goes ``waiting`` and holds nothing. What ends a wait is a ``Decision``: an approval
+approved or rejected by someone, expired at its deadline, rejected by an ``interrupt``; a
+delegate ended; a pause's time passed (its deadline).
 The resumed run finds the decision for its call and goes on from its journal.
 """
 
@@ -18,7 +19,7 @@ from typing import Any, Literal
 
 from fleet.errors import InputError
 
-WaitKind = Literal["approval", "delegate"]
+WaitKind = Literal["approval", "delegate", "time"]
 #: ``pending`` until decided; every other status ends the wait.
 WaitStatus = Literal[
     "pending", "approved", "rejected", "expired", "interrupted", "cancelled", "done"
@@ -33,6 +34,8 @@ MAX_REASON = 500
 DEFAULT_APPROVAL_TIMEOUT_S = 24 * 3600.0
 #: A ``call_agent`` wait's deadline when the agent names none (``delegate_timeout``).
 DEFAULT_DELEGATE_TIMEOUT_S = 3600.0
+#: The shortest and longest ``pause`` (a ``time`` wait: its deadline is its end).
+MIN_PAUSE_S, MAX_PAUSE_S = 1.0, 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +164,28 @@ def check_globs(globs: Iterable[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def check_pause(seconds: float) -> float:
+    """A ``pause`` within bounds; InputError naming the value otherwise."""
+    if not MIN_PAUSE_S <= seconds <= MAX_PAUSE_S:
+        raise InputError(
+            f"duration must be from {MIN_PAUSE_S:g}s to {MAX_PAUSE_S / 3600:g} hours, got "
+            f"{seconds:g}s (to come back later than that, use schedule_followup)",
+            field="duration",
+        )
+    return seconds
+
+
+def pause_result(seconds: float, decision: Decision) -> str:
+    """The tool result of a ``pause`` that ended: over (its deadline passed), or cut short by
+    an interrupt or a cancel (the run then ends as such at its next step boundary)."""
+    if decision.status in ("expired", "done"):
+        return f"paused {seconds:g}s; the run goes on"
+    why = {"interrupted": "a newer message interrupted the task"}.get(
+        decision.status, f"the pause was {decision.status}"
+    )
+    return f"stopped early: {why} (asked to pause {seconds:g}s)"
+
+
 def due_at(expiries: Iterable[datetime], pending: int, now: datetime) -> datetime:
     """When a waiting task is due again: now when nothing is pending, else at the earliest
     deadline of what is."""
@@ -177,7 +202,9 @@ __all__ = [
     "ANSWERS",
     "DEFAULT_APPROVAL_TIMEOUT_S",
     "DEFAULT_DELEGATE_TIMEOUT_S",
+    "MAX_PAUSE_S",
     "MAX_REASON",
+    "MIN_PAUSE_S",
     "Answer",
     "Decision",
     "Request",
@@ -185,10 +212,12 @@ __all__ = [
     "WaitKind",
     "WaitStatus",
     "check_globs",
+    "check_pause",
     "clean_reason",
     "deadline",
     "due_at",
     "needs_approval",
+    "pause_result",
     "refused_result",
     "status_of",
 ]

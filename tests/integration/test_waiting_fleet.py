@@ -2,7 +2,8 @@
 ``call_agent`` three deep completes on one worker process of concurrency 1 (each caller waits
 holding nothing); a steered message waits in a waiting task's inbox and is read when it
 resumes; an interrupt rejects its pending approval and the run ends as an interrupted one
-does; cancelling a waiting caller cancels the delegate it waited for."""
+does; cancelling a waiting caller cancels the delegate it waited for; a ``pause`` holds no
+worker and ends at its time (or early, at an interrupt)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ AGENTS = {
     "relayer": 'model = "echo"\ndelegates = ["relay", "helper"]\n',
     "worker": 'model = "echo"\n',
     "sleeper": 'model = "echo"\ntools = ["wait"]\n',
+    "napper": 'model = "echo"\ntools = ["pause"]\n',
     "refunder": """
         tools = [{ tool = "tests.support.shop_tools:count", approval = "required" }]
         model = "echo"
@@ -40,6 +42,7 @@ DEPLOYMENTS = {
     "slow": 'agent = "sleeper"\n',
     "shop": 'agent = "refunder"\n[conversations]\nqueue_mode = "interrupt"\n',
     "steered": 'agent = "refunder"\n[conversations]\nqueue_mode = "steer"\n',
+    "nap": 'agent = "napper"\n[conversations]\nqueue_mode = "interrupt"\n',
 }
 
 
@@ -170,3 +173,43 @@ def test_an_interrupted_waiting_caller_cancels_its_delegate(rt: Runtime, fleet: 
     assert finished(rt, lead.id).status == TaskStatus.SUPERSEDED
     assert finished(rt, child.id).status == TaskStatus.CANCELLED
     assert [w.status for w in rt.store.waits_of(lead.id)] == ["interrupted"]
+
+
+def tool_results(rt: Runtime, task_id: uuid.UUID, name: str) -> list[Any]:
+    return [
+        r["output"]
+        for r in rt.store.traces_of(task_id)
+        if r["kind"] == "tool" and r["name"] == name and r["status"] != "started"
+    ]
+
+
+def test_a_pause_holds_no_worker_and_the_run_goes_on_at_its_time(rt: Runtime, fleet: Fleet) -> None:
+    # no beat: a short pause's own wake-up resumes it (the sweeper is for long ones)
+    fleet.worker("a", concurrency=1)
+    task = rt.dispatcher.submit("nap", '/tool pause {"duration": "3s"}', key="k").task
+    status_is(rt, task.id, TaskStatus.WAITING)
+    [wait] = rt.store.waits_of(task.id)
+    assert (wait.kind, wait.tool, wait.status) == ("time", "pause", "pending")
+    other = rt.dispatcher.submit("helper", "meanwhile", key="other").task
+    helped = finished(rt, other.id)
+    assert helped.status == TaskStatus.SUCCEEDED, helped.error
+    done = finished(rt, task.id)
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    waited, resumed = rt.store.runs_of(task.id)
+    assert (waited.status, resumed.status) == ("waiting", "succeeded")
+    # the only worker process ran the other conversation's task while this one paused
+    assert helped.finished_at is not None and helped.finished_at < resumed.started_at
+    assert resumed.started_at >= wait.expires_at
+    assert tool_results(rt, task.id, "pause") == ["paused 3s; the run goes on"]
+    assert [w.status for w in rt.store.waits_of(task.id)] == ["expired"]
+
+
+def test_an_interrupt_ends_a_pause_early(rt: Runtime, fleet: Fleet) -> None:
+    fleet.worker("a", concurrency=1)
+    task = rt.dispatcher.submit("nap", '/tool pause {"duration": "1h"}', key="k").task
+    status_is(rt, task.id, TaskStatus.WAITING)
+    newer = rt.dispatcher.submit("nap", "never mind", key="k")
+    assert newer.interrupted == task.id
+    assert finished(rt, task.id).status == TaskStatus.SUPERSEDED
+    assert [w.status for w in rt.store.waits_of(task.id)] == ["interrupted"]
+    assert finished(rt, newer.task.id).status == TaskStatus.SUCCEEDED

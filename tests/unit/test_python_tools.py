@@ -345,8 +345,8 @@ def test_fleet_tool_names_are_the_tools_fleet_binds_to_runs():
 
 def test_builtin_tool_names_are_the_builtin_tools():
     """Config validation knows the built-ins by name (fleet.constants) without importing them;
-    ``schedule_followup`` is the one bound to each run instead (fleet.dispatch.sources)."""
+    ``schedule_followup`` and ``pause`` are bound to each run instead (fleet.dispatch.sources)."""
     from fleet.agents.tools.builtin import BUILTIN_TOOLS
-    from fleet.constants import BUILTIN_TOOL_NAMES, FOLLOWUP_TOOL
+    from fleet.constants import BUILTIN_TOOL_NAMES, FOLLOWUP_TOOL, PAUSE_TOOL
 
-    assert set(BUILTIN_TOOLS) | {FOLLOWUP_TOOL} == BUILTIN_TOOL_NAMES
+    assert set(BUILTIN_TOOLS) | {FOLLOWUP_TOOL, PAUSE_TOOL} == BUILTIN_TOOL_NAMES
