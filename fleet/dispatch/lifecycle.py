@@ -133,6 +133,7 @@ class Lifecycle:
                 continue
             for task_id in done.cancelled:
                 self.d.hints.changed(task_id)
+            self.d.waiting.cancelled(*done.cancelled)  # and what they waited for
             metrics.lifecycle(info.deployment, "reset")
             log.info(
                 "conversation %s of %s reset to generation %d (%d queued cancelled)",
@@ -161,6 +162,7 @@ class Lifecycle:
             info = self._stopped(
                 deployment, key, "delete", cancel_running, wait_s, tenant=tenant, reach=reach
             )
+            awaited = self.d.waiting.awaited_in(info.id)
             try:
                 stone = self.store.delete_conversation(
                     info.id, self.d.clock(), by=by, drop_pending=cancel_running
@@ -169,6 +171,7 @@ class Lifecycle:
                 if not cancel_running or attempt == ATTEMPTS - 1:
                     raise
                 continue
+            self.d.waiting.abandon(awaited)  # its waiting tasks' delegates: no one waits now
             metrics.lifecycle(info.deployment, "delete")
             log.info("conversation %s of %s deleted by %s", info.conversation, info.deployment, by)
             return stone

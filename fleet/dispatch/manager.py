@@ -198,7 +198,7 @@ class Dispatcher:
         result = self.store.cancel(task_id, self.clock(), scope=scope)
         if result.effect == "cancelled":
             self.hints.changed(result.task.id)
-            self.waiting.cancelled(result.task)
+            self.waiting.cancelled(result.task.id)
             # The conversation's next task may start now.
             self.wake_next(result.task)
         return result

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -115,24 +115,39 @@ class Waiting:
             self.d.wake_next(caller)
         return len(woken)
 
-    def cancelled(self, task: Task) -> None:
-        """A waiting task was cancelled: the delegates it waited for are cancelled too."""
-        self._cancel_delegates(task, "cancelled")
+    def cancelled(self, *task_ids: uuid.UUID) -> None:
+        """Waiting tasks were cancelled (``CancelTask``, a conversation reset): the delegates
+        they waited for are cancelled too."""
+        for task_id in task_ids:
+            self._cancel_delegates(task_id, "cancelled")
+
+    def awaited_in(self, conversation_id: uuid.UUID) -> list[uuid.UUID]:
+        """The delegated tasks a waiting task of the conversation waits for (to cancel once
+        the conversation is deleted: its waits go with it)."""
+        return self.d.store.awaited_delegates(conversation_id)
+
+    def abandon(self, delegates: Iterable[uuid.UUID]) -> None:
+        """Cancel delegated tasks no one waits for any more (their caller was deleted)."""
+        for target in delegates:
+            self._cancel(target)
 
     def ended(self, task: Task, final: TaskStatus) -> None:
         """A task that had waited ended as an interrupted run (``superseded``): the delegates
         its interrupt cut it off from are cancelled, as a stopped ``call_agent`` cancels its
         own. (Only a resumed run can have waited: other settles cost nothing here.)"""
         if final == TaskStatus.SUPERSEDED and task.attempts > 1:
-            self._cancel_delegates(task, "interrupted")
+            self._cancel_delegates(task.id, "interrupted")
 
-    def _cancel_delegates(self, task: Task, ended_as: str) -> None:
-        for wait in self.d.store.waits_of(task.id):
+    def _cancel_delegates(self, task_id: uuid.UUID, ended_as: str) -> None:
+        for wait in self.d.store.waits_of(task_id):
             if wait.kind == "delegate" and wait.status == ended_as and wait.target_task_id:
-                try:
-                    self.d.cancel(uuid.UUID(wait.target_task_id))
-                except Exception:  # gone, or already over: nothing to stop
-                    log.debug("could not cancel delegate %s", wait.target_task_id, exc_info=True)
+                self._cancel(uuid.UUID(wait.target_task_id))
+
+    def _cancel(self, target: uuid.UUID) -> None:
+        try:
+            self.d.cancel(target)
+        except Exception:  # gone, or already over: nothing to stop
+            log.debug("could not cancel delegate %s", target, exc_info=True)
 
 
 __all__ = ["StoreWaits", "Waiting"]

@@ -159,6 +159,23 @@ class WaitStore(StoreBase):
         with self.read() as conn:
             return [_wait(r) for r in conn.execute(query.order_by(w.c.requested_at, w.c.call_id))]
 
+    def awaited_delegates(self, conversation_id: uuid.UUID) -> list[uuid.UUID]:
+        """The delegated tasks the conversation's tasks wait for (pending ``delegate`` waits)."""
+        with self.read() as conn:
+            return list(
+                conn.execute(
+                    select(w.c.target_task_id)
+                    .join(t, t.c.id == w.c.task_id)
+                    .where(
+                        t.c.conversation_id == conversation_id,
+                        w.c.kind == "delegate",
+                        w.c.status == "pending",
+                        w.c.target_task_id.is_not(None),
+                    )
+                    .order_by(w.c.requested_at)
+                ).scalars()
+            )
+
     def pending_approvals(
         self, *, tenants: Collection[str] | None = None, scope: str | None = None, limit: int = 100
     ) -> list[tuple[rules.Wait, Task]]:

@@ -213,3 +213,22 @@ def test_an_interrupt_ends_a_pause_early(rt: Runtime, fleet: Fleet) -> None:
     assert finished(rt, task.id).status == TaskStatus.SUPERSEDED
     assert [w.status for w in rt.store.waits_of(task.id)] == ["interrupted"]
     assert finished(rt, newer.task.id).status == TaskStatus.SUCCEEDED
+
+
+@pytest.mark.parametrize("how", ["reset", "delete"])
+def test_a_reset_or_delete_of_a_waiting_callers_conversation_cancels_its_delegate(
+    rt: Runtime, fleet: Fleet, how: str
+) -> None:
+    fleet.worker("a", concurrency=1)
+    ask = tool("call_agent", "slow", '/tool wait {"seconds": 30}')
+    lead = rt.dispatcher.submit("lead", ask, key="k").task
+    status_is(rt, lead.id, TaskStatus.WAITING)
+    child = wait_for(lambda: tasks_of(rt, "slow"), 30, what="the delegated task")[0]
+    if how == "reset":
+        _, done = rt.dispatcher.lifecycle.reset("lead", "k")
+        assert done.cancelled == (lead.id,)
+        assert rt.store.get_task(lead.id).status == TaskStatus.CANCELLED
+        assert [w.status for w in rt.store.waits_of(lead.id)] == ["cancelled"]
+    else:
+        rt.dispatcher.lifecycle.delete("lead", "k", by="ops")
+    assert finished(rt, child.id).status == TaskStatus.CANCELLED
