@@ -14,7 +14,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,6 +23,7 @@ from fleet.agents.models import Traffic
 from fleet.config import AgentConfig, FleetConfig, Settings
 from fleet.constants import DEFAULT_PRIORITY, DEFAULT_TENANT, NEAR_DEADLINE_S
 from fleet.delivery import Deliverer
+from fleet.dispatch import recovery
 from fleet.dispatch.delegation import Delegations
 from fleet.dispatch.execute import Execution, agent_of
 from fleet.dispatch.followups import Followups
@@ -32,6 +32,7 @@ from fleet.dispatch.intake import Admissions, queue_policy
 from fleet.dispatch.lease import Lease, LeaseHandle
 from fleet.dispatch.lifecycle import Lifecycle
 from fleet.dispatch.quotas import Quotas
+from fleet.dispatch.recovery import SweepReport
 from fleet.dispatch.shutdown import HandBack, InFlight, stop_runs
 from fleet.dispatch.sources import RunSources
 from fleet.dispatch.turns import Turns, take_turns
@@ -53,14 +54,6 @@ def utcnow() -> datetime:
 def worker_name() -> str:
     """``host:pid`` of this process (also how embedded mode tells a dead holder from a live one)."""
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-@dataclass(frozen=True, slots=True)
-class SweepReport:
-    recovered: int
-    woken: int
-    #: Messages retention and the stored cap deleted (``fleet.dispatch.lifecycle``).
-    pruned: int = 0
 
 
 class Dispatcher:
@@ -316,9 +309,7 @@ class Dispatcher:
         (each process has its own in-process lease there)."""
         if self.settings.embedded or head.status not in ACTIVE:
             return False
-        status = self.store.recover(
-            head.task_id, head.fence, "worker lost mid-run (lease expired)", self.clock()
-        )
+        status = self.store.recover(head.task_id, head.fence, recovery.LOST, self.clock())
         if status is None:
             return False
         self.hints.changed(head.task_id)
@@ -475,39 +466,13 @@ class Dispatcher:
     # -- sweeper --------------------------------------------------------------------------------
 
     def sweep(self, *, alive: Callable[[str | None], bool] | None = None) -> SweepReport:
-        """Recover tasks whose lease expired, and wake conversations whose wake-up was lost.
+        """Recover tasks whose lease expired, wake conversations whose wake-up was lost, and
+        let each room do its part (``fleet.dispatch.recovery``).
 
         ``alive(worker)`` can vouch for holders the lease cannot see (embedded mode: another
         process on this host that is still running).
         """
-        now = self.clock()
-        recovered = 0
-        active = self.store.active()
-        live = self.lease.held([conv for _, conv, _, _ in active])
-        for task_id, conv, fence, worker in active:
-            if conv in live or (alive is not None and alive(worker)):
-                continue
-            status = self.store.recover(task_id, fence, "worker lost mid-run (lease expired)", now)
-            if status is not None:
-                self.hints.changed(task_id)
-                recovered += 1
-                metrics.recovered(status)
-                self.wake_next(self.store.get_task(task_id))
-        for task_id, _conv in self.store.inbox_orphans():
-            # a worker died between its settle and the requeue of its run's inbox
-            if self.store.requeue_inbox(task_id, now):
-                self.hints.changed(task_id)
-                self.wake_next(self.store.get_task(task_id))
-        grace = timedelta(seconds=self.settings.sweep_interval)
-        due = self.store.due_conversations(now - grace, limit=1000)
-        for conv, tenant, priority in due:
-            self.waker.wake(conv, force=True, tenant=tenant, priority=priority)
-        self.delegations.report_due()
-        self.waiting.sweep()
-        self.followups.admit_due()
-        self.deliveries.sweep(self.settings.sweep_interval)
-        pruned = self.lifecycle.enforce()  # last: recovery never waits behind it
-        return SweepReport(recovered=recovered, woken=len(due), pruned=pruned)
+        return recovery.sweep(self, alive)
 
     def wait(self, task_id: uuid.UUID, timeout_s: float, *, poll_s: float = 0.05) -> Task:
         """Poll the store until the task is terminal or ``timeout_s`` passed; return it."""

@@ -20,7 +20,8 @@ from typing import Any, Protocol
 from redis.exceptions import RedisError
 
 from fleet.constants import SWEEP_TICK_KEY
-from fleet.dispatch.manager import SweepReport, worker_name
+from fleet.dispatch.manager import worker_name
+from fleet.dispatch.recovery import SweepReport
 from fleet.errors import FleetError
 from fleet.store.db import describe
 

@@ -16,7 +16,7 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from fleet.constants import SWEEP_TICK_KEY
-from fleet.dispatch.manager import SweepReport
+from fleet.dispatch.recovery import SweepReport
 from fleet.dispatch.sweeper import Sweeper
 from fleet.errors import Unavailable
 from tests.support.fleet import wait_for
