@@ -97,7 +97,8 @@ def list_schedules(rt: RuntimeDep, caller: CallerDep) -> JSONResponse:
     """The schedules of the caller's tenant and scope (made over the API or in
     config/schedules for its caller), by name."""
     tenant, scope = _own(caller)
-    found = rt.store.list_schedules(tenant=tenant, scope=scope)
+    stored = rt.store.list_schedules(tenant=tenant, scope=scope)
+    found = manager.with_files(rt.config, stored, rt.dispatcher.clock(), only=(tenant, scope))
     return JSONResponse({"schedules": [schedule_json(r) for r in found]})
 
 
@@ -110,7 +111,7 @@ def list_schedules(rt: RuntimeDep, caller: CallerDep) -> JSONResponse:
 def get_schedule(name: ScheduleName, rt: RuntimeDep, caller: CallerDep) -> JSONResponse:
     """The schedule, its next and last tick, and what the last tick became."""
     tenant, scope = _own(caller)
-    found = rt.store.schedule(tenant, scope, name)
+    found = manager.one(rt.dispatcher, tenant, scope, name)
     if found is None:
         raise NotFound(f"no schedule named {name!r}", field="name")
     body: dict[str, Any] = schedule_json(found)

@@ -210,10 +210,11 @@ async def overview(request: Request) -> Response:
 
 def _schedules(rt: Runtime, viewer: Viewer) -> list[dict[str, Any]]:
     """The schedules of the deployments and tenants the viewer sees, with their next tick."""
+    from fleet.dispatch.schedules import with_files
     from fleet.views.schedules import schedule_json, when_text
 
     shown = []
-    for rec in rt.store.list_schedules():
+    for rec in with_files(rt.config, rt.store.list_schedules(), rt.dispatcher.clock()):
         if viewer.may_see(str(rec.spec.get("deployment")), rec.tenant):
             view = schedule_json(rec)
             view["when"] = when_text(view)

@@ -57,7 +57,8 @@ class Schedules(Protocol):
 
 
 class LocalSchedules:
-    """Straight on the store: the files' schedules synced first, every tenant's listed."""
+    """Straight on the store, every tenant's: it writes only what is asked (``ls`` shows the
+    files' schedules a beat has not stored yet as such)."""
 
     def __init__(self, rt: Any) -> None:
         self.rt = rt
@@ -75,11 +76,12 @@ class LocalSchedules:
         return tenant, scope
 
     def ls(self) -> list[View]:
-        from fleet.dispatch.schedules import Scheduler
+        from fleet.dispatch.schedules import with_files
         from fleet.views.schedules import schedule_json
 
-        Scheduler(self.rt.dispatcher).sync()
-        return [schedule_json(r) for r in self.rt.store.list_schedules()]
+        stored = self.rt.store.list_schedules()
+        found = with_files(self.rt.config, stored, self.rt.dispatcher.clock())
+        return [schedule_json(r) for r in found]
 
     def add(self, body: View, caller: str | None) -> View:
         from pydantic import ValidationError

@@ -53,6 +53,66 @@ def identity(config: FleetConfig, caller: str | None) -> tuple[str, str]:
     return config.tenant_of_caller(caller), config.callers[caller].home
 
 
+#: What an unstored file schedule's note says (``fleet schedules ls`` reads; only a beat writes).
+NOT_STORED = "in config/schedules, not stored yet: a fleet beat stores it when it starts"
+
+
+def configured(config: FleetConfig, tenant: str, scope: str, name: str) -> bool:
+    """Is ``name`` a schedule of config/schedules in this tenant and scope?"""
+    sched = config.schedules.get(name)
+    return sched is not None and identity(config, sched.caller) == (tenant, scope)
+
+
+def with_files(
+    config: FleetConfig,
+    stored: list[rules.Record],
+    now: datetime,
+    *,
+    only: tuple[str, str] | None = None,
+) -> list[rules.Record]:
+    """The stored schedules and those of config/schedules that no beat has stored yet (state
+    ``unsynced``, their next tick as the file says; ``only``: of this tenant and scope), by
+    name as the store lists them: what a listing shows without writing anything (a beat
+    syncs the files when it starts)."""
+    held = {(r.tenant, r.scope, r.name) for r in stored}
+    out = list(stored)
+    for name, sched in sorted(config.schedules.items()):
+        tenant, scope = identity(config, sched.caller)
+        if (tenant, scope, name) in held or (only is not None and only != (tenant, scope)):
+            continue
+        spec = sched.spec
+        out.append(
+            rules.Record(
+                id=uuid.uuid5(uuid.NAMESPACE_URL, f"fleet:schedule:{tenant}:{scope}:{name}"),
+                tenant=tenant,
+                scope=scope,
+                name=name,
+                source="file",
+                caller=sched.caller,
+                spec=spec.stored(),
+                last_tick=None,
+                state="unsynced",
+                last_task_id=None,
+                next_tick=spec.next_tick(now),
+                fired=0,
+                skipped=0,
+                note=NOT_STORED,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+    return sorted(out, key=lambda r: (r.name, r.tenant, r.scope))
+
+
+def one(dispatcher: Dispatcher, tenant: str, scope: str, name: str) -> rules.Record | None:
+    """A schedule of this tenant and scope, stored or (not stored yet) in config/schedules."""
+    found = dispatcher.store.schedule(tenant, scope, name)
+    if found is not None:
+        return found
+    files = with_files(dispatcher.config, [], dispatcher.clock(), only=(tenant, scope))
+    return next((r for r in files if r.name == name), None)
+
+
 def idempotency_key(name: str, tick: datetime) -> str:
     """The key a tick's task is admitted with: one task per schedule and tick."""
     return f"schedule:{name}:{rules.tick_text(tick)}"
@@ -259,6 +319,12 @@ def create(
     """Store a schedule made over the API or the CLI: its deployment exists and takes its
     input (InputError naming the field), its name is free in the scope (Conflict)."""
     config = dispatcher.config
+    if configured(config, tenant, scope, name):  # stored by a beat, or about to be
+        raise Conflict(
+            f"a schedule named {name!r} exists in scope {scope!r} (from config/schedules); "
+            "delete it first or pick another name",
+            field="name",
+        )
     try:
         dep = config.deployment(spec.deployment)
     except NotFound as exc:
@@ -297,9 +363,9 @@ def delete(dispatcher: Dispatcher, name: str, *, tenant: str, scope: str) -> Non
     Conflict (delete its file), none of that name NotFound."""
     store = dispatcher.store
     found = store.schedule(tenant, scope, name)
-    if found is None:
+    if found is None and not configured(dispatcher.config, tenant, scope, name):
         raise NotFound(f"no schedule named {name!r}", field="name")
-    if found.source == "file":
+    if found is None or found.source == "file":
         raise Conflict(
             f"schedule {name!r} is defined in config/schedules/{name}.toml: delete the file "
             "(the beat then deletes the schedule)",

@@ -39,7 +39,11 @@ def test_add_ls_rm(cli: Cli) -> None:
     )
     assert made["nextTick"][14:19] in ("00:00", "15:00", "30:00", "45:00")
     listed = cli.json("schedules", "ls")
-    assert [(s["name"], s["source"]) for s in listed] == [("digest", "file"), ("pulse", "api")]
+    assert [(s["name"], s["source"], s["state"]) for s in listed] == [
+        ("digest", "file", "unsynced"),  # no beat has stored it: ls writes nothing
+        ("pulse", "api", "new"),
+    ]
+    assert listed[0]["nextTick"] is not None and "fleet beat" in listed[0]["note"]
     table = cli.ok("schedules", "ls")
     assert "cron 0 8 * * 1-5 Europe/Berlin" in table and "every 15m" in table
     assert cli.ok("schedules", "rm", "pulse") == "schedule pulse deleted\n"
@@ -66,8 +70,7 @@ def test_bad_values_exit_2_naming_the_option(cli: Cli, args: tuple[str, ...], sa
 
 
 def test_rm_refuses_a_files_schedule_and_a_missing_one(cli: Cli) -> None:
-    cli.json("schedules", "ls")  # synced from config/schedules
-    r = cli("schedules", "rm", "digest")
+    r = cli("schedules", "rm", "digest")  # (no beat has stored it yet: it is the file's still)
     assert r.code == 2 and "config/schedules/digest.toml" in r.one_error_line()
     r = cli("schedules", "rm", "nothing")
     assert r.code == 2 and r.one_error_line() == "fleet: no schedule named 'nothing'"

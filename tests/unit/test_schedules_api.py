@@ -71,8 +71,12 @@ def test_create_list_get_delete(client: TestClient) -> None:
     assert made["overlap"] == "skip" and made["source"] == "api" and made["state"] == "new"
     assert made["nextTick"].endswith(":00:00Z")  # 08:00 Berlin is 06:00 or 07:00 UTC
     listed = client.get("/v1/schedules", headers=auth("acme")).json()["schedules"]
-    assert [s["name"] for s in listed] == ["digest"]
+    # acme's config/schedules/pulse.toml too, shown before any beat stored it (nothing written)
+    assert [(s["name"], s["state"]) for s in listed] == [("digest", "new"), ("pulse", "unsynced")]
     assert client.get("/v1/schedules/digest", headers=auth("acme")).json() == made
+    pulse = client.get("/v1/schedules/pulse", headers=auth("acme")).json()
+    assert pulse | {"createdAt": None} == listed[1] | {"createdAt": None}
+    assert client.get("/v1/schedules/pulse", headers=auth("bravo")).status_code == 404
     assert client.delete("/v1/schedules/digest", headers=auth("acme")).status_code == 204
     again = client.delete("/v1/schedules/digest", headers=auth("acme"))
     assert again.status_code == 404 and again.headers["content-type"] == PROBLEM
@@ -82,7 +86,7 @@ def test_another_tenant_can_neither_see_list_nor_delete_it(client: TestClient) -
     assert client.post("/v1/schedules", json=DIGEST, headers=auth("acme")).status_code == 201
     # acme's other caller shares acme's tenant and scope: it sees acme's schedules
     mates = client.get("/v1/schedules", headers=auth("acme-two")).json()["schedules"]
-    assert [s["name"] for s in mates] == ["digest"]
+    assert [s["name"] for s in mates] == ["digest", "pulse"]
     assert client.get("/v1/schedules", headers=auth("bravo")).json() == {"schedules": []}
     theirs = client.get("/v1/schedules/digest", headers=auth("bravo"))
     missing = client.get("/v1/schedules/nothing", headers=auth("bravo"))
