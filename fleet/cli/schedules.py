@@ -167,6 +167,8 @@ def _print_ls(found: list[View]) -> None:
         table.add_column(header, overflow="fold")
     for v in found:
         last = "-" if v["lastTick"] is None else f"{v['state']} {v['lastTick']}"
+        if v["state"] == "unsynced":
+            last = "not stored yet (a beat stores it)"
         table.add_row(
             v["name"], v["scope"], v["deployment"], when_text(v), v["nextTick"] or "ended", last
         )

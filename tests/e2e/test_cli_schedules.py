@@ -46,6 +46,7 @@ def test_add_ls_rm(cli: Cli) -> None:
     assert listed[0]["nextTick"] is not None and "fleet beat" in listed[0]["note"]
     table = cli.ok("schedules", "ls")
     assert "cron 0 8 * * 1-5 Europe/Berlin" in table and "every 15m" in table
+    assert "not stored yet" in table
     assert cli.ok("schedules", "rm", "pulse") == "schedule pulse deleted\n"
     assert [s["name"] for s in cli.json("schedules", "ls")] == ["digest"]
 
