@@ -317,6 +317,10 @@ class FleetRequestHandler(RequestHandler):
             if params.context_id:  # checked and unscoped as a SendMessage contextId is
                 ref = keys.resolve(kind, caller.scope, params.context_id)
                 scope, key = ref.scope, ref.key
+            asking = None
+            if wanted is not None and TaskStatus.WAITING in wanted:
+                # a waiting task is working or input-required by what it waits for
+                asking = (name == rules.INPUT_REQUIRED, self.rt.dispatcher.clock())
             flt = TaskFilter(
                 deployment=deployment,
                 scope=scope,
@@ -325,19 +329,13 @@ class FleetRequestHandler(RequestHandler):
                 changed_after=after,
                 limit=size,
                 tenants=frozenset({caller.tenant}),
+                asking=asking,
             )
             found = await run_in_threadpool(self.rt.store.list_tasks, flt)
             total = await run_in_threadpool(self.rt.store.count_tasks, flt)
             tasks = list(reversed(found))  # newest first
             history = params.history_length if params.HasField("history_length") else None
             page = [await self._answer(t, history) for t in tasks]
-            if wanted is not None and TaskStatus.WAITING in wanted:
-                # a waiting task is working or input-required by what it waits for: the
-                # store filters by status, this page by state (totalSize counts the page's
-                # refusals out, so it is exact whenever every match fits on the page)
-                kept = [a for a in page if a.status.state == params.status]
-                total -= len(page) - len(kept)
-                page = kept
             return ListTasksResponse(tasks=page, page_size=size, total_size=total)
 
     # -- streaming: the task's events as they are stored ------------------------------------

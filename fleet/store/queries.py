@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, func, select, update
+from sqlalchemy import Select, and_, func, not_, select, update
 
 from fleet.domain.ids import IdPrefix
 from fleet.domain.values import (
@@ -47,6 +47,10 @@ class TaskFilter:
     id_prefix: IdPrefix | None = None
     #: Only tasks of these tenants (a caller's own, an operator's reach); None means any.
     tenants: frozenset[str] | None = None
+    #: ``(True, now)``: only tasks asking a person to decide an approval at ``now`` (waiting,
+    #: one pending before its deadline); ``(False, now)``: only tasks that do not (A2A's
+    #: ``input-required`` and ``working``).
+    asking: tuple[bool, datetime] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +114,21 @@ class QueryStore(StoreBase):
         if flt.id_prefix is not None:
             # A range, not LIKE: the primary key's index serves it on both databases.
             query = query.where(t.c.id.between(*flt.id_prefix.bounds()))
+        if flt.asking is not None:
+            yes, now = flt.asking
+            w = s.waits.c
+            asks = and_(
+                t.c.status == TaskStatus.WAITING.value,
+                select(w.id)
+                .where(
+                    w.task_id == t.c.id,
+                    w.kind == "approval",
+                    w.status == "pending",
+                    w.expires_at > now,
+                )
+                .exists(),
+            )
+            query = query.where(asks if yes else not_(asks))
         return query
 
     def backlog(self) -> list[Backlog]:

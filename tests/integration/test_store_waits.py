@@ -125,3 +125,29 @@ def test_a_reset_cancels_a_waiting_task_and_ends_its_waits(store: Store) -> None
     store.reset_conversation(task.conversation_id, T0)
     assert store.get_task(task.id).status == TaskStatus.CANCELLED
     assert [w.status for w in store.waits_of(task.id)] == ["cancelled"]
+
+
+def test_the_asking_filter_counts_exactly_the_tasks_asking_for_a_decision_now(
+    store: Store,
+) -> None:
+    from fleet.store import TaskFilter
+
+    asking, _, _ = parked(store, approval("c1"), key="a")
+    short = Request("approval", "c1", "refund", {}, 60.0)  # past its deadline at T0 + 2 min
+    expired, _, _ = parked(store, short, key="b")
+    delegated = Request("delegate", "c1", "call_agent", {}, 3600.0, str(uuid.uuid4()))
+    other, _, _ = parked(store, delegated, key="c")
+    queued = store.admit(sub("refund", key="d"), T0).task
+    later = T0 + timedelta(minutes=2)
+
+    def ids(yes: bool, **more: object) -> set[uuid.UUID]:
+        flt = TaskFilter(deployment="chat", asking=(yes, later), **more)  # type: ignore[arg-type]
+        found = {t.id for t in store.list_tasks(flt)}
+        assert store.count_tasks(flt) == len(found)
+        return found
+
+    assert ids(True) == {asking.id}
+    assert ids(False) == {expired.id, other.id, queued.id}
+    assert ids(True, limit=1) == {asking.id}
+    waiting = frozenset({TaskStatus.WAITING})
+    assert ids(False, statuses=waiting) == {expired.id, other.id}
