@@ -82,6 +82,15 @@ class WaitStore(StoreBase):
                     .values([self._request_row(task, r, now) for r in requests])
                     .on_conflict_do_nothing(index_elements=["task_id", "call_id"])
                 )
+            targets = sorted({uuid.UUID(r.target_task_id) for r in requests if r.target_task_id})
+            if targets and self.dialect == "postgresql":
+                # Read the delegates' rows locked (shared): a delegate's settle under way
+                # finishes first and is seen ended here; one after it waits for this commit, so
+                # its release finds the wait. Else a delegate ending between this transaction's
+                # look and its commit would find no wait to release, and this one stay pending.
+                conn.execute(
+                    select(t.c.id).where(t.c.id.in_(targets)).with_for_update(read=True)
+                ).all()
             # a delegate that ended before this wait was stored: nothing to wait for
             conn.execute(
                 update(w)

@@ -15,6 +15,7 @@ from fleet.domain.waits import Request
 from fleet.errors import Conflict, LeaseLost, NotFound
 from fleet.store import Store
 from tests.integration.test_store import T0, ok, start, sub
+from tests.support.fleet import wait_for
 
 WAITING = Outcome(TaskStatus.WAITING, None, None, {"steps": 1})
 
@@ -151,3 +152,71 @@ def test_the_asking_filter_counts_exactly_the_tasks_asking_for_a_decision_now(
     assert ids(True, limit=1) == {asking.id}
     waiting = frozenset({TaskStatus.WAITING})
     assert ids(False, statuses=waiting) == {expired.id, other.id}
+
+
+def test_a_delegate_ending_while_its_caller_parks_is_never_missed(store: Store) -> None:
+    """The race: the caller's park looks at its delegate (not ended), the delegate's settle
+    commits and its release finds no wait (the park's is not committed yet), then the park
+    commits. The park reads the delegate's row locked, so it waits for the settle under way
+    and sees it ended (without the lock, the wait stays pending: the caller never resumes)."""
+    import threading
+
+    from sqlalchemy import event, text
+
+    if store.dialect != "postgresql":
+        pytest.skip("SQLite runs one writer at a time: no such interleaving")
+    child = store.admit(sub("child", key="child"), T0).task
+    assert start(store, child.conversation_id, T0, worker="w2") is not None
+    caller = store.admit(sub("refund", key="caller", max_attempts=1), T0).task
+    run = start(store, caller.conversation_id, T0, worker="w1")
+    assert run is not None
+    wait = Request("delegate", "c1", "call_agent", {}, 3600.0, str(child.id))
+
+    parking = threading.current_thread()  # set to the parking thread below
+    at_commit, go = threading.Event(), threading.Event()
+
+    def hold(conn: object) -> None:  # the park's commit waits until the test lets it go
+        if threading.current_thread() is parking:
+            at_commit.set()
+            go.wait(30)
+
+    settle = store.engine.connect()
+    tx = settle.begin()  # the delegate's settle under way: its row updated, not committed
+    settle.execute(text("UPDATE tasks SET status = 'succeeded' WHERE id = :id"), {"id": child.id})
+    event.listen(store.engine, "commit", hold)
+    failed: list[BaseException] = []
+
+    def park() -> None:
+        try:
+            store.park(run.task, run.run_id, [wait], WAITING, T0)
+        except BaseException as exc:  # raised again below
+            failed.append(exc)
+
+    parker = threading.Thread(target=park)
+    parking = parker
+    try:
+        parker.start()
+
+        def blocked_on_the_lock() -> bool:
+            with store.engine.connect() as conn:
+                return bool(
+                    conn.execute(
+                        text(
+                            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
+                            "'Lock' AND datname = current_database()"
+                        )
+                    ).scalar()
+                )
+
+        wait_for(lambda: at_commit.is_set() or blocked_on_the_lock(), 30, what="the park")
+        tx.commit()  # the settle commits; its release looks for waits now
+        store.release_delegate_waits(T0, target=child.id)
+        go.set()
+        parker.join(30)
+    finally:
+        go.set()
+        event.remove(store.engine, "commit", hold)
+        settle.close()
+    assert not failed, failed
+    assert [w.status for w in store.waits_of(caller.id)] == ["done"]
+    assert store.get_task(caller.id).not_before == T0  # due: it resumes
