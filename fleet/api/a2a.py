@@ -25,6 +25,7 @@ from fleet.api.auth import Caller, KeyRing
 from fleet.api.deps import RuntimeDep
 from fleet.api.schemas import problem_responses
 from fleet.config import DeploymentConfig
+from fleet.domain import a2a as rules
 from fleet.errors import NotFound
 from fleet.runtime import Runtime
 
@@ -117,7 +118,7 @@ async def a2a_rpc(
     dep = _deployment(rt, deployment)
     request.state.a2a_caller = caller
     request.state.a2a_deployment = dep.name
-    if rt.config.tenant(caller.tenant).quotas and await _sends(request):
+    if rt.config.tenant(caller.tenant).quotas and await _submits(request):
         # the tenant's quotas answer as SubmitTask's do: 429 problem+json, before the SDK
         await run_in_threadpool(rt.dispatcher.quotas.gate, caller.tenant, queued=True)
         request.state.a2a_gated = True
@@ -130,10 +131,22 @@ async def a2a_rpc(
 SENDS = frozenset({"SendMessage", "SendStreamingMessage", "message/send", "message/stream"})
 
 
-async def _sends(request: Request) -> bool:
-    """Does this JSON-RPC request send a message (the SDK reads the same cached body)?"""
+async def _submits(request: Request) -> bool:
+    """Does this JSON-RPC request send a message that may become a task (the SDK reads the
+    same cached body)? A decision for one of the caller's waiting tasks (a data part with a
+    ``decision``, given its ``taskId``) never does: like DecideApproval it is not gated, so a
+    tenant whose queue is full of tasks waiting for approvals can still approve them."""
     try:
         body = json.loads(await request.body())
     except ValueError:
         return False  # the SDK answers it with a parse error
-    return isinstance(body, dict) and body.get("method") in SENDS
+    if not isinstance(body, dict) or body.get("method") not in SENDS:
+        return False
+    params = body.get("params")
+    message = params.get("message") if isinstance(params, dict) else None
+    if not isinstance(message, dict) or not message.get("taskId"):
+        return True
+    parts = message.get("parts")
+    return not (
+        isinstance(parts, list) and rules.is_decision([p for p in parts if isinstance(p, dict)])
+    )

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from a2a.types import (
     CancelTaskRequest,
@@ -61,7 +62,15 @@ def counter(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def base(tmp_path: Path, pg_url: str, redis_url: str, counter: Path) -> Iterator[str]:
+def tenants() -> dict[str, str]:
+    """``config/tenants``: file name → body (none: no quotas)."""
+    return {}
+
+
+@pytest.fixture
+def base(
+    tmp_path: Path, pg_url: str, redis_url: str, counter: Path, tenants: dict[str, str]
+) -> Iterator[str]:
     config = write_config(
         tmp_path / "config",
         {**AGENTS, "refunder": REFUNDER, "boss": 'model = "echo"\ndelegates = ["tooly"]\n'},
@@ -71,6 +80,10 @@ def base(tmp_path: Path, pg_url: str, redis_url: str, counter: Path) -> Iterator
     callers.mkdir()
     for name, body in CALLERS.items():
         (callers / f"{name}.toml").write_text(body)
+    if tenants:
+        (config / "tenants").mkdir()
+        for name, body in tenants.items():
+            (config / "tenants" / f"{name}.toml").write_text(body)
     with running_fleet(
         tmp_path,
         database_url=pg_url,
@@ -304,3 +317,37 @@ def test_a_task_waiting_for_a_delegate_is_working_and_takes_no_decision(
     )
     assert done.status == TaskStatus.SUCCEEDED, done.error
     assert len(store.list_tasks(TaskFilter(deployment="lead"))) == 1  # the decision made none
+
+
+@pytest.mark.parametrize("tenants", [{"alice": "max_queued_tasks = 1\n"}])
+def test_a_full_queue_of_waiting_tasks_can_still_be_approved(
+    base: str, counter: Path, tenants: dict[str, str]
+) -> None:
+    async def go() -> None:
+        async with A2A(base, "refunds", key=ALICE, version="1.0") as alice:
+            task = await send(alice, message("/tool count {}"))
+            [approval] = asked(task)  # waiting: the tenant's one queued place is taken
+            async with httpx.AsyncClient() as client:
+                r = await client.post(
+                    f"{base}/a2a/refunds",
+                    json={
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "message/send",
+                        "params": {
+                            "message": {
+                                "role": "user",
+                                "parts": [{"kind": "text", "text": "another task"}],
+                                "messageId": uuid.uuid4().hex,
+                            }
+                        },
+                    },
+                    headers={"Authorization": f"Bearer {ALICE}"},
+                )
+            assert r.status_code == 429 and r.json()["quota"] == "max_queued_tasks", r.text
+            answer = {"approval": approval["id"], "decision": "approve"}
+            done = await send(alice, message(answer, task=task))
+            assert done.id == task.id and done.status.state == COMPLETED, done
+
+    asyncio.run(go())
+    assert len(side_effects(counter)) == 1  # approved: the tool ran once
