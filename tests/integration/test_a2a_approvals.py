@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from a2a.types import (
     CancelTaskRequest,
@@ -44,7 +43,7 @@ from fleet.store import Store, TaskFilter
 from tests.conftest import AGENTS, DEPLOYMENTS, write_config
 from tests.integration.test_a2a import ALICE, BOB, CALLERS, ENV
 from tests.support.fleet import running_fleet, wait_for
-from tests.support.intake import A2A, reply_text, row_counts
+from tests.support.intake import A2A, a2a_send_raw, reply_text, row_counts
 
 pytestmark = [pytest.mark.fleet, pytest.mark.timeout(180)]
 
@@ -327,23 +326,7 @@ def test_a_full_queue_of_waiting_tasks_can_still_be_approved(
         async with A2A(base, "refunds", key=ALICE, version="1.0") as alice:
             task = await send(alice, message("/tool count {}"))
             [approval] = asked(task)  # waiting: the tenant's one queued place is taken
-            async with httpx.AsyncClient() as client:
-                r = await client.post(
-                    f"{base}/a2a/refunds",
-                    json={
-                        "jsonrpc": "2.0",
-                        "id": 1,
-                        "method": "message/send",
-                        "params": {
-                            "message": {
-                                "role": "user",
-                                "parts": [{"kind": "text", "text": "another task"}],
-                                "messageId": uuid.uuid4().hex,
-                            }
-                        },
-                    },
-                    headers={"Authorization": f"Bearer {ALICE}"},
-                )
+            r = await asyncio.to_thread(a2a_send_raw, base, "refunds", ALICE, "another task")
             assert r.status_code == 429 and r.json()["quota"] == "max_queued_tasks", r.text
             answer = {"approval": approval["id"], "decision": "approve"}
             done = await send(alice, message(answer, task=task))

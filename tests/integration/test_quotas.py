@@ -17,7 +17,7 @@ from fleet.domain.redaction import Redactor
 from fleet.domain.values import TaskStatus
 from fleet.store import Store
 from tests.support.fleet import Fleet, running_fleet, wait_for
-from tests.support.intake import caller_toml, row_counts, write_intake_config
+from tests.support.intake import a2a_send_raw, caller_toml, row_counts, write_intake_config
 
 pytestmark = [pytest.mark.fleet, pytest.mark.timeout(180)]
 
@@ -93,28 +93,7 @@ def test_max_queued_tasks_refuses_api_and_a2a_and_never_a_webhook(fleet, pg_url)
     assert "tenant 'capped'" in body["detail"]
     assert row_counts(pg_url) == before  # nothing stored
 
-    async def over_a2a() -> httpx.Response:
-        async with httpx.AsyncClient() as client:
-            return await client.post(
-                f"{base}/a2a/chat",
-                json={
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "message/send",
-                    "params": {
-                        "message": {
-                            "role": "user",
-                            "parts": [{"kind": "text", "text": "over"}],
-                            "messageId": str(uuid.uuid4()),
-                        }
-                    },
-                },
-                headers=bearer("bot"),
-            )
-
-    import asyncio
-
-    refused(asyncio.run(over_a2a()), "max_queued_tasks", 2)
+    refused(a2a_send_raw(base, "chat", KEYS["bot"], "over"), "max_queued_tasks", 2)
     assert row_counts(pg_url) == before
     # a webhook delivery of the same tenant is stored however full it is (a sender may not
     # send it again), and waits its turn

@@ -52,6 +52,21 @@ def row_counts(database_url: str) -> dict[str, int]:
         engine.dispose()
 
 
+def a2a_send_raw(base: str, deployment: str, key: str, text: str) -> httpx.Response:
+    """A v0.3 ``message/send`` of one text part as plain JSON-RPC over HTTP, answered as it is
+    (an HTTP refusal before the SDK, such as a quota's 429, is not raised)."""
+    message = {
+        "role": "user",
+        "parts": [{"kind": "text", "text": text}],
+        "messageId": uuid.uuid4().hex,
+    }
+    return httpx.post(
+        f"{base}/a2a/{deployment}",
+        json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+
+
 class A2A:
     """An a2a-sdk client of one deployment, speaking protocol 1.0 or 0.3, with a bearer key."""
 
