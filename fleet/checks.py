@@ -257,7 +257,7 @@ def _tools(config: object) -> CheckResult:
 
 def _database(settings: object) -> CheckResult:
     from fleet.config import Settings
-    from fleet.store import db, migrate
+    from fleet.store import db, migrate, revision
 
     assert isinstance(settings, Settings)
     url = settings.resolved_database_url
@@ -276,6 +276,7 @@ def _database(settings: object) -> CheckResult:
     try:
         with db.unavailable_on_outage():
             have = migrate.current(engine)
+            found = revision.check(engine)
             tls = db.encrypted(engine)
     except FleetError as exc:
         return CheckResult("database", "fail", f"{shown}: {exc.message}")
@@ -284,22 +285,21 @@ def _database(settings: object) -> CheckResult:
         return CheckResult("database", "fail", f"{shown}: {problem}{db.tls_hint(problem)}")
     finally:
         engine.dispose()
-    want = migrate.head()
+    want = revision.HEAD
     where = str(path) if path is not None else shown
-    if have != want:
-        if path is not None:
-            return CheckResult(
-                "database",
-                "warn",
-                f"{where}: at {have or 'empty'}; the next `fleet run` migrates it to {want}",
-            )
+    if found.action == "migrate" and path is not None:
         return CheckResult(
             "database",
-            "fail",
-            f"{where}: schema at {have or 'nothing (empty)'}, needs {want}: run `fleet migrate`",
+            "warn",
+            f"{where}: at {have or 'empty'}; the next `fleet run` migrates it to {want}",
         )
+    if not found.ok:
+        return CheckResult("database", "fail", f"{where}: {found.message}")
     over = " over TLS" if tls else ""
-    return CheckResult("database", "ok", f"{where}: reachable{over}, schema at {have} (newest)")
+    newer = "" if have == want else f", newer than this release's {want} (it only adds)"
+    return CheckResult(
+        "database", "ok", f"{where}: reachable{over}, schema at {have}{newer or ' (newest)'}"
+    )
 
 
 def _redis(settings: object) -> CheckResult:

@@ -46,6 +46,28 @@ class Runtime:
     _deliveries: ThreadPoolExecutor | None = field(default=None, repr=False)
     _timers: set[threading.Timer] = field(default_factory=set, repr=False)
     _closed: bool = field(default=False, repr=False)
+    #: This process's entry in the fleet's registry (``register``), removed on close.
+    membership: Any = field(default=None, repr=False)
+
+    def register(self, role: str, *, slots: int = 0) -> None:
+        """Enter this process in the fleet's registry (``fleet workers ls``) as ``role``, with
+        ``slots`` runs it can hold at once; nothing embedded (no Redis, one process)."""
+        if self.settings.embedded or self.membership is not None:
+            return
+        from fleet.dispatch.registry import join
+
+        inflight = self.dispatcher.inflight
+
+        def load() -> tuple[int, int]:
+            held = inflight.count()
+            return held, max(0, slots - held)
+
+        try:
+            self.membership = join(
+                redis_client(self.settings), role, ttl_s=self.settings.registry_ttl, load=load
+            )
+        except Exception as exc:  # Redis down at start: the process runs, unlisted for now
+            log.warning("could not register this process in the fleet's registry: %s", exc)
 
     def deliver(self, delivery_id: uuid.UUID, delay_s: float = 0.0) -> None:
         """Attempt a delivery (after ``delay_s``): ``fleet.deliver`` in a fleet, a thread
@@ -79,6 +101,9 @@ class Runtime:
 
     def close(self) -> None:
         self._closed = True
+        if self.membership is not None:
+            self.membership.stop()
+            self.membership = None
         self.dispatcher.hints.close()  # a cancel's hint, say, before the process exits
         for timer in list(self._timers):
             timer.cancel()
@@ -113,22 +138,20 @@ def open_store(
 
 
 def ensure_schema(store: Store) -> None:
-    """Embedded SQLite is migrated on first use; PostgreSQL must be at head (``fleet migrate``)."""
+    """Embedded SQLite is migrated on first use; PostgreSQL must be at this release's revision
+    or at a newer one whose later steps only expand (``fleet migrate``)."""
     from fleet.store import revision
 
     with db.unavailable_on_outage():
-        have, want = revision.current(store.engine), revision.HEAD
-        if have == want:
+        found = revision.check(store.engine)
+        if found.ok:
             return
-        if store.dialect == "sqlite":
+        if store.dialect == "sqlite" and found.action == "migrate":
             from fleet.store import migrate  # (Alembic: loaded when a schema must change)
 
             migrate.upgrade(store.engine)
             return
-    raise Unavailable(
-        f"database schema is at {have or 'nothing (empty database)'}, fleet needs {want}: "
-        "run `fleet migrate`"
-    )
+    raise Unavailable(found.message or "database schema unusable")
 
 
 def preflight(config: FleetConfig) -> None:

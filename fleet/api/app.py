@@ -77,6 +77,7 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
         if rt.local_waker is not None and run_embedded:
             loop = _run_embedded(rt)
         if owned:  # a process of its own (``fleet serve``): its start-up objects stay
+            rt.register("api")
             gcpause.freeze_startup()
             gcpause.fewer_promotions()
         try:

@@ -61,18 +61,16 @@ async def healthz() -> dict[str, str]:
 
 
 def _database(rt: Runtime) -> str | None:
-    """None when the store answers and its schema is at head, else what is wrong."""
+    """None when the store answers and this release runs on its schema (at this release's
+    revision, or newer by expand steps only), else what is wrong."""
     try:
         with db.unavailable_on_outage():
-            have = revision.current(rt.store.engine)
+            found = revision.check(rt.store.engine)
     except FleetError as exc:
         return exc.message
     except Exception as exc:  # any driver failure means "not ready", never a 500
         return f"database unavailable: {db.describe(exc)}"
-    if have != revision.HEAD:
-        have = have or "nothing (empty database)"
-        return f"schema at {have}, needs {revision.HEAD}: run `fleet migrate`"
-    return None
+    return found.message
 
 
 async def _redis(target: RedisTarget) -> str | None:

@@ -16,12 +16,25 @@ from fleet.api import (
     tenants,
     triggers,
     ui,
+    workers,
 )
 
 
 def include(app: FastAPI) -> None:
     # conversations after tasks: ListConversationMessages' path is more specific than theirs
-    modules = (tasks, conversations, memory, tenants, schedules, events, runs, ops, triggers, a2a)
+    modules = (
+        tasks,
+        conversations,
+        memory,
+        tenants,
+        schedules,
+        events,
+        runs,
+        workers,
+        ops,
+        triggers,
+        a2a,
+    )
     for module in modules:
         app.include_router(module.router)
     ui.install(app)

@@ -198,6 +198,11 @@ class RunView(_Camel):
     task_id: UUID
     attempt: int
     worker: str | None = Field(description="`host:pid` of the worker process that ran it.")
+    release: str | None = Field(
+        default=None,
+        description="The release of fleet that ran it: version plus build "
+        "(`0.2.0+3f1c2a9b0d4e`); null for runs before 0.2.0.",
+    )
     status: TaskStatus
     model: str
     started_at: datetime

@@ -26,6 +26,7 @@ from fleet.cli.run import run
 from fleet.cli.schedules import schedules_app
 from fleet.cli.tasks import tasks_app
 from fleet.cli.tenants import tenants_app
+from fleet.cli.workers import workers_app
 from fleet.errors import FleetError, Unavailable
 from fleet.version import __version__
 
@@ -45,6 +46,7 @@ app.add_typer(conversations_app, name="conversations")
 app.add_typer(keys_app, name="keys")
 app.add_typer(tenants_app, name="tenants")
 app.add_typer(schedules_app, name="schedules")
+app.add_typer(workers_app, name="workers")
 
 
 def _version(value: bool) -> None:

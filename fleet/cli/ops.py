@@ -26,10 +26,19 @@ def migrate(
             "the upgrade that adds tenants; again after a caller, trigger or tenant changed).",
         ),
     ] = False,
+    contract: Annotated[
+        bool,
+        typer.Option(
+            "--contract",
+            help="Also apply the steps that remove what an older release needs (refused while "
+            "a process of such a release is registered).",
+        ),
+    ] = False,
 ) -> None:
-    """Create or upgrade the database schema to the newest revision (on
-    FLEET_MIGRATE_DATABASE_URL when set); the upgrade that adds tenants also moves each stored
-    conversation into its tenant (``--tenants``: again)."""
+    """Create or upgrade the database schema (on FLEET_MIGRATE_DATABASE_URL when set): the
+    steps that only add, while older releases still run; ``--contract`` the ones that remove,
+    once none does. The upgrade that adds tenants also moves each stored conversation into its
+    tenant (``--tenants``: again)."""
     from fleet.config import FleetConfig, load_config, load_settings
     from fleet.errors import ConfigError
     from fleet.runtime import open_store
@@ -43,7 +52,11 @@ def migrate(
     try:
         with db.unavailable_on_outage():
             before = migrations.current(store.engine)
-            migrations.upgrade(store.engine)
+            steps = migrations.plan(store.engine, contract=contract)
+            if steps.contracts:
+                _refuse_contract_while_older_live(settings, steps.contracts)
+            if steps.target is not None:
+                migrations.upgrade(store.engine, steps.target)
             after = migrations.current(store.engine)
             moved: dict[str, int] | None = None
             if tenants or migrations.crossed(before, TENANTS_REVISION):
@@ -66,14 +79,41 @@ def migrate(
         store.dispose()
     where = db.sqlite_path(settings.resolved_database_url) or "the database"
     if before == after:
-        out.print(f"{where} is at {after} (newest); nothing to do")
+        newest = " (newest)" if not steps.waiting else ""
+        out.print(f"{where} is at {after}{newest}; nothing to do")
     else:
         out.print(f"{where} migrated from {before or 'empty'} to {after}")
+    if steps.waiting:
+        out.print(
+            f"{len(steps.waiting)} contract step(s) wait ({', '.join(steps.waiting)}): run "
+            "`fleet migrate --contract` once no process of an older release runs",
+            markup=False,
+        )
     if moved is not None:
         out.print(
             f"tenants: {moved['moved']} conversation(s) moved into their tenant, "
             f"{moved['shared']} left in the shared 'api' scope (mixed or unknown callers), "
             f"{moved['stayed']} other(s) left with tenant 'default'"
+        )
+
+
+def _refuse_contract_while_older_live(settings: Any, contracts: tuple[str, ...]) -> None:
+    """``--contract`` while a registered process's release needs what ``contracts`` remove:
+    exit 2 naming them (embedded there is no other process to ask)."""
+    if settings.embedded:
+        return
+    from fleet.dispatch.registry import Registry
+    from fleet.domain.schema import blockers
+    from fleet.runtime import redis_client
+
+    live = Registry(redis_client(settings)).read()
+    older = blockers([(e.id, e.schema) for e in live], contracts)
+    if older:
+        named = {e.id: e.release for e in live}
+        shown = ", ".join(f"{name} (release {named[name]}, schema {head})" for name, head in older)
+        fail(
+            f"--contract: {contracts[0]} removes what a running older release needs: {shown}; "
+            "stop or upgrade them first (`fleet workers ls`)"
         )
 
 

@@ -96,9 +96,9 @@ def _heading(out: Console, run: View, what: str) -> None:
 def show_runs(out: Console, runs: list[View]) -> None:
     """The runs table under a task: who ran each attempt, when, how it ended, what it cost.
 
-    ``replayed`` and ``error`` columns appear when a run has one. Narrow, an error too long
-    for its column goes under the table, whole (a column would wrap it into a sliver), then
-    the start loses its year and ``replayed`` goes.
+    ``release``, ``replayed`` and ``error`` columns appear when a run has one. Narrow, an
+    error too long for its column goes under the table, whole (a column would wrap it into a
+    sliver), then ``release`` goes, the start loses its year and ``replayed`` goes.
     """
     if not runs:
         return
@@ -106,9 +106,11 @@ def show_runs(out: Console, runs: list[View]) -> None:
     errors = any(r["error"] for r in runs)
     priced = any(r["usage"].get("cost") is not None for r in runs)
     answered = any(m["fallback"] for r in runs for m in r.get("models") or ())
+    releases = any(r.get("release") for r in runs)
     table = _Rows(
         Col("attempt", "whole"),
         Col("worker"),
+        *([Col("release", "whole", drop=1)] if releases else []),  # (rolling upgrades)
         Col("started", "whole", short=lambda when: when[5:], shorten=1),  # without its year
         *(Col(name, "whole") for name in ("finished", "status", "tokens", "steps")),
         *([Col("cost", "whole")] if priced else []),
@@ -124,6 +126,7 @@ def show_runs(out: Console, runs: list[View]) -> None:
         cells = [
             r["attempt"],
             r["worker"] or "-",
+            *([r.get("release") or "-"] if releases else []),
             started,
             finished,
             r["status"],

@@ -103,6 +103,11 @@ class Settings(BaseSettings):
     ] = 10.0
     #: How often the sweeper recovers expired leases and re-sends lost wake-ups.
     sweep_interval: PositiveDuration = 5.0
+    #: A process's entry in the fleet's registry (``fleet workers ls``) lives this long unless
+    #: renewed; each process renews it every third of it.
+    registry_ttl: Annotated[Duration, _at_least(1.0, "must be at least 1s so renewals keep up")] = (
+        30.0
+    )
     #: How often the sweeper enforces retention and the stored cap (batched deletes).
     prune_interval: PositiveDuration = 60.0
     #: How often a run is tried before its task fails (crash recovery retries).

@@ -65,6 +65,11 @@ class InFlight:
             if run_id in self._runs:
                 self._runs[run_id].where = "done"
 
+    def count(self) -> int:
+        """How many runs this process holds now."""
+        with self._changed:
+            return len(self._runs)
+
     def remove(self, run_id: uuid.UUID) -> None:
         with self._changed:
             self._runs.pop(run_id, None)

@@ -95,6 +95,7 @@ def main(level: int = logging.INFO, *, parent_pid: int | None = None) -> None:
 
     log.setLevel(min(level, logging.getLogger().getEffectiveLevel()))
     rt = build()
+    rt.register("beat")
     client = redis_client(rt.settings)
     stop = threading.Event()
 

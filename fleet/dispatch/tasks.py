@@ -60,7 +60,7 @@ def _warm(**_: Any) -> None:
     signal.signal(shutdown.STOP_SIGNAL, _stop_requested)
     _bound_result_read_wait()
     try:
-        runtime()
+        runtime().register("worker", slots=1)  # a prefork pool process runs one run at a time
         telemetry.tracer()  # decided (and, if on, configured) in this process, after the fork
     except Exception:  # the first task tries again and reports the reason
         log.exception("could not prepare the worker runtime")

@@ -180,6 +180,8 @@ class Run(_Frozen):
     finished_at: datetime | None
     #: ``host:pid`` of the worker process that ran it.
     worker: str | None = None
+    #: The release of fleet that ran it (``0.2.0+3f1c2a9b0d4e``; None before 0.2.0).
+    release: str | None = None
     #: What the run did besides its steps: ``replayed`` step numbers, ``shortened`` results.
     details: dict[str, Any] = Field(default_factory=dict)
 

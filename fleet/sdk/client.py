@@ -430,7 +430,13 @@ class FleetClient(Closing):
         )
         return found
 
-    # -- tenants (operator keys) ----------------------------------------------------------------
+    # -- workers and tenants (operator keys) ----------------------------------------------------
+
+    def list_workers(self) -> dict[str, Any]:
+        """ListWorkers: the fleet's live processes with their releases, runs in flight and free
+        slots, and the releases among them."""
+        found: dict[str, Any] = self._call("GET", "/v1/workers")
+        return found
 
     def list_tenants(self) -> list[dict[str, Any]]:
         """ListTenants: the tenants the key reaches, with their backlog, tokens and refusals."""

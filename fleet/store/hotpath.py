@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from fleet import release
 from fleet.domain.context import Record
 from fleet.domain.quota import ledger_rows
 from fleet.domain.runs import TraceRow
@@ -94,6 +95,7 @@ class PgHotPath(StoreBase):
                 "submissions": task.submissions,
                 "now": now,
                 "worker": worker,
+                "release": release.current(),
                 "run": run_id,
                 "model": prepared.model,
                 # Built from stored messages and the stored input: redacted already.
@@ -253,6 +255,7 @@ class PgHotPath(StoreBase):
             "seq": settled.seq,
             "next_run": uuid.uuid4(),
             "worker": chain.worker,
+            "release": release.current(),
             "model": prepared.model,
             "context": json.dumps(prepared.context),
         }

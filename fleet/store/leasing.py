@@ -15,6 +15,7 @@ from sqlalchemy import Connection, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from fleet import release
 from fleet.domain import lifecycle
 from fleet.domain.context import Record
 from fleet.domain.quota import ledger_rows
@@ -110,6 +111,7 @@ class LeasingStore(PgHotPath):
             "labels": task.labels,
             "started_at": now,
             "worker": worker,
+            "release": release.current(),
         }
 
     def _claim_sources(

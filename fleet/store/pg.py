@@ -72,9 +72,10 @@ _CLAIM_RETURNING = (
 def _open_run(run: str, claimed: str) -> str:
     """The run a claim opens: its frozen context, its attempt and fencing number."""
     return f"""INSERT INTO runs (id, task_id, conversation_id, attempt, fence, status, model,
-                    context, usage, labels, started_at, worker)
+                    context, usage, labels, started_at, worker, release)
   SELECT %({run})s, c.id, c.conversation_id, c.attempts, c.fence, 'running', %(model)s,
-         CAST(%(context)s AS jsonb), '{{}}'::jsonb, c.labels, %(now)s, %(worker)s
+         CAST(%(context)s AS jsonb), '{{}}'::jsonb, c.labels, %(now)s, %(worker)s,
+         %(release)s
   FROM {claimed} c
   RETURNING id"""
 

@@ -263,6 +263,18 @@ runs = Table(
     Column("worker", String(200)),
     # What the run did besides its steps: journal steps it replayed, tool results it shortened.
     Column("details", JSONType, nullable=False, default=dict, server_default=text("'{}'")),
+    # The release of fleet that ran it (``0.2.0+3f1c2a9b0d4e``: version plus build).
+    Column("release", String(100)),
+)
+
+#: Every schema revision applied, with its kind (``expand`` adds only, ``contract`` removes): a
+#: process of an older release reads it to tell whether it may still run on this database.
+schema_revisions = Table(
+    "schema_revisions",
+    metadata,
+    Column("revision", String(100), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    stamp("applied_at"),
 )
 
 #: A conversation message: accepted user input or an assistant reply (with delivery status).
@@ -408,6 +420,7 @@ __all__ = [
     "run_inbox",
     "runs",
     "schedules",
+    "schema_revisions",
     "tasks",
     "token_usage",
     "traces",

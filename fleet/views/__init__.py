@@ -128,6 +128,7 @@ def run_json(
         "taskId": str(run.task_id),
         "attempt": run.attempt,
         "worker": run.worker,
+        "release": run.release,
         "status": run.status,
         "model": run.model,
         "startedAt": iso(run.started_at),
