@@ -96,9 +96,10 @@ def _heading(out: Console, run: View, what: str) -> None:
 def show_runs(out: Console, runs: list[View]) -> None:
     """The runs table under a task: who ran each attempt, when, how it ended, what it cost.
 
-    ``release``, ``replayed`` and ``error`` columns appear when a run has one. Narrow, an
-    error too long for its column goes under the table, whole (a column would wrap it into a
-    sliver), then ``release`` goes, the start loses its year and ``replayed`` goes.
+    ``replayed`` and ``error`` columns appear when a run has one, ``release`` when runs of
+    several releases ran it (else the heading names the one). Narrow, an error too long for
+    its column goes under the table, whole (a column would wrap it into a sliver), then the
+    start loses its year and ``replayed`` goes.
     """
     if not runs:
         return
@@ -106,11 +107,12 @@ def show_runs(out: Console, runs: list[View]) -> None:
     errors = any(r["error"] for r in runs)
     priced = any(r["usage"].get("cost") is not None for r in runs)
     answered = any(m["fallback"] for r in runs for m in r.get("models") or ())
-    releases = any(r.get("release") for r in runs)
+    named = {r.get("release") or "-" for r in runs}
+    releases = len(named) > 1  # a rolling upgrade: a column; one release: the heading says it
     table = _Rows(
         Col("attempt", "whole"),
         Col("worker"),
-        *([Col("release", "whole", drop=1)] if releases else []),  # (rolling upgrades)
+        *([Col("release", "whole")] if releases else []),
         Col("started", "whole", short=lambda when: when[5:], shorten=1),  # without its year
         *(Col(name, "whole") for name in ("finished", "status", "tokens", "steps")),
         *([Col("cost", "whole")] if priced else []),
@@ -144,7 +146,8 @@ def show_runs(out: Console, runs: list[View]) -> None:
             cells.append(_cut(r["error"], None))
         table.add(*cells)
     out.print()
-    out.print(Text("runs (tokens: prompt/completion)", style="bold"))
+    one = "" if releases or named == {"-"} else f" · release {named.pop()}"
+    out.print(Text(f"runs (tokens: prompt/completion){one}", style="bold"))
     if "error" in table.print(out).left_out:  # each whole, folded at its spaces
         below = Table(show_header=False, box=None, pad_edge=False)
         below.add_column(no_wrap=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from fleet import release
 from tests.conftest import write_config
 from tests.e2e.test_cli import Cli
 
@@ -58,7 +59,7 @@ def test_tasks_show_prints_runs_context_and_trace(cli: Cli) -> None:
     # wide enough that no cell of the tables wraps
     shown = cli.ok("tasks", "show", task["id"], "--context", "--trace", COLUMNS="300")
 
-    runs = shown[shown.index("\nruns (tokens: prompt/completion)\n") :]
+    runs = shown[shown.index("\nruns (tokens: prompt/completion) · release ") :]
     assert line_with(runs, "succeeded").split()[0] == "1"  # attempt 1, no error, none replayed
 
     context = shown[shown.index("· context") : shown.rindex("\nrun ", 0, shown.index("· steps"))]
@@ -178,7 +179,8 @@ def test_tables_fit_80_columns_and_a_pipe_without_breaking_words(
 
     shown = cli.ok("tasks", "show", task["id"], COLUMNS=columns).splitlines()
     assert max(len(line) for line in shown) <= 80
-    runs = shown.index("runs (tokens: prompt/completion)")
+    (runs,) = [i for i, line in enumerate(shown) if line.startswith("runs (tokens: prompt/")]
+    assert shown[runs].endswith(f" · release {release.current()}")  # one release ran it
     assert shown[runs + 1].split() == RUNS_HEADERS
     assert shown[runs + 2].split()[0] == "1"
     below = " ".join(" ".join(shown[runs + 3 :]).split())

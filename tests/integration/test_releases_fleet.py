@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from fleet.config import Settings
 from fleet.dispatch.registry import Membership, Registry
 from fleet.domain.values import TaskStatus
 from fleet.runtime import Runtime, redis_client
+from fleet.sdk.client import FleetClient
 from fleet.version import __version__
 from tests.conftest import write_config
 from tests.support.fleet import Fleet, fleet_settings, wait_for
@@ -101,7 +103,8 @@ def test_processes_register_runs_name_their_release_and_the_dead_are_forgotten(
         what="two pool processes, the beat and the API to register",
     )
 
-    task = rt.dispatcher.submit("desk", "hello", key="k1").task
+    with FleetClient(url, PLAIN_KEY) as client:
+        task_id = uuid.UUID(client.submit("desk", "hello", conversation_key="k1")["id"])
     busy = wait_for(
         lambda: [e for e in registry.read() if e.role == "worker" and e.runs_in_flight == 1],
         30,
@@ -109,10 +112,10 @@ def test_processes_register_runs_name_their_release_and_the_dead_are_forgotten(
     )
     assert busy[0].free_slots == 0
     done = wait_for(
-        lambda: (t := rt.store.get_task(task.id)).status.terminal and t, 30, what="the task"
+        lambda: (t := rt.store.get_task(task_id)).status.terminal and t, 30, what="the task"
     )
     assert done.status == TaskStatus.SUCCEEDED
-    runs = rt.store.runs_of(task.id)
+    runs = rt.store.runs_of(task_id)
     assert [r.release for r in runs] == [release]
 
     # Through the API (an operator key) and straight from Redis: the same processes.
@@ -128,7 +131,7 @@ def test_processes_register_runs_name_their_release_and_the_dead_are_forgotten(
     )
     assert local.returncode == 0, local.stderr
     assert _roles(json.loads(local.stdout)) == _roles(listing)
-    shown = _cli("--server", url, "tasks", "show", str(task.id), key=OPS_KEY)
+    shown = _cli("--server", url, "tasks", "show", str(task_id), key=PLAIN_KEY)
     assert shown.returncode == 0 and release in shown.stdout, shown.stdout + shown.stderr
     table = _cli("--server", url, "workers", "ls", key=OPS_KEY)
     assert release in table.stdout and "4 process(es)" in table.stdout
