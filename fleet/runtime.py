@@ -134,6 +134,7 @@ def open_store(
         redactor,
         readonly=readonly,
         pooler=settings.database_pooler,
+        pool_size=settings.database_pool_size,
     )
 
 

@@ -163,10 +163,25 @@ def check(
         raise typer.Exit(EXIT_BAD_INPUT if bad_input else EXIT_FAILED)
 
 
+#: The most runs in flight ``fleet worker --runs`` lets one process hold.
+MAX_RUNS = 10_000
+
+
 def worker(
     concurrency: Annotated[
         int, typer.Option("--concurrency", "-c", min=1, help="Worker processes.")
     ] = 2,
+    *,
+    runs: Annotated[
+        int,
+        typer.Option(
+            "--runs",
+            envvar="FLEET_WORKER_RUNS",
+            help="Runs one worker process holds in flight at once (1: a process per run, "
+            "Celery's prefork pool; more: a thread per run, Celery's thread pool, the runs "
+            "sharing the process's FLEET_DATABASE_POOL_SIZE connections).",
+        ),
+    ] = 1,
     beat: Annotated[
         bool,
         typer.Option("--beat", help="Also run the sweeper (`fleet beat`) as a child process."),
@@ -188,12 +203,17 @@ def worker(
     """Run a Celery worker that drains conversations (needs FLEET_REDIS_URL)."""
     if name is not None and (not name.strip() or any(c.isspace() for c in name)):
         fail(f"--name {name!r}: a node name is one word without spaces, e.g. fleet1@%h")
+    if not 1 <= runs <= MAX_RUNS:
+        fail(f"--runs {runs}: a worker process holds 1 to {MAX_RUNS:,} runs in flight; e.g. 100")
     _serve_metrics(metrics_port)
+    if runs > 1 and concurrency > 1:  # a process each, every one with its threads
+        _processes(concurrency, runs, loglevel, name, sweeper=loglevel if beat else None)
+        return
+    pool = ["-P", "threads", "-c", str(runs)] if runs > 1 else ["-c", str(concurrency)]
     _celery_argv(
         [
             "worker",
-            "-c",
-            str(concurrency),
+            *pool,
             "-Q",
             "fleet",
             "--loglevel",
@@ -204,6 +224,40 @@ def worker(
         ],
         sweeper=loglevel if beat else None,
     )
+
+
+def _processes(count: int, runs: int, loglevel: str, name: str | None, sweeper: str | None) -> None:
+    """``--concurrency N --runs M``: N worker processes of M runs each (``fleet worker -c 1``
+    children, named ``<name>-<i>@host``), stopped together; this process forwards SIGTERM and
+    SIGINT and serves their metrics (``--metrics-port``) if asked."""
+    import signal
+
+    _need_fleet_mode()
+    node, _, host = (name or "fleet@%h").partition("@")
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("FLEET_METRICS_PORT", "FLEET_WORKER_RUNS")
+    }
+    argv = [sys.executable, "-m", "fleet.cli", "worker", "-c", "1", "--runs", str(runs)]
+    children = [
+        subprocess.Popen(
+            [*argv, "--loglevel", loglevel, "--name", f"{node}-{i}@{host or '%h'}"], env=env
+        )
+        for i in range(1, count + 1)
+    ]
+    if sweeper is not None:
+        beat = [sys.executable, "-m", "fleet.cli", "beat", "--loglevel", sweeper]
+        children.append(subprocess.Popen([*beat, "--parent-pid", str(os.getpid())], env=env))
+
+    def forward(signum: int, _frame: object) -> None:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, forward)
+    codes = [child.wait() for child in children]
+    if any(codes):
+        raise typer.Exit(EXIT_FAILED)
 
 
 def serve(

@@ -58,6 +58,10 @@ class Settings(BaseSettings):
     #: ``none`` keep them. Unset: ``transaction`` when the URL's port is 6432 (PgBouncer's
     #: default; logged once), else ``none``.
     database_pooler: Literal["none", "transaction", "session"] | None = None
+    #: The most PostgreSQL connections one process holds, however many runs it has in flight:
+    #: a run takes one per statement or transaction, never while it waits on a model or a tool.
+    #: At least 2; raise it when statements wait for a free connection ("database busy").
+    database_pool_size: int = Field(default=10, ge=2, le=1000)
     #: URL ``fleet migrate`` uses instead of ``database_url`` (a direct or session-mode
     #: connection to the same database); unset: ``database_url``.
     migrate_database_url: str | None = None

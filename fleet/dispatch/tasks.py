@@ -10,7 +10,12 @@ import threading
 import uuid
 from typing import Any
 
-from celery.signals import worker_process_init, worker_process_shutdown, worker_shutting_down
+from celery.signals import (
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutting_down,
+)
 
 from fleet import gcpause
 from fleet.agents import telemetry
@@ -67,6 +72,22 @@ def _warm(**_: Any) -> None:
     gcpause.freeze_startup()
 
 
+@worker_ready.connect  # type: ignore[untyped-decorator]
+def _runs_in_threads(sender: Any = None, **_: Any) -> None:
+    """A worker whose pool runs tasks on threads of this process (``-P threads -c N``, what
+    ``fleet worker --runs N`` starts): this process holds up to N runs in flight, so it builds
+    its runtime now and registers with N slots. (Prefork pool processes do so when they start.)"""
+    from celery.concurrency.thread import TaskPool
+
+    pool = getattr(sender, "pool", None)
+    if not isinstance(pool, TaskPool):
+        return
+    try:
+        runtime().register("worker", slots=int(pool.limit or 1))
+    except Exception:  # the first task tries again and reports the reason
+        log.exception("could not prepare the worker runtime")
+
+
 def _bound_result_read_wait() -> None:
     from billiard import pool  # type: ignore[import-untyped]
 
@@ -88,12 +109,20 @@ def _stop_draining(**_: Any) -> None:
     if "rt" in _process:
         dispatcher = _process["rt"].dispatcher
         grace = _process["rt"].settings.shutdown_grace
-        threading.Thread(target=dispatcher.shut_down, args=(grace,), daemon=True).start()
+        threading.Thread(target=_stop_here, args=(dispatcher, grace), daemon=True).start()
     busy = {getattr(r, "worker_pid", None) for r in list(state.active_requests)}
     for pid in busy:
         if isinstance(pid, int) and pid != os.getpid():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, shutdown.STOP_SIGNAL)
+
+
+def _stop_here(dispatcher: Any, grace_s: float) -> None:
+    """Hand back the runs of this process within the grace period; a run abandoned mid-step
+    (its thread may never return from its model or tool) ends the process once handed back."""
+    abandoned = dispatcher.shut_down(grace_s)
+    if abandoned:
+        _abandoned(abandoned)
 
 
 @worker_process_shutdown.connect  # type: ignore[untyped-decorator]

@@ -67,7 +67,16 @@ class Store(
 
     @classmethod
     def open(
-        cls, url: str, redactor: Redactor, *, readonly: bool = False, pooler: str | None = None
+        cls,
+        url: str,
+        redactor: Redactor,
+        *,
+        readonly: bool = False,
+        pooler: str | None = None,
+        pool_size: int = db.POOL_SIZE,
     ) -> Store:
-        """``pooler``: ``FLEET_DATABASE_POOLER`` (``db.create``)."""
-        return cls(db.create(url, readonly=readonly, pooler=pooler), redactor)
+        """``pooler``: ``FLEET_DATABASE_POOLER``; ``pool_size``: ``FLEET_DATABASE_POOL_SIZE``, the
+        most connections this process holds (``db.create``)."""
+        return cls(
+            db.create(url, readonly=readonly, pooler=pooler, pool_size=pool_size), redactor
+        )

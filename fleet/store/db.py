@@ -138,11 +138,19 @@ def prepares(engine: Engine) -> bool:
     return not engine.get_execution_options().get(NO_PREPARE, False)
 
 
+#: The most PostgreSQL connections one process's store holds (``FLEET_DATABASE_POOL_SIZE``).
+POOL_SIZE = 10
+#: How long a statement waits for a free connection of a full pool before the store answers
+#: "database busy" (runs in flight share a few connections, each for one statement or
+#: transaction at a time).
+POOL_TIMEOUT_S = 30.0
+
+
 def create(
     url: str,
     *,
     readonly: bool = False,
-    pool_size: int = 5,
+    pool_size: int = POOL_SIZE,
     sqlite_module: Any = None,
     pooler: str | None = None,
 ) -> Engine:
@@ -169,7 +177,8 @@ def create(
     return create_engine(
         parsed,
         pool_size=pool_size,
-        max_overflow=pool_size,
+        max_overflow=0,
+        pool_timeout=POOL_TIMEOUT_S,
         pool_pre_ping=False,
         pool_recycle=1800,
         # Errors are logged; what a statement was given (keys, inputs) stays out of the log.

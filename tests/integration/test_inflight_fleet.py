@@ -1,0 +1,127 @@
+"""Many runs in flight in one worker process (``fleet worker --runs N``: Celery's thread pool) on
+real PostgreSQL and Redis: while its runs wait on their model they hold no connection (the
+process stays within ``FLEET_DATABASE_POOL_SIZE``), each conversation still runs one task at a
+time in order, the registry shows the runs in flight, and SIGTERM hands every run back."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from fleet.domain.values import TaskStatus
+from fleet.dispatch.registry import Registry
+from fleet.runtime import Runtime, redis_client
+from fleet.store import TaskFilter
+from tests.conftest import write_config
+from tests.support.fleet import Fleet, Proc, fleet_settings, wait_for
+
+pytestmark = [pytest.mark.fleet, pytest.mark.pg, pytest.mark.redis, pytest.mark.timeout(240)]
+
+CONVERSATIONS, RUNS, POOL = 40, 60, 4
+AGENTS = {"slow": '[model]\nprovider = "echo"\ndelay_ms = 2500\n'}
+DEPLOYMENTS = {"desk": 'agent = "slow"\n'}
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    return write_config(tmp_path / "config", AGENTS, DEPLOYMENTS)
+
+
+@pytest.fixture
+def shared_settings(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> dict[str, Any]:
+    return fleet_settings(
+        tmp_path, pg_url, redis_url, config, lease_ttl=3.0, sweep_interval=1.0, registry_ttl=3.0
+    )
+
+
+def _worker(fleet: Fleet, tmp_path: Path, name: str, **env: str) -> Proc:
+    argv = [sys.executable, "-m", "fleet.cli", "worker", "-c", "1", "--runs", str(RUNS)]
+    proc = Proc(
+        name,
+        [*argv, "--name", f"{name}@%h"],
+        {**fleet.env, "FLEET_DATABASE_POOL_SIZE": str(POOL), **env},
+        tmp_path / f"{name}.log",
+    )
+    fleet.procs.append(proc)
+    proc.wait_log(r"ready\.")
+    return proc
+
+
+def _connections(rt: Runtime) -> int:
+    """Connections to the test's database now, this test's own excepted."""
+    with rt.store.read() as conn:
+        return int(
+            conn.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            ).scalar_one()
+        )
+
+
+def _running(rt: Runtime) -> int:
+    return len(rt.store.list_tasks(TaskFilter(status=TaskStatus.RUNNING, limit=1000)))
+
+
+def test_one_process_holds_many_runs_in_order_within_its_connections(
+    rt: Runtime, fleet: Fleet, tmp_path: Path
+) -> None:
+    _worker(fleet, tmp_path, "many")
+    ids: list[tuple[uuid.UUID, uuid.UUID]] = []
+    for i in range(CONVERSATIONS):
+        first = rt.dispatcher.submit("desk", f"first {i}", key=f"c{i}").task
+        second = rt.dispatcher.submit("desk", f"second {i}", key=f"c{i}").task
+        ids.append((first.id, second.id))
+    peak = {"running": 0, "connections": 0}
+
+    def many_at_once() -> bool:
+        peak["running"] = max(peak["running"], _running(rt))
+        peak["connections"] = max(peak["connections"], _connections(rt))
+        return peak["running"] >= CONVERSATIONS * 3 // 4
+
+    wait_for(many_at_once, 60, interval=0.1, what="most conversations to run at once")
+    registry = Registry(redis_client(rt.settings))
+    (entry,) = wait_for(
+        lambda: [e for e in registry.read() if e.role == "worker" and e.runs_in_flight >= 20],
+        10,
+        what="the registry to show the runs in flight",
+    )
+    assert entry.runs_in_flight + entry.free_slots == RUNS
+    # the test's own store holds at most a few more connections beside the worker's pool
+    assert peak["connections"] <= POOL + rt.settings.database_pool_size
+
+    def done() -> bool:
+        peak["connections"] = max(peak["connections"], _connections(rt))
+        return all(rt.store.get_task(b).status.terminal for _, b in ids)
+
+    wait_for(done, 120, interval=0.2, what="every task to finish")
+    for a, b in ids:
+        (ra,), (rb,) = rt.store.runs_of(a), rt.store.runs_of(b)
+        assert rt.store.get_task(a).status == rt.store.get_task(b).status == TaskStatus.SUCCEEDED
+        assert ra.finished_at is not None and ra.finished_at <= rb.started_at, "overlap"
+
+
+def test_sigterm_hands_every_run_in_flight_back(rt: Runtime, fleet: Fleet, tmp_path: Path) -> None:
+    worker = _worker(fleet, tmp_path, "stopper", FLEET_SHUTDOWN_GRACE="10")
+    tasks = [rt.dispatcher.submit("desk", f"t{i}", key=f"s{i}").task for i in range(30)]
+    wait_for(lambda: _running(rt) >= 25, 60, interval=0.1, what="25 runs in flight")
+    worker.signal(signal.SIGTERM)
+    assert worker.popen.wait(60) == 0
+    handed = [rt.store.get_task(t.id) for t in tasks]
+    assert not [t for t in handed if t.status == TaskStatus.RUNNING], "a run was left running"
+    # every run that was in flight was handed back (or finished); another worker completes all
+    _worker(fleet, tmp_path, "after")
+    wait_for(
+        lambda: all(rt.store.get_task(t.id).status == TaskStatus.SUCCEEDED for t in tasks),
+        90,
+        interval=0.2,
+        what="every task to succeed on the next worker",
+    )
+    assert all(len(rt.store.runs_of(t.id)) <= 2 for t in tasks)
