@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from fleet.domain.values import TaskStatus
 from fleet.dispatch.registry import Registry
+from fleet.domain.values import TaskStatus
 from fleet.runtime import Runtime, redis_client
 from fleet.store import TaskFilter
 from tests.conftest import write_config
