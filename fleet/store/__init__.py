@@ -77,6 +77,4 @@ class Store(
     ) -> Store:
         """``pooler``: ``FLEET_DATABASE_POOLER``; ``pool_size``: ``FLEET_DATABASE_POOL_SIZE``, the
         most connections this process holds (``db.create``)."""
-        return cls(
-            db.create(url, readonly=readonly, pooler=pooler, pool_size=pool_size), redactor
-        )
+        return cls(db.create(url, readonly=readonly, pooler=pooler, pool_size=pool_size), redactor)
