@@ -141,6 +141,26 @@ class Membership:
             log.debug("could not remove this process's registry entry", exc_info=True)
 
 
+def newer_live(client: Any, *, every_s: float = 5.0) -> Callable[[], bool]:
+    """"Is a process of a release newer than this one registered?", asked of the registry at
+    most every ``every_s`` (an unreadable registry counts as no)."""
+    own = release.version_of(release.current())
+    seen = {"at": -every_s - 1.0, "newer": False}
+
+    def newer() -> bool:
+        now = time.monotonic()
+        if now - seen["at"] >= every_s:
+            try:
+                found = Registry(client).read()
+                seen["newer"] = any(release.version_of(e.release) > own for e in found)
+            except Exception:
+                seen["newer"] = False
+            seen["at"] = now
+        return bool(seen["newer"])
+
+    return newer
+
+
 def join(client: Any, role: str, *, ttl_s: float, load: Load = _idle) -> Membership:
     """Register this process (``client``: the fleet's Redis) and keep its entry renewed."""
     return Membership(Registry(client), role, ttl_s=ttl_s, load=load).start()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -121,9 +122,17 @@ def idempotency_key(name: str, tick: datetime) -> str:
 class Scheduler:
     """Fires due ticks through a dispatcher's admission."""
 
-    def __init__(self, dispatcher: Dispatcher) -> None:
+    def __init__(
+        self, dispatcher: Dispatcher, *, newer: Callable[[], bool] = lambda: False
+    ) -> None:
         self.d = dispatcher
         self.store = dispatcher.store
+        #: Is a process of a newer release live (the fleet's registry)? While one is, this
+        #: beat leaves alone what its release does not know (a schedule whose settings it
+        #: cannot read or whose deployment its config lacks, a file schedule its files lack):
+        #: the newer release's beat fires it, instead of this one refusing or deleting it.
+        self.newer = newer
+        self._left: set[uuid.UUID] = set()
 
     def sync(self) -> int:
         """Bring the rows of ``config/schedules`` in line with the files; how many there are."""
@@ -142,6 +151,9 @@ class Scheduler:
                 now=now,
             )
             kept.append(row.id)
+        if self.newer():  # a newer release's files may hold schedules these do not
+            log.info("schedules: a newer release runs; its file schedules are kept")
+            return len(kept)
         dropped = self.store.drop_file_schedules(kept)
         if dropped:
             log.info("schedules: %d whose file is gone deleted", dropped)
@@ -167,8 +179,14 @@ class Scheduler:
         try:
             spec = ScheduleSpec.model_validate(found.spec)
         except ValidationError as exc:  # written by another version of fleet, say
+            if self._leave(found, "its settings are not valid in this release"):
+                return 0
             log.warning("schedule %s: settings not valid here, it stops: %s", found.name, exc)
             self.store.set_next_tick(found.id, None, self.d.clock())
+            return 0
+        if spec.deployment not in self.d.config.deployments and self._leave(
+            found, f"this config has no deployment {spec.deployment!r}"
+        ):
             return 0
         fired = 0
         rec: rules.Record | None = found
@@ -236,6 +254,15 @@ class Scheduler:
         if self.store.settle_tick(rec.id, tick, adm.task.id, self.d.clock()):
             log.info("schedule %s: tick %s fired task %s", rec.name, text, adm.task.id)
         return 0 if adm.duplicate else 1
+
+    def _leave(self, found: rules.Record, why: str) -> bool:
+        """Leave ``found`` to a newer release's beat, if one runs (said once per schedule)."""
+        if not self.newer():
+            return False
+        if found.id not in self._left:
+            self._left.add(found.id)
+            log.info("schedule %s: left to a newer release's beat (%s)", found.name, why)
+        return True
 
     def _unfinished(self, task_id: uuid.UUID | None) -> bool:
         if task_id is None:

@@ -90,6 +90,7 @@ class Sweeper:
 def main(level: int = logging.INFO, *, parent_pid: int | None = None) -> None:
     """Build the runtime (fails fast on bad config or schema), then sweep until SIGTERM/SIGINT;
     the schedule loop (``fleet.dispatch.schedules``) fires due ticks on a thread beside."""
+    from fleet.dispatch.registry import newer_live
     from fleet.dispatch.schedules import Scheduler
     from fleet.runtime import build, redis_client
 
@@ -104,7 +105,7 @@ def main(level: int = logging.INFO, *, parent_pid: int | None = None) -> None:
 
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     logging.getLogger("fleet.dispatch.schedules").setLevel(log.level)
-    schedules = Scheduler(rt.dispatcher)
+    schedules = Scheduler(rt.dispatcher, newer=newer_live(client))
     schedules.start(stop)
     try:
         Sweeper(rt.dispatcher, client, rt.settings.sweep_interval).run(stop, parent_pid=parent_pid)

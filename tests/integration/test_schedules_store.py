@@ -237,3 +237,52 @@ def test_a_row_this_version_cannot_read_stops_instead_of_spinning(
     row = rt.store.schedule_by_id(made.id)
     assert row is not None and row.next_tick is None
     assert 0 < beat.wait_s() <= 0.5
+
+
+def test_beside_a_newer_release_a_beat_leaves_what_it_does_not_know(
+    tmp_path: Path, db_url: str, clock: Clock
+) -> None:
+    """While a newer release's process runs, a beat claims no tick of a schedule whose
+    deployment its config lacks or whose settings it cannot read (the newer beat fires them),
+    and its start deletes no file schedule its own files lack."""
+    config = _config(
+        tmp_path / "config",
+        {"pulse": 'deployment = "chat"\nevery = "10s"\ninput = "x"\noverlap = "queue"\n'},
+    )
+    rt = _runtime(tmp_path, db_url, config, clock)
+    try:
+        Scheduler(rt.dispatcher).sync()
+        rt.store.create_schedule(
+            tenant="default",
+            scope="api",
+            name="future",
+            source="api",
+            caller=None,
+            spec={"deployment": "chat", "every": 10.0, "input": "y", "jitter": "2s"},
+            next_tick=START + timedelta(seconds=10),
+            now=START,
+        )
+        newer = {"live": True}
+        old = Scheduler(rt.dispatcher, newer=lambda: newer["live"])
+        rt.dispatcher.config = rt.config.model_copy(  # this beat's config lacks the deployment
+            update={"deployments": {k: v for k, v in rt.config.deployments.items() if k != "chat"}}
+        )
+        clock.turn(10)
+        assert old.run_pass() == 0
+        for name in ("pulse", "future"):
+            row = rt.store.schedule("default", "api", name)
+            assert row is not None and row.last_tick is None and row.note is None, name
+            assert row.next_tick is not None, f"{name} was stopped"
+        # its start with files that lack "pulse" keeps it while the newer release runs
+        rt.dispatcher.config = rt.config.model_copy(update={"schedules": {}})
+        old.sync()
+        assert {r.name for r in rt.store.list_schedules()} == {"pulse", "future"}
+        # alone again (the newer release gone), it acts as before: deletes, refuses, stops
+        newer["live"] = False
+        old.sync()
+        assert {r.name for r in rt.store.list_schedules()} == {"future"}
+        old.run_pass()
+        row = rt.store.schedule("default", "api", "future")
+        assert row is not None and row.next_tick is None
+    finally:
+        rt.close()
