@@ -161,15 +161,30 @@ def test_migrate_job_is_a_pre_install_and_pre_upgrade_hook(render: Any) -> None:
     assert job["spec"]["template"]["spec"]["containers"][0]["command"] == ["fleet", "migrate"]
 
 
-def test_worker_grace_period_comes_from_values(render: Any) -> None:
-    default = yaml.safe_load((CHART / "values.yaml").read_text())["worker"]
-    assert default["terminationGracePeriodSeconds"] >= 120
+def test_worker_grace_period_follows_the_shutdown_grace(render: Any) -> None:
+    """Unset, a worker pod gets the shutdown grace plus 30 s (its runs hand back at their step
+    boundary within the grace, then settle and exit); set, the value given. A rolling update
+    starts new worker pods before it stops old ones, and the pods name their build."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["worker"]["terminationGracePeriodSeconds"] is None
+    grace = values["settings"]["shutdownGrace"]
     for sets, expected in [
-        ("", default["terminationGracePeriodSeconds"]),
+        ("", grace + 30),
+        ("settings.shutdownGrace=100", 130),
         ("worker.terminationGracePeriodSeconds=900", 900),
     ]:
         worker = _component(render(sets), "Deployment", "worker")
         assert worker["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == expected
+    worker = _component(render(""), "Deployment", "worker")
+    assert worker["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    env = {
+        e["name"]: e.get("value")
+        for e in worker["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["FLEET_SHUTDOWN_GRACE"] == str(grace)
+    assert env["FLEET_BUILD"] == yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    command = worker["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[command.index("--runs") + 1] == str(values["worker"]["runs"])
 
 
 @pytest.mark.parametrize("sets", [*VALUES.values()], ids=[*VALUES.keys()])
@@ -410,7 +425,8 @@ def _walk(values: Any, schema: dict[str, Any], defs: dict[str, Any], path: str) 
         if node.get("additionalProperties") is not False:
             yield f"{path or '/'}: accepts unknown keys"
         optional = node is defs["resources"]  # requests, limits: each may be left out
-        if not optional and set(node.get("required", ())) != set(values) - {"global"}:
+        unset = {k for k, v in values.items() if v is None}  # null: "derived unless given"
+        if not optional and set(node.get("required", ())) != set(values) - {"global"} - unset:
             yield f"{path or '/'}: required lists {sorted(node.get('required', ()))}"
         for key, value in values.items():
             if key not in node["properties"]:

@@ -107,6 +107,10 @@ key: {{ $key }}
   value: {{ .Values.settings.maxAttempts | quote }}
 - name: FLEET_DRAIN_BUDGET
   value: {{ .Values.settings.drainBudget | quote }}
+- name: FLEET_SHUTDOWN_GRACE
+  value: {{ .Values.settings.shutdownGrace | quote }}
+- name: FLEET_BUILD
+  value: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
 - name: FLEET_LOG_LEVEL
   value: {{ .Values.settings.logLevel | quote }}
 - name: FLEET_LOG_FORMAT
