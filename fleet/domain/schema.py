@@ -18,8 +18,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["expand", "contract"]
-KINDS: tuple[Kind, ...] = ("expand", "contract")
+Kind = Literal["expand", "contract", "baseline"]
+#: ``baseline``: a revision from before 0.2.0, which says neither. Every release that runs beside
+#: another (0.2.0 on) has them all, so ``fleet migrate`` applies them without ``--contract``; a
+#: process older than one of them would not run beside it (no such release registers).
+KINDS: tuple[Kind, ...] = ("expand", "contract", "baseline")
 
 #: What a verdict says: run, migrate first (the database is behind), or refuse (contracted
 #: past this release, or a history this release cannot read).
@@ -91,11 +94,11 @@ def plan(pending: Sequence[tuple[str, str]], *, contract: bool, fresh: bool = Fa
     if fresh:
         return Plan(pending[-1][0] if pending else None)
     if contract:
-        contracts = tuple(r for r, k in pending if k != "expand")
+        contracts = tuple(r for r, k in pending if k == "contract")
         return Plan(pending[-1][0] if pending else None, (), contracts)
     target: str | None = None
     for i, (rev, kind) in enumerate(pending):
-        if kind != "expand":
+        if kind == "contract":
             return Plan(target, tuple(r for r, _ in pending[i:]))
         target = rev
     return Plan(target)

@@ -3,7 +3,8 @@ each applied revision with its kind, tell the current revision, check for drift.
 
 A migration script says what it is with a module attribute, ``fleet_kind = "expand"`` (it only
 adds) or ``"contract"`` (it removes or renames what an older release needs); the scripts before
-0.2.0 say nothing and count as ``contract`` (no release before 0.2.0 runs beside another).
+0.2.0 say nothing: ``baseline`` (applied by a plain ``fleet migrate``; no release before 0.2.0
+runs beside another).
 """
 
 from __future__ import annotations
@@ -66,10 +67,11 @@ def _script() -> ScriptDirectory:
 
 
 def kinds() -> list[tuple[str, str]]:
-    """Every revision, oldest first, with its kind (``fleet_kind``; none said: ``contract``)."""
+    """Every revision, oldest first, with its kind (``fleet_kind``; none said: ``baseline``, a
+    revision from before 0.2.0)."""
     found = []
     for script in _script().walk_revisions("base", "heads"):
-        kind = getattr(script.module, "fleet_kind", "contract")
+        kind = getattr(script.module, "fleet_kind", "baseline")
         found.append((script.revision, kind if kind in rules.KINDS else "contract"))
     return sorted(found, key=lambda rk: rules.seq(rk[0]))
 

@@ -793,6 +793,15 @@ class Probes:
             self.bravo_figures(route, r.json())
         self.leaks.status(route, self.bravo(route, "GET", "/v1/tenants/bravo"), 403)
 
+    def list_workers(self, route: str) -> None:
+        """The fleet's processes are no tenant's: an operator sees them, and nothing of alpha."""
+        r = self.ops(route, "GET", "/v1/workers")
+        if self.leaks.status(route, r, 200) and "alpha" in r.text:
+            self.leaks.add(
+                route, f"GET /v1/workers shows alpha's data to bravo's operator: {r.text}"
+            )
+        self.leaks.status(route, self.bravo(route, "GET", "/v1/workers"), 403)
+
     # -- schedules --------------------------------------------------------------------------------
 
     def list_schedules(self, route: str) -> None:
@@ -1190,6 +1199,7 @@ HTTP: dict[str, Callable[[Probes, str], None]] = {
     "ListConversationMessages": Probes.list_conversation_messages,
     "ListConversations": Probes.list_conversations,
     "ListTenants": Probes.list_tenants,
+    "ListWorkers": Probes.list_workers,
     "GetTenant": Probes.get_tenant,
     "GetConversation": Probes.get_conversation,
     "ListSchedules": Probes.list_schedules,

@@ -54,6 +54,9 @@ def test_verdict(
         ([("0021", E), ("0022", C), ("0023", E)], True, False, "0023", (), ("0022",)),
         # an empty database gets every step: no process can need what it never held
         ([("0001", C), ("0020", E)], False, True, "0020", (), ()),
+        # steps from before 0.2.0 (baseline) are applied without --contract
+        ([("0015", "baseline"), ("0020", E)], False, False, "0020", (), ()),
+        ([("0015", "baseline"), ("0020", E), ("0021", C)], True, False, "0021", (), ("0021",)),
     ],
 )
 def test_plan(
