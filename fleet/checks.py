@@ -22,7 +22,7 @@ class CheckResult(NamedTuple):
 
 def run_checks(*, connect: bool = False) -> list[CheckResult]:
     """Every check; ``connect`` also starts or reaches each MCP server and lists its tools."""
-    from fleet.config import Settings, load_config, load_settings
+    from fleet.config import Settings, load_config, load_settings, secrets
 
     results: list[CheckResult] = []
     try:
@@ -49,6 +49,7 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
                     f"({', '.join(sorted(config.deployments))})",
                 )
             )
+        results.extend(CheckResult("triggers", "warn", w.message) for w in secrets.awaited(config))
         if any(a.model.provider == "openai" for a in config.agents.values()) and not (
             settings.openai_api_key
         ):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_config
-from tests.e2e.test_cli import Cli, Result
+from tests.e2e.test_cli import SHIPPED_CONFIG, Cli, Result
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -82,18 +82,10 @@ REPLY = (
 )
 
 
-def test_unset_secrets_fail_check_alike_naming_file_key_and_variable(
+def test_an_unset_reply_header_fails_check_naming_file_key_and_variable(
     cli: Cli, tmp_path: Path
 ) -> None:
-    """A trigger's signing secret and a [reply] header: both exit 2 naming what to set."""
-    trigger = _config(tmp_path / "t", {"triggers/github.toml": TRIGGER})
-    r = cli("check", FLEET_CONFIG_DIR=str(trigger))
-    assert r.code == 2, r
-    assert _failures(r) == [
-        f"FAIL  config: {trigger / 'triggers' / 'github.toml'}: signature.secret_env: "
-        "environment variable FLEET_TEST_SIGNING_SECRET is not set (it holds the secret its "
-        "sender signs with; until it is set the trigger answers 503)"
-    ]
+    """A [reply] header's variable: exit 2 naming what to set (a reply would be lost)."""
     reply = _config(tmp_path / "r", {"deployments/support.toml": REPLY})
     r = cli("check", FLEET_CONFIG_DIR=str(reply))
     assert r.code == 2, r
@@ -102,6 +94,29 @@ def test_unset_secrets_fail_check_alike_naming_file_key_and_variable(
         "environment variable FLEET_TEST_REPLY_TOKEN is not set (it holds the header's value)"
     ]
     assert not cli.home.exists()
+
+
+def test_an_unset_signing_secret_is_a_warning_naming_what_to_set(cli: Cli, tmp_path: Path) -> None:
+    """A trigger whose secret is unset accepts nothing (503) until it is set: check passes and
+    says what to set."""
+    trigger = _config(tmp_path / "t", {"triggers/github.toml": TRIGGER})
+    r = cli("check", FLEET_CONFIG_DIR=str(trigger))
+    assert (r.code, _failures(r)) == (0, []), r
+    assert (
+        f"warn  triggers: {trigger / 'triggers' / 'github.toml'}: signature.secret_env: "
+        "environment variable FLEET_TEST_SIGNING_SECRET is not set: set it to the secret its "
+        "sender signs with; until then the trigger answers 503 and accepts nothing"
+    ) in r.out.splitlines()
+    assert not cli.home.exists()
+
+
+def test_the_shipped_config_passes_check_in_a_clean_environment(cli: Cli) -> None:
+    """A fresh clone's `fleet check` (no FLEET_* variable set) exits 0 and names what to set
+    for the example trigger to accept deliveries."""
+    r = cli("check", FLEET_CONFIG_DIR=str(SHIPPED_CONFIG))
+    assert (r.code, _failures(r)) == (0, []), r
+    warned = [line for line in r.out.splitlines() if line.startswith("warn  triggers:")]
+    assert len(warned) == 1 and "FLEET_GITHUB_WEBHOOK_SECRET is not set: set it" in warned[0]
 
 
 @pytest.mark.parametrize(
