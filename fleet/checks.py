@@ -22,7 +22,7 @@ class CheckResult(NamedTuple):
 
 def run_checks(*, connect: bool = False) -> list[CheckResult]:
     """Every check; ``connect`` also starts or reaches each MCP server and lists its tools."""
-    from fleet.config import Settings, load_config, load_settings, secrets
+    from fleet.config import Settings, load_config, load_settings, secrets, short_ui_secret
 
     results: list[CheckResult] = []
     try:
@@ -31,6 +31,8 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
         return [CheckResult("settings", "fail", exc.message)]
     mode = "embedded (no FLEET_REDIS_URL)" if settings.embedded else "fleet (Celery on Redis)"
     results.append(CheckResult("settings", "ok", f"mode: {mode}"))
+    if (short := short_ui_secret(settings)) is not None:
+        results.append(CheckResult("settings", "fail", short.message))
     try:
         config = load_config(settings.config_dir)
         if config.callers:  # the keys as `fleet serve` will read them (set, and one per caller)

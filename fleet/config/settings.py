@@ -22,7 +22,7 @@ from fleet.config.base import (
     _at_least,
     _reason,
 )
-from fleet.constants import DEFAULT_MAX_DELEGATION_DEPTH, FAIR_HOLD_S
+from fleet.constants import DEFAULT_MAX_DELEGATION_DEPTH, FAIR_HOLD_S, MIN_UI_SECRET_BYTES
 from fleet.errors import ConfigError
 
 
@@ -142,8 +142,9 @@ class Settings(BaseSettings):
         Duration,
         _at_least(1.0, "must be at least 1s (each quiet stream writes once per interval)"),
     ] = 15.0
-    #: Signs the operator UI's session cookies; unset: a random one per process (sessions end
-    #: when it restarts; set it when several API processes serve the UI).
+    #: Signs the operator UI's session cookies, at least 32 bytes (``openssl rand -hex 32``);
+    #: unset: a random one per process (sessions end when it restarts; set it when several API
+    #: processes serve the UI).
     ui_secret: SecretStr | None = None
 
     @model_validator(mode="after")
@@ -179,6 +180,21 @@ class Settings(BaseSettings):
         if self.redis_url:
             values.append(unquote(urlsplit(self.redis_url).password or ""))
         return tuple(v for v in values if v)
+
+
+def short_ui_secret(settings: Settings) -> ConfigError | None:
+    """``FLEET_UI_SECRET`` when it is set but too short to sign sessions safely (the value is
+    never shown): ``fleet check`` refuses it, a start warns (for one release, so upgraded
+    processes still start)."""
+    secret = settings.ui_secret
+    if secret is None or len(secret.get_secret_value().encode()) >= MIN_UI_SECRET_BYTES:
+        return None
+    return ConfigError(
+        "environment",
+        "FLEET_UI_SECRET",
+        f"holds fewer than {MIN_UI_SECRET_BYTES} bytes; give a longer secret, e.g. `openssl "
+        "rand -hex 32` (a shorter one could be guessed, and operator UI sessions forged with it)",
+    )
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -150,3 +150,20 @@ def test_a_secret_too_short_to_redact_fails_check_and_start_alike(
     cli.env[var] = "whsec_long_enough"
     r = cli("check")
     assert (r.code, _failures(r)) == (0, []), r
+
+
+def test_a_short_ui_secret_fails_check_as_other_short_secrets_do(cli: Cli, tmp_path: Path) -> None:
+    """FLEET_UI_SECRET signs operator UI sessions: fewer than 32 bytes exit 2 (a start only
+    warns, for one release); the value is never shown."""
+    config = _config(tmp_path / "config", {})
+    cli.env["FLEET_CONFIG_DIR"] = str(config)
+    r = cli("check", FLEET_UI_SECRET="short-ui-secret")
+    assert r.code == 2, r
+    assert _failures(r) == [
+        "FAIL  settings: environment: FLEET_UI_SECRET: holds fewer than 32 bytes; give a longer "
+        "secret, e.g. `openssl rand -hex 32` (a shorter one could be guessed, and operator UI "
+        "sessions forged with it)"
+    ]
+    assert "short-ui-secret" not in r.out + r.err
+    r = cli("check", FLEET_UI_SECRET="s" * 32)
+    assert (r.code, _failures(r)) == (0, []), r
