@@ -160,8 +160,9 @@ def _schedules(config: FleetConfig) -> list[CheckResult]:
 
 def _tenants(config: FleetConfig) -> list[CheckResult]:
     """Who is which tenant, with its weight and quotas; a warning for each caller that shares
-    the ``api`` scope (it reads every other such caller's conversations) and for each tenant
-    file that no caller or trigger belongs to."""
+    the ``api`` scope (it reads every other such caller's conversations), for each caller or
+    trigger naming a tenant without a file while others have one, and for each tenant file that
+    no caller or trigger belongs to."""
     used = {config.tenant_of_caller(c) for c in config.callers}
     used |= {config.tenant_of_trigger(t) for t in config.triggers}
     shown = []
@@ -181,6 +182,7 @@ def _tenants(config: FleetConfig) -> list[CheckResult]:
                     "and continues every other shared caller's conversations",
                 )
             )
+    out += _tenants_without_files(config)
     for name in sorted(set(config.tenants) - used - {"default"}):
         out.append(
             CheckResult(
@@ -191,6 +193,27 @@ def _tenants(config: FleetConfig) -> list[CheckResult]:
             )
         )
     return out
+
+
+def _tenants_without_files(config: FleetConfig) -> list[CheckResult]:
+    """A warning for each caller or trigger whose ``tenant =`` names a tenant without a file
+    while other tenants have one: a typo (``acmee``) would make an unthrottled tenant."""
+    if not config.tenants:
+        return []
+    named = [("callers", n, c.tenant) for n, c in sorted(config.callers.items())]
+    named += [("triggers", n, t.tenant) for n, t in sorted(config.triggers.items())]
+    have = ", ".join(sorted(config.tenants))
+    return [
+        CheckResult(
+            "tenants",
+            "warn",
+            f"{config.root / section / (name + '.toml')}: tenant: tenant {tenant!r} has no file "
+            f"in {config.root / 'tenants'} (tenants with files: {have}): it gets weight 1 and "
+            f"no quotas or budget; fix the name, or add tenants/{tenant}.toml",
+        )
+        for section, name, tenant in named
+        if tenant is not None and tenant not in config.tenants
+    ]
 
 
 def _recall(config: object, settings: object) -> list[CheckResult]:

@@ -167,3 +167,38 @@ def test_a_short_ui_secret_fails_check_as_other_short_secrets_do(cli: Cli, tmp_p
     assert "short-ui-secret" not in r.out + r.err
     r = cli("check", FLEET_UI_SECRET="s" * 32)
     assert (r.code, _failures(r)) == (0, []), r
+
+
+def test_a_caller_naming_a_tenant_without_a_file_is_warned_naming_the_ones_that_exist(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """``tenant = "acmee"`` (a typo) while acme and globex have files would make an
+    unthrottled tenant: check warns naming the file and the tenants that exist, and passes."""
+    files = {
+        "tenants/acme.toml": "max_running = 2\n",
+        "tenants/globex.toml": "weight = 2\n",
+        "callers/acme-app.toml": 'source = "api"\ntenant = "acmee"\nkey_sha256 = "'
+        + "a" * 64
+        + '"\n',
+        "callers/globex-app.toml": 'source = "api"\ntenant = "globex"\nkey_sha256 = "'
+        + "b" * 64
+        + '"\n',
+        "triggers/hooks.toml": 'deployment = "support"\ntenant = "glob"\npublic = true\n',
+    }
+    config = _config(tmp_path / "config", files)
+    r = cli("check", FLEET_CONFIG_DIR=str(config))
+    assert (r.code, _failures(r)) == (0, []), r
+    warned = [line for line in r.out.splitlines() if "has no file" in line]
+    assert warned == [
+        f"warn  tenants: {config / 'callers' / 'acme-app.toml'}: tenant: tenant 'acmee' has no "
+        f"file in {config / 'tenants'} (tenants with files: acme, globex): it gets weight 1 and "
+        "no quotas or budget; fix the name, or add tenants/acmee.toml",
+        f"warn  tenants: {config / 'triggers' / 'hooks.toml'}: tenant: tenant 'glob' has no "
+        f"file in {config / 'tenants'} (tenants with files: acme, globex): it gets weight 1 and "
+        "no quotas or budget; fix the name, or add tenants/glob.toml",
+    ]
+    # with no tenant files at all, a tenant without one is the normal case: no warning
+    for name in ("acme", "globex"):
+        (config / "tenants" / f"{name}.toml").unlink()
+    r = cli("check", FLEET_CONFIG_DIR=str(config))
+    assert r.code == 0 and "has no file" not in r.out, r
