@@ -28,7 +28,7 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
     try:
         settings: Settings = load_settings()
     except FleetError as exc:
-        return [CheckResult("settings", "fail", exc.message)]
+        return [CheckResult("settings", "fail", line) for line in _each(exc)]
     mode = "embedded (no FLEET_REDIS_URL)" if settings.embedded else "fleet (Celery on Redis)"
     results.append(CheckResult("settings", "ok", f"mode: {mode}"))
     if (short := short_ui_secret(settings)) is not None:
@@ -65,15 +65,22 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
         results.extend(_tenants(config))
         results.extend(_schedules(config))
         results.extend(_model_traffic(config))
-        results.append(_tools(config))
+        results.extend(_tools(config))
         results.extend(_mcp(config, connect=connect))
         results.extend(_recall(config, settings))
     except FleetError as exc:
-        results.append(CheckResult("config", "fail", exc.message))
+        results.extend(CheckResult("config", "fail", line) for line in _each(exc))
     results.append(_database(settings))
     if not settings.embedded:
         results.append(_redis(settings))
     return results
+
+
+def _each(exc: FleetError) -> list[str]:
+    """Each error ``exc`` reports (every one a config load found), one line each."""
+    if isinstance(exc, ConfigError):
+        return [e.message for e in exc.every]
+    return [exc.message]
 
 
 def _refusals(config: FleetConfig) -> list[ConfigError]:
@@ -264,21 +271,25 @@ def _vector_search(settings: object) -> str:
         engine.dispose()
 
 
-def _tools(config: object) -> CheckResult:
-    """Import every agent's Python tools and build their schemas, as a worker will."""
+def _tools(config: object) -> list[CheckResult]:
+    """Import every agent's Python tools and build their schemas, as a worker will; a failure
+    for each agent whose tools do not."""
     from fleet.agents.tools import ToolLoadError, toolbox
     from fleet.config import FleetConfig
 
     assert isinstance(config, FleetConfig)
     count = 0
+    failed = []
     for name, agent in sorted(config.agents.items()):
         try:
             count += len(toolbox.build(agent, config.root).static)
         except ToolLoadError as exc:
             where = config.root / "agents" / f"{name}.toml"
             # a config error: `fleet check` exits 2 naming the agent file and the tool
-            return CheckResult("config", "fail", f"{where}: {exc}")
-    return CheckResult("tools", "ok", f"{count} tools of {len(config.agents)} agents import")
+            failed.append(CheckResult("config", "fail", f"{where}: {exc}"))
+    if failed:
+        return failed
+    return [CheckResult("tools", "ok", f"{count} tools of {len(config.agents)} agents import")]
 
 
 def _database(settings: object) -> CheckResult:

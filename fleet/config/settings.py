@@ -23,7 +23,7 @@ from fleet.config.base import (
     _reason,
 )
 from fleet.constants import DEFAULT_MAX_DELEGATION_DEPTH, FAIR_HOLD_S, MIN_UI_SECRET_BYTES
-from fleet.errors import ConfigError
+from fleet.errors import ConfigError, raise_all
 
 
 def host_ports(value: str | None) -> tuple[tuple[str, int], ...]:
@@ -198,10 +198,14 @@ def short_ui_secret(settings: Settings) -> ConfigError | None:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Read settings from the environment; a bad value raises ConfigError naming the variable."""
+    """Read settings from the environment; bad values raise ConfigError naming each variable
+    (``ConfigErrors`` when several are bad)."""
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        name = "FLEET_" + str(err["loc"][0]).upper() if err["loc"] else "FLEET_*"
-        raise ConfigError("environment", name, _reason(err)) from None
+        found: dict[str, ConfigError] = {}  # every variable once (a union's members repeat it)
+        for err in exc.errors():
+            name = "FLEET_" + str(err["loc"][0]).upper() if err["loc"] else "FLEET_*"
+            found.setdefault(name, ConfigError("environment", name, _reason(err)))
+        raise_all(list(found.values()))
+        raise  # (pydantic reports at least one error)

@@ -202,3 +202,65 @@ def test_a_caller_naming_a_tenant_without_a_file_is_warned_naming_the_ones_that_
         (config / "tenants" / f"{name}.toml").unlink()
     r = cli("check", FLEET_CONFIG_DIR=str(config))
     assert r.code == 0 and "has no file" not in r.out, r
+
+
+def test_every_error_of_every_file_is_reported_by_check_and_by_a_start(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """A tenant file with three bad keys and two broken schedules: five lines, in one run of
+    `fleet check` (exit 2) and of a refused start, which creates nothing."""
+    config = _config(
+        tmp_path / "config",
+        {
+            "tenants/acme.toml": 'weight = 0\nmax_running = "2"\nquota = 5\n',
+            "schedules/a.toml": 'deployment = "support"\ninput = "x"\ncron = "0 8 * * 1-8"\n',
+            "schedules/b.toml": 'deployment = "support"\ninput = "x"\nevery = "0.5s"\n',
+        },
+    )
+    cli.env["FLEET_CONFIG_DIR"] = str(config)
+    checked = cli("check")
+    assert checked.code == 2, checked
+    failed = [line.removeprefix("FAIL  config: ") for line in _failures(checked)]
+    expected = [
+        (config / "tenants" / "acme.toml", "weight"),
+        (config / "tenants" / "acme.toml", "max_running"),
+        (config / "tenants" / "acme.toml", "quota"),
+        (config / "schedules" / "a.toml", "cron"),
+        (config / "schedules" / "b.toml", "every"),
+    ]
+    assert [line.split(": ")[:2] for line in failed] == [[str(f), k] for f, k in expected]
+    started = cli("run", "support", "hi")
+    assert started.code == 2, started
+    assert "Traceback" not in started.err
+    assert started.err.splitlines() == [f"fleet: {line}" for line in failed]
+    assert not cli.home.exists(), "a refused start must create nothing"
+
+
+def test_every_refusal_of_a_start_is_reported_at_once(cli: Cli, tmp_path: Path) -> None:
+    """An authorize policy that does not import and two secrets too short to redact: check and
+    a start both name all three."""
+    config = _config(
+        tmp_path / "config",
+        {
+            "fleet.toml": 'authorize = "nosuch:fn"\n',
+            "triggers/github.toml": TRIGGER,
+            "deployments/support.toml": REPLY,
+        },
+    )
+    cli.env.update(
+        FLEET_CONFIG_DIR=str(config),
+        FLEET_TEST_SIGNING_SECRET="whsec",
+        FLEET_TEST_REPLY_TOKEN="tok",
+    )
+    checked = cli("check")
+    assert checked.code == 2, checked
+    lines = [line.removeprefix("FAIL  config: ") for line in _failures(checked)]
+    assert [line.split(": ")[1] for line in lines] == [
+        "authorize",
+        "signature.secret_env",
+        "reply.headers.Authorization",
+    ]
+    started = cli("serve", "--port", "1")
+    assert started.code == 2, started
+    assert started.err.splitlines() == [f"fleet: {line}" for line in lines]
+    assert not cli.home.exists()
