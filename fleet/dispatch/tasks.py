@@ -10,7 +10,7 @@ import signal
 import threading
 import uuid
 from collections.abc import Callable
-from typing import Any, ParamSpec
+from typing import Any, ParamSpec, TypeVar
 
 from celery.signals import worker_process_init, worker_process_shutdown, worker_shutting_down
 
@@ -25,6 +25,7 @@ from fleet.store import db
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
+R = TypeVar("R")
 #: How long a pool process, on its way out, waits for the worker to read its last result.
 #: billiard waits up to 30 s; a task handed over in the first milliseconds of a warm shutdown
 #: (a ``fleet.turn`` token, say) finishes after the worker stopped reading, so it waited them
@@ -109,13 +110,13 @@ def _close(**_: Any) -> None:
         _process["rt"].close()
 
 
-def _outage_logged(task: Callable[P, int]) -> Callable[P, int]:
-    """A wake-up task that meets a database or Redis it cannot use logs one line saying why
-    (``db.describe``: a pooler's mode names ``FLEET_DATABASE_POOLER``), not a traceback: the
-    message is only a hint, and the sweep sends the wake-up again."""
+def _outage_logged(task: Callable[P, R]) -> Callable[P, R | None]:
+    """A task that meets a database or Redis it cannot use logs one line saying why
+    (``db.describe``: a pooler's mode names ``FLEET_DATABASE_POOLER``), not a traceback: its
+    message is only a wake-up, and the sweep sends it again."""
 
     @functools.wraps(task)
-    def logged(*args: P.args, **kwargs: P.kwargs) -> int:
+    def logged(*args: P.args, **kwargs: P.kwargs) -> R | None:
         try:
             return task(*args, **kwargs)
         except Unavailable as exc:
@@ -124,7 +125,7 @@ def _outage_logged(task: Callable[P, int]) -> Callable[P, int]:
             if not db.is_outage(exc):
                 raise
             log.warning("%s skipped: %s: %s", task.__name__, type(exc).__name__, db.describe(exc))
-        return 0
+        return None
 
     return logged
 
@@ -184,6 +185,7 @@ def memorize(conversation_id: str) -> dict[str, int]:
 
 
 @app.task(name="fleet.deliver", ignore_result=True)  # type: ignore[untyped-decorator]
+@_outage_logged
 def deliver(delivery_id: str) -> None:
     """One attempt of a reply delivery; a retry is sent again after its backoff (the sweeper
     starts one whose message was lost)."""

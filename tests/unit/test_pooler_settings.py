@@ -124,8 +124,8 @@ def test_a_bind_message_mismatch_is_unavailable_naming_the_setting() -> None:
 def test_a_wake_up_task_that_meets_a_pooler_mistake_logs_one_line_naming_the_setting(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A worker's fleet.turn or fleet.drain: one warning naming FLEET_DATABASE_POOLER, no
-    traceback (the sweep sends the wake-up again)."""
+    """A worker's fleet.turn, fleet.drain or fleet.deliver: one warning naming
+    FLEET_DATABASE_POOLER, no traceback (the sweep sends the message again)."""
     from fleet.dispatch import tasks
 
     for raised in (
@@ -139,9 +139,10 @@ def test_a_wake_up_task_that_meets_a_pooler_mistake_logs_one_line_naming_the_set
         monkeypatch.setattr(tasks, "runtime", broken)
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="fleet.dispatch.tasks"):
-            assert tasks.turn.run() == 0
-            assert tasks.drain.run("00000000-0000-0000-0000-000000000001") == 0
-        assert [r.levelname for r in caplog.records] == ["WARNING", "WARNING"]
+            assert tasks.turn.run() is None
+            assert tasks.drain.run("00000000-0000-0000-0000-000000000001") is None
+            assert tasks.deliver.run("00000000-0000-0000-0000-000000000002") is None
+        assert [r.levelname for r in caplog.records] == ["WARNING"] * 3
         assert all(r.exc_info is None for r in caplog.records)
         assert all("FLEET_DATABASE_POOLER=transaction" in r.getMessage() for r in caplog.records)
     monkeypatch.setattr(tasks, "runtime", lambda: (_ for _ in ()).throw(KeyError("bug")))
