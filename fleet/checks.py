@@ -22,15 +22,17 @@ class CheckResult(NamedTuple):
 
 def run_checks(*, connect: bool = False) -> list[CheckResult]:
     """Every check; ``connect`` also starts or reaches each MCP server and lists its tools."""
-    from fleet.config import Settings, load_config, load_settings
+    from fleet.config import Settings, load_config, load_settings, secrets, short_ui_secret
 
     results: list[CheckResult] = []
     try:
         settings: Settings = load_settings()
     except FleetError as exc:
-        return [CheckResult("settings", "fail", exc.message)]
+        return [CheckResult("settings", "fail", line) for line in _each(exc)]
     mode = "embedded (no FLEET_REDIS_URL)" if settings.embedded else "fleet (Celery on Redis)"
     results.append(CheckResult("settings", "ok", f"mode: {mode}"))
+    if (short := short_ui_secret(settings)) is not None:
+        results.append(CheckResult("settings", "fail", short.message))
     try:
         config = load_config(settings.config_dir)
         if config.callers:  # the keys as `fleet serve` will read them (set, and one per caller)
@@ -49,6 +51,7 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
                     f"({', '.join(sorted(config.deployments))})",
                 )
             )
+        results.extend(CheckResult("triggers", "warn", w.message) for w in secrets.awaited(config))
         if any(a.model.provider == "openai" for a in config.agents.values()) and not (
             settings.openai_api_key
         ):
@@ -62,15 +65,22 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
         results.extend(_tenants(config))
         results.extend(_schedules(config))
         results.extend(_model_traffic(config))
-        results.append(_tools(config))
+        results.extend(_tools(config))
         results.extend(_mcp(config, connect=connect))
         results.extend(_recall(config, settings))
     except FleetError as exc:
-        results.append(CheckResult("config", "fail", exc.message))
+        results.extend(CheckResult("config", "fail", line) for line in _each(exc))
     results.append(_database(settings))
     if not settings.embedded:
         results.append(_redis(settings))
     return results
+
+
+def _each(exc: FleetError) -> list[str]:
+    """Each error ``exc`` reports (every one a config load found), one line each."""
+    if isinstance(exc, ConfigError):
+        return [e.message for e in exc.every]
+    return [exc.message]
 
 
 def _refusals(config: FleetConfig) -> list[ConfigError]:
@@ -157,8 +167,9 @@ def _schedules(config: FleetConfig) -> list[CheckResult]:
 
 def _tenants(config: FleetConfig) -> list[CheckResult]:
     """Who is which tenant, with its weight and quotas; a warning for each caller that shares
-    the ``api`` scope (it reads every other such caller's conversations) and for each tenant
-    file that no caller or trigger belongs to."""
+    the ``api`` scope (it reads every other such caller's conversations), for each caller or
+    trigger naming a tenant without a file while others have one, and for each tenant file that
+    no caller or trigger belongs to."""
     used = {config.tenant_of_caller(c) for c in config.callers}
     used |= {config.tenant_of_trigger(t) for t in config.triggers}
     shown = []
@@ -178,6 +189,7 @@ def _tenants(config: FleetConfig) -> list[CheckResult]:
                     "and continues every other shared caller's conversations",
                 )
             )
+    out += _tenants_without_files(config)
     for name in sorted(set(config.tenants) - used - {"default"}):
         out.append(
             CheckResult(
@@ -188,6 +200,27 @@ def _tenants(config: FleetConfig) -> list[CheckResult]:
             )
         )
     return out
+
+
+def _tenants_without_files(config: FleetConfig) -> list[CheckResult]:
+    """A warning for each caller or trigger whose ``tenant =`` names a tenant without a file
+    while other tenants have one: a typo (``acmee``) would make an unthrottled tenant."""
+    if not config.tenants:
+        return []
+    named = [("callers", n, c.tenant) for n, c in sorted(config.callers.items())]
+    named += [("triggers", n, t.tenant) for n, t in sorted(config.triggers.items())]
+    have = ", ".join(sorted(config.tenants))
+    return [
+        CheckResult(
+            "tenants",
+            "warn",
+            f"{config.root / section / (name + '.toml')}: tenant: tenant {tenant!r} has no file "
+            f"in {config.root / 'tenants'} (tenants with files: {have}): it gets weight 1 and "
+            f"no quotas or budget; fix the name, or add tenants/{tenant}.toml",
+        )
+        for section, name, tenant in named
+        if tenant is not None and tenant not in config.tenants
+    ]
 
 
 def _recall(config: object, settings: object) -> list[CheckResult]:
@@ -238,21 +271,25 @@ def _vector_search(settings: object) -> str:
         engine.dispose()
 
 
-def _tools(config: object) -> CheckResult:
-    """Import every agent's Python tools and build their schemas, as a worker will."""
+def _tools(config: object) -> list[CheckResult]:
+    """Import every agent's Python tools and build their schemas, as a worker will; a failure
+    for each agent whose tools do not."""
     from fleet.agents.tools import ToolLoadError, toolbox
     from fleet.config import FleetConfig
 
     assert isinstance(config, FleetConfig)
     count = 0
+    failed = []
     for name, agent in sorted(config.agents.items()):
         try:
             count += len(toolbox.build(agent, config.root).static)
         except ToolLoadError as exc:
             where = config.root / "agents" / f"{name}.toml"
             # a config error: `fleet check` exits 2 naming the agent file and the tool
-            return CheckResult("config", "fail", f"{where}: {exc}")
-    return CheckResult("tools", "ok", f"{count} tools of {len(config.agents)} agents import")
+            failed.append(CheckResult("config", "fail", f"{where}: {exc}"))
+    if failed:
+        return failed
+    return [CheckResult("tools", "ok", f"{count} tools of {len(config.agents)} agents import")]
 
 
 def _database(settings: object) -> CheckResult:

@@ -51,6 +51,9 @@ DEFAULT_TOOL_TIMEOUT_S = 60.0
 MIN_TASK_ID_PREFIX = 6
 #: ``fleet tasks ls`` shows this many characters of each id (git's short form); show/cancel take it.
 SHORT_TASK_ID_CHARS = 8
+#: ``FLEET_UI_SECRET`` (it signs operator UI sessions): at least this many bytes, so it cannot
+#: be guessed (HMAC-SHA256's key size). ``fleet check`` refuses a shorter one; a start warns.
+MIN_UI_SECRET_BYTES = 32
 #: Seconds an MCP server gets to start, answer the handshake and list its tools.
 DEFAULT_MCP_CONNECT_TIMEOUT_S = 10.0
 #: Seconds a worker-lifetime MCP server stays up with no run using it (``idle_timeout``).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -41,6 +42,35 @@ class ConfigError(FleetError, title="Invalid configuration"):
         self.file = file
         self.key = key
         self.reason = reason
+
+    @property
+    def every(self) -> tuple[ConfigError, ...]:
+        """Each error it reports (one here; several in ``ConfigErrors``)."""
+        return (self,)
+
+
+class ConfigErrors(ConfigError):
+    """Every configuration error one load found, each naming its file and key (one a line)."""
+
+    def __init__(self, errors: Sequence[ConfigError]) -> None:
+        found = tuple(e for error in errors for e in error.every)
+        first = found[0]
+        super().__init__(first.file, first.key, first.reason)
+        self.message = "\n".join(e.message for e in found)
+        self.args = (self.message,)
+        self.found = found
+
+    @property
+    def every(self) -> tuple[ConfigError, ...]:
+        return self.found
+
+
+def raise_all(errors: Sequence[ConfigError]) -> None:
+    """Raise what ``errors`` hold, if anything: the one error, or ``ConfigErrors`` of all."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise ConfigErrors(errors)
 
 
 class NotFound(FleetError, status=404, title="Not found"):

@@ -24,7 +24,7 @@ from fleet.dispatch.redis_target import RedisTarget
 from fleet.dispatch.turns import Turns
 from fleet.dispatch.waker import LocalWaker, Waker
 from fleet.domain.redaction import Redactor
-from fleet.errors import Unavailable
+from fleet.errors import ConfigError, Unavailable, raise_all
 from fleet.store import Store, db
 
 log = logging.getLogger(__name__)
@@ -160,9 +160,12 @@ def preflight(config: FleetConfig) -> None:
     that does not import, a configured secret too short to redact (ConfigError names each)."""
     from fleet.config import secrets
 
-    policy.of(config)
-    for problem in secrets.too_short(config):
-        raise problem
+    found: list[ConfigError] = []
+    try:
+        policy.of(config)
+    except ConfigError as exc:
+        found.append(exc)
+    raise_all(found + secrets.too_short(config))  # every one, a line each
 
 
 def build(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,6 +20,22 @@ from fleet.api.limits import BodyLimit
 from fleet.dispatch.redis_target import RedisTarget
 from fleet.runtime import Runtime, build
 from fleet.version import __version__
+
+log = logging.getLogger(__name__)
+
+
+def _warn_short_ui_secret(rt: Runtime) -> None:
+    """A ``FLEET_UI_SECRET`` too short to sign sessions safely: warned at start (``fleet
+    check`` refuses it), so a process upgraded with one still starts, for one release."""
+    from fleet.config import short_ui_secret
+
+    short = short_ui_secret(rt.settings)
+    if short is not None:
+        log.warning(
+            "%s; starting anyway: `fleet check` refuses it, and the next release will refuse "
+            "to start with it",
+            short.message,
+        )
 
 
 def _run_embedded(rt: Runtime) -> Callable[[], None]:
@@ -54,6 +71,7 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
         rt = runtime or build()
         app.state.runtime = rt
         app.state.keyring = KeyRing.from_config(rt.config)
+        _warn_short_ui_secret(rt)
         app.state.event_hub = EventHub(
             rt.store, hints_url=RedisTarget.of(rt.settings), marks=LoopMarks.for_store(rt.store)
         )

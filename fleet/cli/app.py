@@ -126,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"fleet: {exc.message}", markup=False)
         return EXIT_FAILED
     except FleetError as exc:
-        err.print(f"fleet: {exc.message}", markup=False)
+        for line in exc.message.splitlines() or [""]:  # (every config error a load found)
+            err.print(f"fleet: {line}", markup=False)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         err.print("fleet: interrupted")

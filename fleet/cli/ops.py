@@ -65,7 +65,8 @@ def migrate(
                 except ConfigError as exc:  # the schema needs no config; moving does
                     config = None
                     out.print(
-                        f"tenants: config not loaded ({exc.message}); stored conversations stay "
+                        f"tenants: config not loaded ({'; '.join(e.message for e in exc.every)}); "
+                        "stored conversations stay "
                         "with tenant 'default': run `fleet migrate --tenants` with the config",
                         markup=False,
                     )

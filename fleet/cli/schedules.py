@@ -9,12 +9,13 @@ exits 2 with one line naming the option.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, NoReturn, Protocol
 
 import typer
 from rich.table import Table
 
 from fleet.cli.common import AsJson, answer, fail, out, over_client, print_json, talk_to
+from fleet.errors import InputError
 
 View = dict[str, Any]
 
@@ -124,6 +125,15 @@ class LocalSchedules:
 _SNAKE = {"catchUp": "catch_up", "endAt": "end_at"}
 
 
+def _refuse_naming_the_option(exc: InputError) -> NoReturn:
+    """A refused value (from the store or a server) named as the command line sent it: the
+    option instead of the API's field (``--end-at``, not ``endAt``)."""
+    option = _OPTIONS.get(exc.field or "")
+    if option is None or not exc.message.startswith(f"{exc.field} "):
+        raise exc
+    fail(f"{option}: {exc.message.removeprefix(f'{exc.field} ')}")
+
+
 class RemoteSchedules:
     """Through ``fleet serve``'s API: the key's caller's schedules."""
 
@@ -222,7 +232,10 @@ def add(
         "endAt": end_at,
     }
     with _open(ctx) as schedules:
-        made = schedules.add(body, caller)
+        try:
+            made = schedules.add(body, caller)
+        except InputError as exc:
+            _refuse_naming_the_option(exc)
     if as_json:
         print_json(made)
         return

@@ -29,7 +29,7 @@ from fleet.config.memory import (
     WorkingMemoryConfig,
 )
 from fleet.config.model import ModelConfig
-from fleet.config.settings import Settings, load_settings
+from fleet.config.settings import Settings, load_settings, short_ui_secret
 from fleet.config.tools import McpServerConfig, ToolRef
 
 __all__ = [
@@ -58,4 +58,5 @@ __all__ = [
     "load_config",
     "load_settings",
     "parse_duration",
+    "short_ui_secret",
 ]

@@ -33,7 +33,7 @@ from fleet.config.schedules import ScheduleConfig
 from fleet.config.tenants import TenantConfig, check_tenants, default_tenant
 from fleet.config.traffic import ModelLimitConfig, PriceConfig, check_prices
 from fleet.constants import DEFAULT_TENANT
-from fleet.errors import ConfigError, NotFound
+from fleet.errors import ConfigError, NotFound, raise_all
 
 
 class EmbeddingsConfig(_Strict):
@@ -186,16 +186,23 @@ def _load_toml(path: Path) -> dict[str, Any]:
 
 
 def _validate(model: type[_Strict], path: Path, data: dict[str, Any]) -> Any:
+    """The file's model; ``ConfigErrors`` names every bad key of it (each key once)."""
+    found: list[ConfigError] = []
     if "name" in data:
-        raise ConfigError(str(path), "name", "the name is the file name; remove this key")
+        found.append(ConfigError(str(path), "name", "the name is the file name; remove this key"))
     try:
-        return model.model_validate({**data, "name": path.stem})
+        valid = model.model_validate({**data, "name": path.stem})
     except ValidationError as exc:
-        err = exc.errors()[0]
-        # (a union's member, such as ``int``, is not a key: leave it out of the path)
-        key = ".".join(str(p) for p in err["loc"] if not _TYPE_TAG.fullmatch(str(p)))
-        key = key or "(top level)"
-        raise ConfigError(str(path), key, _reason(err)) from None
+        keys: set[str] = set()
+        for err in exc.errors():
+            # (a union's member, such as ``int``, is not a key: leave it out of the path)
+            key = ".".join(str(p) for p in err["loc"] if not _TYPE_TAG.fullmatch(str(p)))
+            key = key or "(top level)"
+            if key not in keys:  # (a union's members each report the same key)
+                keys.add(key)
+                found.append(ConfigError(str(path), key, _reason(err)))
+    raise_all(found)
+    return valid
 
 
 def _with_defaults(defaults: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
@@ -209,17 +216,19 @@ def _with_defaults(defaults: dict[str, Any], data: dict[str, Any]) -> dict[str, 
     return merged
 
 
-def _reply_env(path: Path, reply: ReplyConfig | None) -> None:
-    """Every header a ``[reply]`` sends reads an environment variable that is set."""
+def _reply_env(path: Path, reply: ReplyConfig | None) -> list[ConfigError]:
+    """Each header a ``[reply]`` sends that reads an environment variable that is not set."""
     if reply is None:
-        return
-    for header, env in reply.env_names().items():
-        if not os.environ.get(env):
-            raise ConfigError(
-                str(path),
-                f"reply.headers.{header}",
-                f"environment variable {env} is not set (it holds the header's value)",
-            )
+        return []
+    return [
+        ConfigError(
+            str(path),
+            f"reply.headers.{header}",
+            f"environment variable {env} is not set (it holds the header's value)",
+        )
+        for header, env in reply.env_names().items()
+        if not os.environ.get(env)
+    ]
 
 
 def _unknown(path: Path, key: str, missing: str, known: Iterable[str]) -> ConfigError:
@@ -228,10 +237,15 @@ def _unknown(path: Path, key: str, missing: str, known: Iterable[str]) -> Config
 
 
 def load_config(root: Path) -> FleetConfig:
-    """Load and cross-check ``root/agents/*.toml`` and ``root/deployments/*.toml``."""
+    """Load and cross-check every file of ``root``; ``ConfigErrors`` names every error of every
+    file (a cross-check that names a file which failed itself is left out: that file's own
+    errors say what to fix)."""
     if not root.is_dir():
         raise ConfigError(str(root), "(folder)", "config folder not found; set FLEET_CONFIG_DIR")
+    errors: list[ConfigError] = []
     sections: dict[str, dict[str, Any]] = {}
+    #: Per section, the names of files that did not load (cross-checks take them as existing).
+    broken: dict[str, set[str]] = {}
     kinds: tuple[tuple[str, type[_Strict]], ...] = (
         ("agents", AgentConfig),
         ("deployments", DeploymentConfig),
@@ -241,68 +255,106 @@ def load_config(root: Path) -> FleetConfig:
         ("schedules", ScheduleConfig),
     )
     app_file = root / "fleet.toml"
-    app_data = _load_toml(app_file) if app_file.is_file() else {}
-    app: AppConfig = _validate(AppConfig, app_file, app_data)
+    app_data: dict[str, Any] = {}
+    app = AppConfig()
+    try:
+        app_data = _load_toml(app_file) if app_file.is_file() else {}
+        app = _validate(AppConfig, app_file, app_data)
+    except ConfigError as exc:
+        errors += exc.every
     # limits set app-wide are what an agent file that names none gets
-    defaults = app.limits.model_dump(exclude_unset=True, exclude_defaults=False)
     raw_defaults = app_data.get("limits", {}) if isinstance(app_data.get("limits"), dict) else {}
     for section, model in kinds:
         found: dict[str, Any] = {}
+        broken[section] = set()
         for path in sorted((root / section).glob("*.toml")):
             if not _NAME.match(path.stem):
-                raise ConfigError(
-                    str(path), "(file name)", "names are lowercase letters, digits, '-' and '_'"
+                errors.append(
+                    ConfigError(
+                        str(path), "(file name)", "names are lowercase letters, digits, '-' and '_'"
+                    )
                 )
-            data = _load_toml(path)
-            if section == "agents" and defaults:
-                data = _with_defaults(raw_defaults, data)
-            found[path.stem] = _validate(model, path, data)
+                continue
+            try:
+                data = _load_toml(path)
+                if section == "agents" and raw_defaults:
+                    data = _with_defaults(raw_defaults, data)
+                found[path.stem] = _validate(model, path, data)
+            except ConfigError as exc:
+                errors += exc.every
+                broken[section].add(path.stem)
         sections[section] = found
-    agents, deployments = sections["agents"], sections["deployments"]
-    for name, dep in deployments.items():
-        path = root / "deployments" / f"{name}.toml"
-        if dep.agent not in agents:
-            raise _unknown(path, "agent", f"no agent named {dep.agent!r} in {root}/agents", agents)
-        from fleet.domain.labels import validate_labels
-
-        try:
-            validate_labels(dep.labels)
-        except Exception as exc:
-            raise ConfigError(str(path), "labels", str(exc)) from None
-    for name, agent in agents.items():
-        for i, target in enumerate(agent.delegates):
-            if target not in deployments:
-                path = root / "agents" / f"{name}.toml"
-                missing = f"no deployment named {target!r}"
-                raise _unknown(path, f"delegates[{i}]", missing, deployments)
-    for name, trig in sections["triggers"].items():
-        if trig.deployment not in deployments:
-            path = root / "triggers" / f"{name}.toml"
-            missing = f"no deployment named {trig.deployment!r}"
-            raise _unknown(path, "deployment", missing, deployments)
-    for section in ("deployments", "triggers"):
-        for name, holder in sections[section].items():
-            _reply_env(root / section / f"{name}.toml", getattr(holder, "reply", None))
-    for name, caller in sections["callers"].items():
-        where = str(root / "callers" / f"{name}.toml")
-        for dep_name in caller.deployments:
-            if dep_name != "*" and dep_name not in deployments:
-                raise ConfigError(where, "deployments", f"no deployment named {dep_name!r}")
-        if caller.source.startswith("webhook:") and caller.source[8:] not in sections["triggers"]:
-            raise ConfigError(where, "source", f"no trigger named {caller.source[8:]!r}")
-    check_tenants(root, sections["callers"], sections["triggers"])
-    for name, sched in sections["schedules"].items():
-        _check_schedule(root / "schedules" / f"{name}.toml", sched, agents, deployments, sections)
+    errors += _cross_check(root, sections, broken)
+    raise_all(errors)
     return FleetConfig(
         app=app,
         root=root,
-        agents=agents,
-        deployments=deployments,
+        agents=sections["agents"],
+        deployments=sections["deployments"],
         triggers=sections["triggers"],
         callers=sections["callers"],
         tenants=sections["tenants"],
         schedules=sections["schedules"],
     )
+
+
+def _cross_check(
+    root: Path, sections: dict[str, dict[str, Any]], broken: dict[str, set[str]]
+) -> list[ConfigError]:
+    """What the files say about each other: every name they use is configured (or failed to
+    load, and is reported as such), reply headers' variables are set, tenants and schedules
+    fit."""
+    from fleet.domain.labels import validate_labels
+
+    errors: list[ConfigError] = []
+    agents, deployments = sections["agents"], sections["deployments"]
+
+    def missing(section: str, name: str) -> bool:
+        return name not in sections[section] and name not in broken[section]
+
+    for name, dep in deployments.items():
+        path = root / "deployments" / f"{name}.toml"
+        if missing("agents", dep.agent):
+            errors.append(
+                _unknown(path, "agent", f"no agent named {dep.agent!r} in {root}/agents", agents)
+            )
+        try:
+            validate_labels(dep.labels)
+        except Exception as exc:
+            errors.append(ConfigError(str(path), "labels", str(exc)))
+    for name, agent in agents.items():
+        for i, target in enumerate(agent.delegates):
+            if missing("deployments", target):
+                path = root / "agents" / f"{name}.toml"
+                found = f"no deployment named {target!r}"
+                errors.append(_unknown(path, f"delegates[{i}]", found, deployments))
+    for name, trig in sections["triggers"].items():
+        if missing("deployments", trig.deployment):
+            path = root / "triggers" / f"{name}.toml"
+            found = f"no deployment named {trig.deployment!r}"
+            errors.append(_unknown(path, "deployment", found, deployments))
+    for section in ("deployments", "triggers"):
+        for name, holder in sections[section].items():
+            errors += _reply_env(root / section / f"{name}.toml", getattr(holder, "reply", None))
+    for name, caller in sections["callers"].items():
+        where = str(root / "callers" / f"{name}.toml")
+        for dep_name in caller.deployments:
+            if dep_name != "*" and missing("deployments", dep_name):
+                errors.append(
+                    ConfigError(where, "deployments", f"no deployment named {dep_name!r}")
+                )
+        if caller.source.startswith("webhook:") and missing("triggers", caller.source[8:]):
+            errors.append(ConfigError(where, "source", f"no trigger named {caller.source[8:]!r}"))
+    errors += check_tenants(root, sections["callers"], sections["triggers"])
+    for name, sched in sections["schedules"].items():
+        path = root / "schedules" / f"{name}.toml"
+        if sched.deployment in broken["deployments"] or (sched.caller in broken["callers"]):
+            continue  # (what it names did not load: that file's errors say so)
+        try:
+            _check_schedule(path, sched, agents, deployments, sections)
+        except ConfigError as exc:
+            errors.append(exc)
+    return errors
 
 
 def _check_schedule(
@@ -336,7 +388,10 @@ def _check_schedule(
                 "caller",
                 f"caller {sched.caller!r} may not use deployment {sched.deployment!r}",
             )
-    limit = agents[deployments[sched.deployment].agent].max_input_bytes
+    agent = agents.get(deployments[sched.deployment].agent)
+    if agent is None:  # (the deployment's own error names it)
+        return
+    limit = agent.max_input_bytes
     if len(sched.input.encode()) > limit:
         raise ConfigError(
             str(path), "input", f"is longer than its agent's max_input_bytes ({limit})"

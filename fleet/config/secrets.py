@@ -3,6 +3,8 @@
 Every one of them is redacted from stored text, which only works for values of at least
 ``MIN_SECRET_CHARS`` characters (redacting shorter strings everywhere would ruin ordinary
 text): a shorter one is refused, in ``fleet check`` and at start, naming the file and the key.
+An unset one fails ``fleet check``, except a trigger's signing secret: until it is set the trigger
+accepts nothing (503), so the check warns, naming what to set, and passes.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ class Secret:
     holds: str
     #: An MCP server's (an unset one is reported with the server's label instead).
     mcp: bool = False
+    #: What holds while it is unset, when that loses nothing (a trigger that accepts nothing
+    #: yet): ``fleet check`` then warns instead of failing.
+    until_set: str | None = None
 
 
 def named(config: FleetConfig) -> list[Secret]:
@@ -54,8 +59,9 @@ def named(config: FleetConfig) -> list[Secret]:
     for name, trigger in sorted(config.triggers.items()):
         if trigger.signature is not None:
             file = str(root / "triggers" / f"{name}.toml")
-            holds = "the secret its sender signs with; until it is set the trigger answers 503"
-            found.append(Secret(file, "signature.secret_env", trigger.signature.secret_env, holds))
+            env, holds = trigger.signature.secret_env, "the secret its sender signs with"
+            until = "until then the trigger answers 503 and accepts nothing"
+            found.append(Secret(file, "signature.secret_env", env, holds, until_set=until))
     for name, caller in sorted(config.callers.items()):
         if caller.key_env:
             file = str(root / "callers" / f"{name}.toml")
@@ -73,13 +79,28 @@ def named(config: FleetConfig) -> list[Secret]:
 
 
 def unset(config: FleetConfig, environ: Mapping[str, str] | None = None) -> list[ConfigError]:
-    """Each secret whose variable is unset or empty (MCP servers' aside: see
-    ``McpServerConfig.missing_secrets``)."""
+    """Each secret whose variable is unset or empty and that nothing can do without (MCP
+    servers' aside: see ``McpServerConfig.missing_secrets``; triggers': see ``awaited``)."""
     env = os.environ if environ is None else environ
     return [
         ConfigError(s.file, s.key, f"environment variable {s.env} is not set (it holds {s.holds})")
         for s in named(config)
-        if not s.mcp and not env.get(s.env)
+        if not s.mcp and s.until_set is None and not env.get(s.env)
+    ]
+
+
+def awaited(config: FleetConfig, environ: Mapping[str, str] | None = None) -> list[ConfigError]:
+    """Each unset secret whose absence loses nothing yet (a trigger's signing secret: the
+    trigger refuses every delivery until it is set): what to set, for a warning."""
+    env = os.environ if environ is None else environ
+    return [
+        ConfigError(
+            s.file,
+            s.key,
+            f"environment variable {s.env} is not set: set it to {s.holds}; {s.until_set}",
+        )
+        for s in named(config)
+        if s.until_set is not None and not env.get(s.env)
     ]
 
 

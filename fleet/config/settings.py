@@ -22,8 +22,8 @@ from fleet.config.base import (
     _at_least,
     _reason,
 )
-from fleet.constants import DEFAULT_MAX_DELEGATION_DEPTH, FAIR_HOLD_S
-from fleet.errors import ConfigError
+from fleet.constants import DEFAULT_MAX_DELEGATION_DEPTH, FAIR_HOLD_S, MIN_UI_SECRET_BYTES
+from fleet.errors import ConfigError, raise_all
 
 
 def host_ports(value: str | None) -> tuple[tuple[str, int], ...]:
@@ -151,8 +151,9 @@ class Settings(BaseSettings):
         Duration,
         _at_least(1.0, "must be at least 1s (each quiet stream writes once per interval)"),
     ] = 15.0
-    #: Signs the operator UI's session cookies; unset: a random one per process (sessions end
-    #: when it restarts; set it when several API processes serve the UI).
+    #: Signs the operator UI's session cookies, at least 32 bytes (``openssl rand -hex 32``);
+    #: unset: a random one per process (sessions end when it restarts; set it when several API
+    #: processes serve the UI).
     ui_secret: SecretStr | None = None
 
     @model_validator(mode="after")
@@ -190,11 +191,30 @@ class Settings(BaseSettings):
         return tuple(v for v in values if v)
 
 
+def short_ui_secret(settings: Settings) -> ConfigError | None:
+    """``FLEET_UI_SECRET`` when it is set but too short to sign sessions safely (the value is
+    never shown): ``fleet check`` refuses it, a start warns (for one release, so upgraded
+    processes still start)."""
+    secret = settings.ui_secret
+    if secret is None or len(secret.get_secret_value().encode()) >= MIN_UI_SECRET_BYTES:
+        return None
+    return ConfigError(
+        "environment",
+        "FLEET_UI_SECRET",
+        f"holds fewer than {MIN_UI_SECRET_BYTES} bytes; give a longer secret, e.g. `openssl "
+        "rand -hex 32` (a shorter one could be guessed, and operator UI sessions forged with it)",
+    )
+
+
 def load_settings(**overrides: Any) -> Settings:
-    """Read settings from the environment; a bad value raises ConfigError naming the variable."""
+    """Read settings from the environment; bad values raise ConfigError naming each variable
+    (``ConfigErrors`` when several are bad)."""
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        name = "FLEET_" + str(err["loc"][0]).upper() if err["loc"] else "FLEET_*"
-        raise ConfigError("environment", name, _reason(err)) from None
+        found: dict[str, ConfigError] = {}  # every variable once (a union's members repeat it)
+        for err in exc.errors():
+            name = "FLEET_" + str(err["loc"][0]).upper() if err["loc"] else "FLEET_*"
+            found.setdefault(name, ConfigError("environment", name, _reason(err)))
+        raise_all(list(found.values()))
+        raise  # (pydantic reports at least one error)

@@ -79,8 +79,8 @@ def default_tenant(config_tenants: dict[str, TenantConfig], name: str) -> Tenant
 
 def check_tenants(
     root: Path, callers: Mapping[str, CallerConfig], triggers: Mapping[str, TriggerConfig]
-) -> None:
-    """Cross-check who belongs to which tenant (``load_config``'s last step).
+) -> list[ConfigError]:
+    """Cross-check who belongs to which tenant (``load_config``'s last step): every error.
 
     - ``default`` is the open API's tenant and the shared ``api`` scope's: a caller joins it
       only by saying ``scope = "api"``;
@@ -88,6 +88,7 @@ def check_tenants(
     - a caller and a trigger that would share a tenant only because their files share a name
       (neither says ``tenant =``) are an error: one of them must say so.
     """
+    errors: list[ConfigError] = []
     implicit_triggers = {
         name for name, trigger in triggers.items() if trigger.tenant is None and callers
     }
@@ -98,28 +99,35 @@ def check_tenants(
             found = triggers.get(trigger)
             theirs = None if found is None else (found.tenant or trigger)
             if caller.tenant is not None and theirs is not None and caller.tenant != theirs:
-                raise ConfigError(
-                    where,
-                    "tenant",
-                    f"a webhook caller belongs to its trigger's tenant ({theirs!r}); remove "
-                    "tenant, or set it on the trigger",
+                errors.append(
+                    ConfigError(
+                        where,
+                        "tenant",
+                        f"a webhook caller belongs to its trigger's tenant ({theirs!r}); remove "
+                        "tenant, or set it on the trigger",
+                    )
                 )
             continue
         if caller.own_tenant == DEFAULT_TENANT and not caller.shared:
-            raise ConfigError(
-                where,
-                "tenant" if caller.tenant is not None else "(file name)",
-                "tenant 'default' is the open API's and the shared 'api' scope's: give the "
-                'caller a tenant of its own (tenant = "..."), or say scope = "api" to share',
+            errors.append(
+                ConfigError(
+                    where,
+                    "tenant" if caller.tenant is not None else "(file name)",
+                    "tenant 'default' is the open API's and the shared 'api' scope's: give the "
+                    'caller a tenant of its own (tenant = "..."), or say scope = "api" to share',
+                )
             )
         if caller.tenant is None and not caller.shared and name in implicit_triggers:
-            raise ConfigError(
-                where,
-                "tenant",
-                f"caller {name!r} and trigger {name!r} would share tenant {name!r} only because "
-                f"their files share a name: say tenant = {name!r} in one of them if they belong "
-                "to one customer, or rename one",
+            errors.append(
+                ConfigError(
+                    where,
+                    "tenant",
+                    f"caller {name!r} and trigger {name!r} would share tenant {name!r} only "
+                    f"because their files share a name: say tenant = {name!r} in one of them if "
+                    "they belong to one customer, or rename one",
+                )
             )
+    return errors
 
 
 __all__ = [

@@ -26,7 +26,7 @@ from fleet.dispatch.waits import StoreWaits
 from fleet.domain.runs import Outcome
 from fleet.domain.values import TaskStatus
 from fleet.errors import Forbidden, LeaseLost
-from fleet.store import Claim, Prepared, Started
+from fleet.store import Claim, Prepared, Started, db
 
 if TYPE_CHECKING:
     from fleet.dispatch.manager import Dispatcher
@@ -82,10 +82,15 @@ class Execution:
         except (LeaseLost, HandBack):
             raise
         except Exception as exc:  # a bug must not wedge the conversation
-            log.exception("run of task %s crashed", task.id)
-            outcome = Outcome(
-                TaskStatus.FAILED, None, f"internal error: {type(exc).__name__}: {exc}", {}
-            )
+            if db.is_prepared_statement_error(exc):  # a pooler's mode, not a bug: the setting
+                problem = db.describe(exc)
+                log.warning("run of task %s failed: database: %s", task.id, problem)
+                outcome = Outcome(TaskStatus.FAILED, None, f"database: {problem}", {})
+            else:
+                log.exception("run of task %s crashed", task.id)
+                outcome = Outcome(
+                    TaskStatus.FAILED, None, f"internal error: {type(exc).__name__}: {exc}", {}
+                )
         finally:
             ctx.cancelled.set()  # a tool left running (ignored its stop) learns the run is over
         if handle.lost.is_set():

@@ -370,8 +370,11 @@ def create(
     now = dispatcher.clock()
     first = spec.next_tick(now)
     if first is None:
+        assert spec.end_at is not None
         raise InputError(
-            f"end_at {spec.end_at} is before the first tick: it would never fire", field="endAt"
+            f"endAt {spec.end_at.isoformat()} is not after the first tick: it would never fire; "
+            "give a later time or leave it out",
+            field="endAt",
         )
     return dispatcher.store.create_schedule(
         tenant=tenant,

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
 import threading
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 from celery.signals import (
     worker_process_init,
@@ -22,9 +24,13 @@ from fleet.agents import telemetry
 from fleet.constants import DEFAULT_PRIORITY, DEFAULT_TENANT
 from fleet.dispatch import shutdown
 from fleet.dispatch.celery_app import app
+from fleet.errors import Unavailable
 from fleet.runtime import Runtime, build
+from fleet.store import db
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
 #: How long a pool process, on its way out, waits for the worker to read its last result.
 #: billiard waits up to 30 s; a task handed over in the first milliseconds of a warm shutdown
 #: (a ``fleet.turn`` token, say) finishes after the worker stopped reading, so it waited them
@@ -133,7 +139,28 @@ def _close(**_: Any) -> None:
         _process["rt"].close()
 
 
+def _outage_logged(task: Callable[P, R]) -> Callable[P, R | None]:
+    """A task that meets a database or Redis it cannot use logs one line saying why
+    (``db.describe``: a pooler's mode names ``FLEET_DATABASE_POOLER``), not a traceback: its
+    message is only a wake-up, and the sweep sends it again."""
+
+    @functools.wraps(task)
+    def logged(*args: P.args, **kwargs: P.kwargs) -> R | None:
+        try:
+            return task(*args, **kwargs)
+        except Unavailable as exc:
+            log.warning("%s skipped: %s", task.__name__, exc.message)
+        except Exception as exc:
+            if not db.is_outage(exc):
+                raise
+            log.warning("%s skipped: %s: %s", task.__name__, type(exc).__name__, db.describe(exc))
+        return None
+
+    return logged
+
+
 @app.task(name="fleet.turn", ignore_result=True)  # type: ignore[untyped-decorator]
+@_outage_logged
 def turn() -> int:
     """A token of the fair queue: take turns at due conversations, fairly across tenants."""
     rt = runtime()
@@ -145,6 +172,7 @@ def turn() -> int:
 
 
 @app.task(name="fleet.drain", ignore_result=True)  # type: ignore[untyped-decorator]
+@_outage_logged
 def drain(conversation_id: str, tenant: str | None = None, priority: int | None = None) -> int:
     """A delayed wake-up that is due: the conversation joins the fair queue as its tenant's
     turn. Without a tenant (a broker the fair queue cannot use, or a message sent before
@@ -186,6 +214,7 @@ def memorize(conversation_id: str) -> dict[str, int]:
 
 
 @app.task(name="fleet.deliver", ignore_result=True)  # type: ignore[untyped-decorator]
+@_outage_logged
 def deliver(delivery_id: str) -> None:
     """One attempt of a reply delivery; a retry is sent again after its backoff (the sweeper
     starts one whose message was lost)."""

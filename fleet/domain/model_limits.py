@@ -176,3 +176,26 @@ def cool(state: State, now: float, seconds: float) -> State:
 def waiting_text(limit: str, seconds: float) -> str:
     """How a waiting call shows: ``waiting for model capacity: openai:*, 1.2 s``."""
     return f"waiting for model capacity: {limit}, {seconds:.1f} s"
+
+
+#: What lets more calls of a limit start sooner, by why they wait (the key to raise).
+_RAISE = {"requests": "requests_per_minute", "tokens": "tokens_per_minute"}
+
+
+def past_max_wait_advice(reason: str, seconds: float) -> str:
+    """What can let a call through that would wait ``seconds`` (for ``reason``, a ``Reason``)
+    past its limit's ``max_wait``.
+
+    A cooldown is the provider's own pause after a 429 (its Retry-After, else a backoff): no
+    rate of fleet's shortens it, so only a longer ``max_wait`` or another model helps.
+    """
+    where = "config/fleet.toml [[model_limits]]"
+    if reason == "cooldown":
+        return (
+            "the provider asked for that pause after a 429 (its Retry-After), and no rate of "
+            f"fleet's shortens it: raise the limit's max_wait to at least {math.ceil(seconds)}s "
+            f"in {where}, or give the agent a fallback model ([model] fallbacks) that the limit "
+            "does not match"
+        )
+    key = _RAISE.get(reason, "max_concurrent")
+    return f"raise its max_wait or its {key} in {where}, or lower the load"

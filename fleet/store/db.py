@@ -30,6 +30,13 @@ POOLER_HINT = (
     "a connection pooler in transaction mode hands this connection's statements to another "
     "server connection: set FLEET_DATABASE_POOLER=transaction (see the production guide)"
 )
+#: What a pooler's refusal of the startup parameter ``options`` (which a read-only connection
+#: of ``fleet check`` sends when no pooler is set) tells the user to set.
+STARTUP_HINT = (
+    "a connection pooler (PgBouncer) is between fleet and PostgreSQL: set "
+    "FLEET_DATABASE_POOLER=transaction (or session, as its pool_mode is; see the production "
+    "guide)"
+)
 #: libpq's words for a failed TLS set-up (a CA file, a certificate, a key, a mode).
 _TLS_FAILURES = (
     "certificate",
@@ -252,7 +259,7 @@ def is_outage(exc: BaseException) -> bool:
     from redis.exceptions import TimeoutError as RedisTimeoutError
     from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-    return isinstance(
+    return is_prepared_statement_error(exc) or isinstance(  # (a pooler's: the setting fixes it)
         exc,
         OperationalError
         | InterfaceError
@@ -266,10 +273,16 @@ def is_outage(exc: BaseException) -> bool:
 
 
 def describe(exc: BaseException) -> str:
-    """First line of a driver error, without the SQL or a trace."""
+    """First line of a driver error, without the SQL or a trace; when a connection pooler's
+    mode is the cause, also what to set (``FLEET_DATABASE_POOLER``)."""
     orig = getattr(exc, "orig", None) or exc
     text = str(orig).strip().splitlines()
-    return text[0] if text else type(orig).__name__
+    first = text[0] if text else type(orig).__name__
+    if is_prepared_statement_error(exc):
+        return f"{first}; {POOLER_HINT}"
+    if "unsupported startup parameter" in first:
+        return f"{first}; {STARTUP_HINT}"
+    return first
 
 
 @contextmanager
@@ -279,29 +292,34 @@ def unavailable_on_outage(what: str = "database") -> Iterator[None]:
 
     try:
         yield
-    except (OperationalError, InterfaceError) as exc:
-        if isinstance(exc, DBAPIError) and not _is_connection_error(exc):
-            raise
-        problem = describe(exc)
-        raise Unavailable(f"{what} unavailable: {problem}{tls_hint(problem)}") from None
-    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-        # The hot path's statements run on the driver connection directly.
-        problem = describe(exc)
-        raise Unavailable(f"{what} unavailable: {problem}{tls_hint(problem)}") from None
-    except (DBAPIError, psycopg.ProgrammingError) as exc:
-        if not is_prepared_statement_error(exc):
-            raise
-        raise Unavailable(f"{what} unavailable: {describe(exc)}; {POOLER_HINT}") from None
+    except (DBAPIError, psycopg.Error) as exc:
+        # (the hot path's statements run on the driver connection directly: psycopg's own)
+        if is_prepared_statement_error(exc):  # describe names FLEET_DATABASE_POOLER
+            raise Unavailable(f"{what} unavailable: {describe(exc)}") from None
+        if isinstance(exc, OperationalError | InterfaceError) and _is_connection_error(exc):
+            problem = describe(exc)
+            raise Unavailable(f"{what} unavailable: {problem}{tls_hint(problem)}") from None
+        if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+            problem = describe(exc)
+            raise Unavailable(f"{what} unavailable: {problem}{tls_hint(problem)}") from None
+        raise
     except SQLAlchemyTimeoutError:
         raise Unavailable(f"{what} busy: no connection free in the pool; retry") from None
 
 
 def is_prepared_statement_error(exc: BaseException) -> bool:
-    """A server connection that lacks (or already has) a statement this client prepared: the
-    mark of a transaction-mode pooler between them."""
-    from psycopg.errors import DuplicatePreparedStatement, InvalidSqlStatementName
+    """A server connection that lacks, already has, or has another statement of a name this
+    client prepared (``bind message supplies 14 parameters, but prepared statement "_pg3_0"
+    requires 3``): the mark of a transaction-mode pooler between them."""
+    from psycopg.errors import (
+        DuplicatePreparedStatement,
+        InvalidSqlStatementName,
+        ProtocolViolation,
+    )
 
     orig = getattr(exc, "orig", None) or exc
+    if isinstance(orig, ProtocolViolation):
+        return "prepared statement" in str(orig)
     return isinstance(orig, DuplicatePreparedStatement | InvalidSqlStatementName)
 
 

@@ -24,7 +24,7 @@ from tests.conftest import write_config
 
 SHIPPED_CONFIG = Path(__file__).resolve().parents[2] / "config"
 SECRET = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
-#: The shipped GitHub trigger's signing secret: `fleet check` fails while it is unset.
+#: The shipped GitHub trigger's signing secret: the trigger answers 503 while it is unset.
 SHIPPED_ENV = {"FLEET_GITHUB_WEBHOOK_SECRET": "a-webhook-signing-secret"}
 UNREACHABLE_PG = "postgresql+psycopg://postgres@127.0.0.1:1/x"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_config
-from tests.e2e.test_cli import Cli, Result
+from tests.e2e.test_cli import SHIPPED_CONFIG, Cli, Result
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -82,18 +82,10 @@ REPLY = (
 )
 
 
-def test_unset_secrets_fail_check_alike_naming_file_key_and_variable(
+def test_an_unset_reply_header_fails_check_naming_file_key_and_variable(
     cli: Cli, tmp_path: Path
 ) -> None:
-    """A trigger's signing secret and a [reply] header: both exit 2 naming what to set."""
-    trigger = _config(tmp_path / "t", {"triggers/github.toml": TRIGGER})
-    r = cli("check", FLEET_CONFIG_DIR=str(trigger))
-    assert r.code == 2, r
-    assert _failures(r) == [
-        f"FAIL  config: {trigger / 'triggers' / 'github.toml'}: signature.secret_env: "
-        "environment variable FLEET_TEST_SIGNING_SECRET is not set (it holds the secret its "
-        "sender signs with; until it is set the trigger answers 503)"
-    ]
+    """A [reply] header's variable: exit 2 naming what to set (a reply would be lost)."""
     reply = _config(tmp_path / "r", {"deployments/support.toml": REPLY})
     r = cli("check", FLEET_CONFIG_DIR=str(reply))
     assert r.code == 2, r
@@ -102,6 +94,29 @@ def test_unset_secrets_fail_check_alike_naming_file_key_and_variable(
         "environment variable FLEET_TEST_REPLY_TOKEN is not set (it holds the header's value)"
     ]
     assert not cli.home.exists()
+
+
+def test_an_unset_signing_secret_is_a_warning_naming_what_to_set(cli: Cli, tmp_path: Path) -> None:
+    """A trigger whose secret is unset accepts nothing (503) until it is set: check passes and
+    says what to set."""
+    trigger = _config(tmp_path / "t", {"triggers/github.toml": TRIGGER})
+    r = cli("check", FLEET_CONFIG_DIR=str(trigger))
+    assert (r.code, _failures(r)) == (0, []), r
+    assert (
+        f"warn  triggers: {trigger / 'triggers' / 'github.toml'}: signature.secret_env: "
+        "environment variable FLEET_TEST_SIGNING_SECRET is not set: set it to the secret its "
+        "sender signs with; until then the trigger answers 503 and accepts nothing"
+    ) in r.out.splitlines()
+    assert not cli.home.exists()
+
+
+def test_the_shipped_config_passes_check_in_a_clean_environment(cli: Cli) -> None:
+    """A fresh clone's `fleet check` (no FLEET_* variable set) exits 0 and names what to set
+    for the example trigger to accept deliveries."""
+    r = cli("check", FLEET_CONFIG_DIR=str(SHIPPED_CONFIG))
+    assert (r.code, _failures(r)) == (0, []), r
+    warned = [line for line in r.out.splitlines() if line.startswith("warn  triggers:")]
+    assert len(warned) == 1 and "FLEET_GITHUB_WEBHOOK_SECRET is not set: set it" in warned[0]
 
 
 @pytest.mark.parametrize(
@@ -135,3 +150,117 @@ def test_a_secret_too_short_to_redact_fails_check_and_start_alike(
     cli.env[var] = "whsec_long_enough"
     r = cli("check")
     assert (r.code, _failures(r)) == (0, []), r
+
+
+def test_a_short_ui_secret_fails_check_as_other_short_secrets_do(cli: Cli, tmp_path: Path) -> None:
+    """FLEET_UI_SECRET signs operator UI sessions: fewer than 32 bytes exit 2 (a start only
+    warns, for one release); the value is never shown."""
+    config = _config(tmp_path / "config", {})
+    cli.env["FLEET_CONFIG_DIR"] = str(config)
+    r = cli("check", FLEET_UI_SECRET="short-ui-secret")
+    assert r.code == 2, r
+    assert _failures(r) == [
+        "FAIL  settings: environment: FLEET_UI_SECRET: holds fewer than 32 bytes; give a longer "
+        "secret, e.g. `openssl rand -hex 32` (a shorter one could be guessed, and operator UI "
+        "sessions forged with it)"
+    ]
+    assert "short-ui-secret" not in r.out + r.err
+    r = cli("check", FLEET_UI_SECRET="s" * 32)
+    assert (r.code, _failures(r)) == (0, []), r
+
+
+def test_a_caller_naming_a_tenant_without_a_file_is_warned_naming_the_ones_that_exist(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """``tenant = "acmee"`` (a typo) while acme and globex have files would make an
+    unthrottled tenant: check warns naming the file and the tenants that exist, and passes."""
+    files = {
+        "tenants/acme.toml": "max_running = 2\n",
+        "tenants/globex.toml": "weight = 2\n",
+        "callers/acme-app.toml": 'source = "api"\ntenant = "acmee"\nkey_sha256 = "'
+        + "a" * 64
+        + '"\n',
+        "callers/globex-app.toml": 'source = "api"\ntenant = "globex"\nkey_sha256 = "'
+        + "b" * 64
+        + '"\n',
+        "triggers/hooks.toml": 'deployment = "support"\ntenant = "glob"\npublic = true\n',
+    }
+    config = _config(tmp_path / "config", files)
+    r = cli("check", FLEET_CONFIG_DIR=str(config))
+    assert (r.code, _failures(r)) == (0, []), r
+    warned = [line for line in r.out.splitlines() if "has no file" in line]
+    assert warned == [
+        f"warn  tenants: {config / 'callers' / 'acme-app.toml'}: tenant: tenant 'acmee' has no "
+        f"file in {config / 'tenants'} (tenants with files: acme, globex): it gets weight 1 and "
+        "no quotas or budget; fix the name, or add tenants/acmee.toml",
+        f"warn  tenants: {config / 'triggers' / 'hooks.toml'}: tenant: tenant 'glob' has no "
+        f"file in {config / 'tenants'} (tenants with files: acme, globex): it gets weight 1 and "
+        "no quotas or budget; fix the name, or add tenants/glob.toml",
+    ]
+    # with no tenant files at all, a tenant without one is the normal case: no warning
+    for name in ("acme", "globex"):
+        (config / "tenants" / f"{name}.toml").unlink()
+    r = cli("check", FLEET_CONFIG_DIR=str(config))
+    assert r.code == 0 and "has no file" not in r.out, r
+
+
+def test_every_error_of_every_file_is_reported_by_check_and_by_a_start(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """A tenant file with three bad keys and two broken schedules: five lines, in one run of
+    `fleet check` (exit 2) and of a refused start, which creates nothing."""
+    config = _config(
+        tmp_path / "config",
+        {
+            "tenants/acme.toml": 'weight = 0\nmax_running = "2"\nquota = 5\n',
+            "schedules/a.toml": 'deployment = "support"\ninput = "x"\ncron = "0 8 * * 1-8"\n',
+            "schedules/b.toml": 'deployment = "support"\ninput = "x"\nevery = "0.5s"\n',
+        },
+    )
+    cli.env["FLEET_CONFIG_DIR"] = str(config)
+    checked = cli("check")
+    assert checked.code == 2, checked
+    failed = [line.removeprefix("FAIL  config: ") for line in _failures(checked)]
+    expected = [
+        (config / "tenants" / "acme.toml", "weight"),
+        (config / "tenants" / "acme.toml", "max_running"),
+        (config / "tenants" / "acme.toml", "quota"),
+        (config / "schedules" / "a.toml", "cron"),
+        (config / "schedules" / "b.toml", "every"),
+    ]
+    assert [line.split(": ")[:2] for line in failed] == [[str(f), k] for f, k in expected]
+    started = cli("run", "support", "hi")
+    assert started.code == 2, started
+    assert "Traceback" not in started.err
+    assert started.err.splitlines() == [f"fleet: {line}" for line in failed]
+    assert not cli.home.exists(), "a refused start must create nothing"
+
+
+def test_every_refusal_of_a_start_is_reported_at_once(cli: Cli, tmp_path: Path) -> None:
+    """An authorize policy that does not import and two secrets too short to redact: check and
+    a start both name all three."""
+    config = _config(
+        tmp_path / "config",
+        {
+            "fleet.toml": 'authorize = "nosuch:fn"\n',
+            "triggers/github.toml": TRIGGER,
+            "deployments/support.toml": REPLY,
+        },
+    )
+    cli.env.update(
+        FLEET_CONFIG_DIR=str(config),
+        FLEET_TEST_SIGNING_SECRET="whsec",
+        FLEET_TEST_REPLY_TOKEN="tok",
+    )
+    checked = cli("check")
+    assert checked.code == 2, checked
+    lines = [line.removeprefix("FAIL  config: ") for line in _failures(checked)]
+    assert [line.split(": ")[1] for line in lines] == [
+        "authorize",
+        "signature.secret_env",
+        "reply.headers.Authorization",
+    ]
+    started = cli("serve", "--port", "1")
+    assert started.code == 2, started
+    assert started.err.splitlines() == [f"fleet: {line}" for line in lines]
+    assert not cli.home.exists()

@@ -61,6 +61,10 @@ def test_add_ls_rm(cli: Cli) -> None:
         (("--every", "1m", "--overlap", "wait"), "fleet: --overlap: "),
         (("--every", "1m", "--catch-up", "all"), "fleet: --catch-up: "),
         (("--every", "1m", "--end-at", "soon"), "fleet: --end-at: "),
+        (
+            ("--every", "1m", "--end-at", "2020-01-01T00:00:00Z"),
+            "fleet: --end-at: 2020-01-01T00:00:00+00:00 is not after the first tick",
+        ),
         (("--every", "1m", "--caller", "ops"), "fleet: --caller: no caller named 'ops'"),
     ],
 )

@@ -131,4 +131,56 @@ def test_without_the_setting_the_bouncer_breaks_prepared_statements_and_says_wha
         refused = [r for r in answers if r.status_code >= 500]
         assert refused, "every submission succeeded through the bouncer without the setting"
         assert all(r.status_code == 503 for r in refused), [r.text for r in refused][:3]
-        assert "FLEET_DATABASE_POOLER=transaction" in refused[0].json()["detail"]
+        unnamed = [r.text for r in refused if "FLEET_DATABASE_POOLER" not in r.json()["detail"]]
+        assert unnamed == [], unnamed[:3]
+
+
+def _check(bounced: str, redis_url: str, config_dir: Path) -> subprocess.CompletedProcess[str]:
+    """`fleet check` through the bouncer, FLEET_DATABASE_POOLER unset."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
+    env.update(
+        FLEET_DATABASE_URL=bounced, FLEET_REDIS_URL=redis_url, FLEET_CONFIG_DIR=str(config_dir)
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "fleet.cli", "check"],
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.pgbouncer_pool_size(1)
+def test_every_path_that_meets_the_bouncer_without_the_setting_names_it(
+    tmp_path: Path, pgbouncer_url: tuple[str, str], redis_url: str, config_dir: Path
+) -> None:
+    """`fleet check`, a worker's wake-up tasks and the beat's sweeps and schedule passes: each
+    says to set FLEET_DATABASE_POOLER, in one line, never a traceback."""
+    direct, bounced = pgbouncer_url
+    migrate(tmp_path, bounced, direct)
+    checked = _check(bounced, redis_url, config_dir)
+    assert checked.returncode == 1, checked
+    [database] = [line for line in checked.stdout.splitlines() if line.startswith("FAIL")]
+    assert "unsupported startup parameter: options" in database
+    assert "set FLEET_DATABASE_POOLER=transaction" in database
+    settings = fleet_settings(
+        tmp_path, bounced, redis_url, config_dir, database_pooler="none", sweep_interval=0.5
+    )
+    with running_fleet(tmp_path, **settings) as fleet:
+        worker = fleet.worker("w1", concurrency=2)
+        beat = fleet.beat()
+        url = fleet.serve(FLEET_DATABASE_POOLER="transaction")  # the API admits: work to do
+        answers = submit_all(url)
+        assert {r.status_code for r in answers} == {202}
+        worker.wait_log("FLEET_DATABASE_POOLER", timeout=60)
+        beat.wait_log("FLEET_DATABASE_POOLER", timeout=60)
+        logs = {proc.name: proc.log() for proc in (worker, beat)}
+    for name, text in logs.items():
+        assert "Traceback" not in text, f"{name}:\n{text[-3000:]}"
+        mistakes = [
+            line
+            for line in text.splitlines()
+            if "prepared statement" in line and "FLEET_DATABASE_POOLER" not in line
+        ]
+        assert mistakes == [], f"{name}: {mistakes[:3]}"

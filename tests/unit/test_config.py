@@ -18,7 +18,7 @@ from fleet.config import (
     parse_duration,
 )
 from fleet.constants import DEFAULT_DEBOUNCE_S, LIMITS, MAX_DEBOUNCE_S
-from fleet.errors import ConfigError, NotFound
+from fleet.errors import ConfigError, ConfigErrors, NotFound
 from tests.conftest import write_config
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config"
@@ -443,6 +443,75 @@ def test_config_errors_name_file_key_reason(tmp_path, rel, text, key, fragment):
     assert err.key == key
     assert fragment in err.reason
     assert str(err) == f"{err.file}: {key}: {err.reason}"
+
+
+def _every(root: Path) -> list[tuple[str, str]]:
+    """(file relative to ``root``, key) of every error one load reports."""
+    with pytest.raises(ConfigError) as info:
+        load_config(root)
+    return [(str(Path(e.file).relative_to(root)), e.key) for e in info.value.every]
+
+
+def test_every_bad_key_of_a_file_is_reported_in_one_load(tmp_path):
+    root = write(
+        tmp_path,
+        {
+            "agents/a.toml": AGENT,
+            "deployments/d.toml": DEPLOYMENT,
+            "tenants/acme.toml": 'weight = 0\nmax_running = "2"\nquota = 5\n',
+        },
+    )
+    with pytest.raises(ConfigErrors) as info:
+        load_config(root)
+    where = root / "tenants" / "acme.toml"
+    assert [(e.file, e.key) for e in info.value.every] == [
+        (str(where), "weight"),
+        (str(where), "max_running"),
+        (str(where), "quota"),
+    ]
+    assert str(info.value).splitlines() == [e.message for e in info.value.every]
+
+
+def test_every_broken_file_is_reported_in_one_load(tmp_path):
+    """Four broken schedules, a broken agent and a file with a bad name: each one's errors, in
+    one load; a deployment of the broken agent adds no error of its own."""
+    schedule = 'deployment = "d"\ninput = "x"\n'
+    root = write(
+        tmp_path,
+        {
+            "agents/a.toml": "instructions = 7\n" + 'model = "echo"\n',
+            "agents/b.toml": AGENT,
+            "deployments/d.toml": DEPLOYMENT,
+            "deployments/e.toml": 'agent = "nobody"\n',
+            "deployments/Bad Name.toml": 'agent = "b"\n',
+            "schedules/s1.toml": schedule + 'cron = "0 8 * * 1-8"\n',
+            "schedules/s2.toml": schedule + 'every = "0.5s"\n',
+            "schedules/s3.toml": schedule + 'every = "1m"\ntimezone = "Moon/Base"\n',
+            "schedules/s4.toml": 'deployment = "nope"\ninput = "x"\nevery = "1m"\n',
+            "schedules/s5.toml": schedule + "every = [\n",
+        },
+    )
+    assert _every(root) == [
+        ("agents/a.toml", "instructions"),
+        ("deployments/Bad Name.toml", "(file name)"),
+        ("schedules/s1.toml", "cron"),
+        ("schedules/s2.toml", "every"),
+        ("schedules/s3.toml", "timezone"),
+        ("schedules/s5.toml", "(syntax)"),
+        ("deployments/e.toml", "agent"),
+        ("schedules/s4.toml", "deployment"),
+    ]
+
+
+def test_every_bad_setting_is_reported_at_once(monkeypatch):
+    monkeypatch.setenv("FLEET_LEASE_TTL", "soon")
+    monkeypatch.setenv("FLEET_MAX_ATTEMPTS", "0")
+    with pytest.raises(ConfigErrors) as info:
+        load_settings()
+    assert [(e.file, e.key) for e in info.value.every] == [
+        ("environment", "FLEET_LEASE_TTL"),
+        ("environment", "FLEET_MAX_ATTEMPTS"),
+    ]
 
 
 @pytest.mark.parametrize(

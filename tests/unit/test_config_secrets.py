@@ -73,14 +73,28 @@ def test_secrets_of_the_minimum_length_pass(loaded) -> None:
     exactly = {var: "s" * MIN_SECRET_CHARS for var in ALL_SET}
     assert secrets.too_short(loaded, exactly) == []
     assert secrets.unset(loaded, exactly) == []
+    assert secrets.awaited(loaded, exactly) == []
 
 
-@pytest.mark.parametrize(("file", "key", "var"), NAMED[1:])  # MCP: see missing_secrets
+@pytest.mark.parametrize(("file", "key", "var"), NAMED[2:])  # MCP: see missing_secrets
 def test_an_unset_secret_is_refused_naming_file_key_and_variable(loaded, file, key, var) -> None:
     [problem] = secrets.unset(loaded, {**ALL_SET, var: ""})
     assert (problem.file, problem.key) == (str(loaded.root / file), key)
     assert problem.message.startswith(
         f"{loaded.root / file}: {key}: environment variable {var} is not set (it holds "
+    )
+    assert secrets.awaited(loaded, {**ALL_SET, var: ""}) == []
+
+
+def test_an_unset_signing_secret_is_awaited_not_refused(loaded) -> None:
+    """A trigger without its secret accepts nothing yet: a warning naming what to set."""
+    environ = {**ALL_SET, "FLEET_T_SIGN": ""}
+    assert secrets.unset(loaded, environ) == []
+    [waiting] = secrets.awaited(loaded, environ)
+    assert waiting.message == (
+        f"{loaded.root / 'triggers/github.toml'}: signature.secret_env: environment variable "
+        "FLEET_T_SIGN is not set: set it to the secret its sender signs with; until then the "
+        "trigger answers 503 and accepts nothing"
     )
 
 

@@ -49,6 +49,16 @@ def test_the_two_commands_are_named() -> None:
     assert "make test" in README
 
 
+def test_the_readme_says_plainly_how_the_echo_model_calls_a_tool() -> None:
+    """The tour's tool example: which lines make the echo model call a tool, with what."""
+    prose = " ".join(README.split())
+    assert (
+        "For each line of its input that reads `/tool NAME {json}`, the echo model calls the "
+        "tool NAME with those JSON arguments, then replies." in prose
+    )
+    assert "of its input names" not in prose
+
+
 def test_the_readme_stays_short_and_links_the_docs() -> None:
     assert len(README.splitlines()) <= 300
     for target in re.findall(r"\]\((docs/[^)#]+)", README):

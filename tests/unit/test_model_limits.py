@@ -11,6 +11,7 @@ from fleet.domain.model_limits import (
     cool,
     decide,
     matching,
+    past_max_wait_advice,
     settle,
     take,
     waiting_text,
@@ -121,3 +122,42 @@ def test_concurrency_polls() -> None:
 
 def test_waiting_text() -> None:
     assert waiting_text("openai:*", 1.23) == "waiting for model capacity: openai:*, 1.2 s"
+
+
+FLEET_TOML = "config/fleet.toml [[model_limits]]"
+
+
+@pytest.mark.parametrize(
+    ("reason", "seconds", "advice"),
+    [
+        (
+            "cooldown",
+            29.2,
+            "the provider asked for that pause after a 429 (its Retry-After), and no rate of "
+            "fleet's shortens it: raise the limit's max_wait to at least 30s in "
+            f"{FLEET_TOML}, or give the agent a fallback model ([model] fallbacks) that the "
+            "limit does not match",
+        ),
+        (
+            "requests",
+            75.0,
+            f"raise its max_wait or its requests_per_minute in {FLEET_TOML}, or lower the load",
+        ),
+        (
+            "tokens",
+            75.0,
+            f"raise its max_wait or its tokens_per_minute in {FLEET_TOML}, or lower the load",
+        ),
+        (
+            "concurrency",
+            61.0,
+            f"raise its max_wait or its max_concurrent in {FLEET_TOML}, or lower the load",
+        ),
+    ],
+)
+def test_past_max_wait_the_advice_names_what_can_help(
+    reason: str, seconds: float, advice: str
+) -> None:
+    """A rate cannot shorten a provider's Retry-After: a cooldown names max_wait and a
+    fallback; a wait for a rate or a free place names that key."""
+    assert past_max_wait_advice(reason, seconds) == advice

@@ -131,6 +131,26 @@ def test_past_max_wait_the_call_fails_clearly(tmp_path: Path, openai_server: Fak
     assert "no model capacity within max_wait 0.5s: limit 'openai:*' (requests)" in str(
         caught.value
     )
+    assert "raise its max_wait or its requests_per_minute" in str(caught.value)
+    assert len(openai_server.requests) == 1
+
+
+def test_a_retry_after_past_max_wait_says_what_can_help(
+    tmp_path: Path, openai_server: FakeOpenAI
+) -> None:
+    """A higher rate cannot shorten the provider's Retry-After: the error says so and names a
+    longer max_wait or a fallback model instead."""
+    clock = Clock()
+    limit = Limit("openai:*", requests_per_minute=600, max_wait_s=5.0)
+    model, _ = managed(tmp_path, openai_server, clock, (limit,))
+    openai_server.enqueue(429, headers={"retry-after": "30"})
+    with pytest.raises(ModelError) as caught:
+        model.complete(HELLO)
+    message = caught.value.message
+    assert "limit 'openai:*' (cooldown) would hold the call 30.0 s" in message, message
+    assert "no rate of fleet's shortens it: raise the limit's max_wait to at least 30s" in message
+    assert "fallback model ([model] fallbacks)" in message
+    assert "or its rate" not in message
     assert len(openai_server.requests) == 1
 
 

@@ -148,6 +148,23 @@ def test_bad_values_answer_422_naming_the_field(
     assert says in problem["detail"], problem
 
 
+def test_an_end_before_the_first_tick_is_refused_naming_the_field_as_sent(
+    client: TestClient,
+) -> None:
+    """The caller sent ``endAt``: the detail names ``endAt``, never the stored ``end_at``."""
+    body = {**DIGEST, "endAt": "2020-01-01T00:00:00Z"}
+    r = client.post("/v1/schedules", json=body, headers=auth("acme"))
+    assert r.status_code == 422, r.text
+    problem = r.json()
+    assert problem["invalidParams"][0]["name"] == "endAt"
+    assert problem["detail"] == (
+        "endAt 2020-01-01T00:00:00+00:00 is not after the first tick: it would never fire; "
+        "give a later time or leave it out"
+    )
+    listed = client.get("/v1/schedules", headers=auth("acme")).json()["schedules"]
+    assert "digest" not in [s["name"] for s in listed]
+
+
 def test_a_deployment_the_caller_may_not_use_is_forbidden(client: TestClient) -> None:
     body = {**DIGEST, "deployment": "solo"}
     r = client.post("/v1/schedules", json=body, headers=auth("acme-two"))

@@ -8,6 +8,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -32,14 +33,14 @@ CALLERS = {
 }
 
 
-def _runtime(tmp_path: Path, callers: dict[str, str] | None) -> Runtime:
+def _runtime(tmp_path: Path, callers: dict[str, str] | None, **settings: Any) -> Runtime:
     config = write_config(tmp_path / "config")
     if callers is not None:
         (config / "callers").mkdir()
         for name, body in callers.items():
             digest = hashlib.sha256(KEYS[name].encode()).hexdigest()
             (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
-    return build(Settings(home=tmp_path / "home", config_dir=config))
+    return build(Settings(home=tmp_path / "home", config_dir=config, **settings))
 
 
 @pytest.fixture
@@ -171,6 +172,36 @@ def test_run_page_shows_provenance_and_steps(rt: Runtime, client: TestClient) ->
     conversation = client.get(f"/ui/conversations/{task.conversation_id}").text
     assert f'href="/ui/runs/{run.id}"' in conversation
     assert "echo: /tool current_time {} [history: 2]" in conversation  # the transcript
+
+
+@pytest.mark.parametrize(("secret", "warned"), [("short-ui-secret", True), ("s" * 32, False)])
+def test_a_short_ui_secret_is_warned_at_start_and_the_ui_still_serves(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, secret: str, warned: bool
+) -> None:
+    """For one release a process upgraded with a short FLEET_UI_SECRET starts (`fleet check`
+    refuses it): the start warns, naming the variable and never its value."""
+    runtime = _runtime(tmp_path, CALLERS, ui_secret=secret)
+    try:
+        app = create_app(runtime, run_embedded=False)
+        with (
+            caplog.at_level("WARNING", logger="fleet"),
+            TestClient(app, follow_redirects=False) as c,
+        ):
+            sign_in(c, "boss")
+            assert c.get("/ui").status_code == 200
+    finally:
+        runtime.close()
+    lines = [r.getMessage() for r in caplog.records if "FLEET_UI_SECRET" in r.getMessage()]
+    if not warned:
+        assert lines == []
+        return
+    assert lines == [
+        "environment: FLEET_UI_SECRET: holds fewer than 32 bytes; give a longer secret, e.g. "
+        "`openssl rand -hex 32` (a shorter one could be guessed, and operator UI sessions forged "
+        "with it); starting anyway: `fleet check` refuses it, and the next release will refuse "
+        "to start with it"
+    ]
+    assert secret not in caplog.text
 
 
 def test_without_operators_the_ui_is_off(tmp_path: Path) -> None:

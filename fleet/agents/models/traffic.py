@@ -22,7 +22,7 @@ from fleet.agents import tokens
 from fleet.agents.capacity import Capacity, Wait
 from fleet.agents.models.base import ChatMessage, Model, ModelResponse, ToolSpec
 from fleet.domain import model_errors
-from fleet.domain.model_limits import Limit
+from fleet.domain.model_limits import Limit, past_max_wait_advice
 from fleet.errors import ModelError
 
 #: A wait shorter than this is not shown as a step (a burst's spacing is no news).
@@ -234,8 +234,8 @@ def _counted(exc: ModelError, attempts: int) -> ModelError:
 def _too_long(cand: Candidate, wait: Wait, seconds: float, budget: float) -> ModelError:
     return ModelError(
         f"{cand.model.name}: no model capacity within max_wait {budget:g}s: limit "
-        f"{wait.limit!r} ({wait.reason}) would hold the call {seconds:.1f} s; raise its "
-        "max_wait or its rate in config/fleet.toml [[model_limits]], or lower the load",
+        f"{wait.limit!r} ({wait.reason}) would hold the call {seconds:.1f} s; "
+        f"{past_max_wait_advice(wait.reason, seconds)}",
         retryable=True,
         action="wait",
     )
