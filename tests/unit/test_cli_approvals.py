@@ -9,18 +9,15 @@ import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from fleet.api.app import create_app
 from fleet.cli import main
 from fleet.domain.values import TaskStatus
 from fleet.runtime import Runtime
-from fleet.sdk.client import FleetClient
 from tests.support.approvals import KEYS, approvals_runtime, park, pending_ids, resume
+from tests.support.inprocess import served
 
 SERVER = "http://fleet.test"
 
@@ -40,31 +37,8 @@ def rt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Runtime]:
 @pytest.fixture
 def api(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
     """The server's API in this process; the CLI's ``--server`` client talks to it."""
-    with TestClient(create_app(rt, run_embedded=False), raise_server_exceptions=False) as client:
-        real = FleetClient.__init__
-        transport = InProcess(client)
-
-        def in_process(self: FleetClient, base_url: str, api_key: str | None = None, **_: Any):
-            real(self, base_url, api_key, transport=transport)
-
-        monkeypatch.setattr(FleetClient, "__init__", in_process)
+    with served(rt, monkeypatch) as client:
         yield client
-
-
-class InProcess(httpx.BaseTransport):
-    """The test client's app answers an httpx client's requests."""
-
-    def __init__(self, client: TestClient) -> None:
-        self._client = client
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        r = self._client.request(
-            request.method,
-            request.url.raw_path.decode(),
-            headers=dict(request.headers),
-            content=request.read(),
-        )
-        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
 
 
 def fleet(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
