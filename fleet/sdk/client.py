@@ -524,11 +524,15 @@ class FleetClient(Closing):
 
     # -- approvals -------------------------------------------------------------------------------
 
-    def list_approvals(self, *, limit: int = 100) -> list[dict[str, Any]]:
-        """ListApprovals: the caller's approvals waiting for a decision, oldest first."""
-        found: list[dict[str, Any]] = self._call("GET", "/v1/approvals", params={"limit": limit})[
-            "approvals"
-        ]
+    def list_approvals(
+        self, *, limit: int = 100, task_id_prefix: str | None = None
+    ) -> list[dict[str, Any]]:
+        """ListApprovals: the caller's approvals waiting for a decision, oldest first (of the
+        tasks whose id starts with ``task_id_prefix``, when given)."""
+        params: dict[str, str | int] = {"limit": limit}
+        if task_id_prefix is not None:
+            params["taskIdPrefix"] = task_id_prefix
+        found: list[dict[str, Any]] = self._call("GET", "/v1/approvals", params=params)["approvals"]
         return found
 
     def decide_approval(

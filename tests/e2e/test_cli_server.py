@@ -20,6 +20,7 @@ CALLS: dict[str, tuple[str, ...]] = {
     "tasks ls": ("tasks", "ls"),
     "tasks cancel": ("tasks", "cancel", TASK),
     "approvals ls": ("approvals", "ls"),
+    "approvals show": ("approvals", "show", TASK, APPROVAL),
     "approvals approve": ("approvals", "approve", TASK, APPROVAL),
     "approvals reject": ("approvals", "reject", TASK, APPROVAL),
     "memory set": ("memory", "set", "prefs"),
