@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 
 from fleet.cli.common import AsJson, over_client, print_json, server_of
-from fleet.cli.tables import Col, fit
+from fleet.cli.tables import Col, print_table
 from fleet.constants import DEFAULT_TENANT
 from fleet.domain.blocks import Edit
 from fleet.domain.tenancy import tenant_name
@@ -227,7 +227,7 @@ def list_blocks(
         )
         for b in found
     ]
-    _out.print(fit(_LS_COLUMNS, rows, _out.width).table())
+    print_table(_out, _LS_COLUMNS, rows)
 
 
 def _when(value: str | None) -> str:
@@ -239,7 +239,7 @@ def _undated_year(when: str) -> str:
     return when[5:]
 
 
-#: ``memory ls``: names fold, the title first; version, size and time whole on one line.
+#: ``memory ls``: names give way (cut), the title first; version, size and time whole on one line.
 _LS_COLUMNS = (
     Col("namespace", shrink=1),
     Col("block", shrink=1),
@@ -286,4 +286,4 @@ def history(
         preview = " ".join(v["value"].split())  # one line
         preview = preview if len(preview) <= 60 else preview[:60] + "…"
         rows.append((str(v["version"]), v["author"], _when(v["createdAt"]), preview))
-    _out.print(fit(_HISTORY_COLUMNS, rows, _out.width).table())
+    print_table(_out, _HISTORY_COLUMNS, rows)

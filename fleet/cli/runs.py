@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleet.cli.backends import LocalTasks, Tasks
-from fleet.cli.tables import Col, Fitted, fit
+from fleet.cli.tables import Col, Fitted, print_table
 
 View = dict[str, Any]
 
@@ -83,9 +83,7 @@ class _Rows:
         self.rows.append(tuple(str(c) for c in cells))  # printed as Text: never Rich markup
 
     def print(self, out: Console) -> Fitted:
-        fitted = fit(self.cols, self.rows, out.width)
-        out.print(fitted.table())
-        return fitted
+        return print_table(out, self.cols, self.rows)
 
 
 def _heading(out: Console, run: View, what: str) -> None:
