@@ -289,7 +289,9 @@ def _call(step: View) -> tuple[str, str, str]:
     error = _cut(step["error"], None)
     model, tool, wait = step.get("model"), step.get("tool"), step.get("wait")
     if wait is not None:
-        return f"wait {step['name']}", f"{wait['model']}", str(wait["text"])
+        from fleet.domain.model_limits import wait_line
+
+        return f"wait {step['name']}", f"{wait['model']}", wait_line(wait["text"], wait["reason"])
     if model is not None:
         tokens = model["tokens"]
         calls = ", ".join(str(c["name"]) for c in model["toolCalls"])
