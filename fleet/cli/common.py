@@ -48,6 +48,11 @@ def server_of(ctx: typer.Context) -> str | None:
     return server or None
 
 
+def api_key() -> str | None:
+    """The key a server is called with (``FLEET_API_KEY``), if any."""
+    return os.environ.get("FLEET_API_KEY") or None
+
+
 def refuse_server(ctx: typer.Context, why: str) -> None:
     """Exit 2 with one line when a server is named for a command that cannot go through one
     (never a silent fallback to the store)."""
@@ -68,7 +73,7 @@ def talk_to(
     names a server, else ``local`` over the store from the environment (closed on exit)."""
     server = server_of(ctx)
     if server:
-        with remote(server, os.environ.get("FLEET_API_KEY") or None) as found:
+        with remote(server, api_key()) as found:
             yield found
         return
     from fleet.runtime import build

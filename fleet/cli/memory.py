@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Protocol
 import typer
 from rich.console import Console
 
-from fleet.cli.common import AsJson, over_client, print_json, server_of
+from fleet.cli.common import AsJson, api_key, over_client, print_json, server_of
 from fleet.cli.tables import Col, print_table
 from fleet.constants import DEFAULT_TENANT
 from fleet.domain.blocks import Edit
@@ -161,11 +161,9 @@ def _local() -> Iterator[Memory]:
 
 def _open(ctx: typer.Context) -> AbstractContextManager[Memory]:
     """The server's memory API with ``--server`` / ``FLEET_SERVER``, else the store."""
-    import os
-
     server = server_of(ctx)
     if server:
-        return over_client(RemoteMemory)(server, os.environ.get("FLEET_API_KEY") or None)
+        return over_client(RemoteMemory)(server, api_key())
     return _local()
 
 
