@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -275,17 +275,26 @@ def _complete(
     if not isinstance(model, ManagedModel):
         return model.complete(sent, specs)
 
-    def waiting(wait: Wait, name: str) -> None:
-        text = waiting_text(wait.limit, wait.seconds)
-        steps.record(
-            "wait",
-            "model capacity",
-            datetime.now(UTC),
-            time.perf_counter(),
-            input={"model": name, "limit": wait.limit, "reason": wait.reason},
-            output={"text": text, "seconds": round(wait.seconds, 3)},
-        )
+    def waiting(wait: Wait, name: str) -> Callable[[float], None]:
+        started, step = datetime.now(UTC), steps.next_step()
+        shown: dict[str, Any] = {
+            "input": {"model": name, "limit": wait.limit, "reason": wait.reason},
+            "output": {
+                "text": waiting_text(wait.limit, wait.seconds, wait.reason),
+                "seconds": round(wait.seconds, 3),
+            },
+        }
+        steps.record("wait", "model capacity", started, time.perf_counter(), step=step, **shown)
         steps.commit()
+
+        def ended(seconds: float) -> None:
+            # The same step again, with how long the wait lasted: stored (in place) with the
+            # next step's commit.
+            steps.record(
+                "wait", "model capacity", started, 0.0, step=step, duration_s=seconds, **shown
+            )
+
+        return ended
 
     return model.complete(sent, specs, waiting=waiting, stop=steps.ports.watch)
 

@@ -62,7 +62,9 @@ class Steps:
         usage: Usage | None = None,
         call_id: str | None = None,
         cost_micros: int | None = None,
+        duration_s: float | None = None,
     ) -> None:
+        """A finished step, lasting since ``t0`` (``perf_counter``) or ``duration_s``."""
         u = usage or Usage()
         self.usage = self.usage + u
         counted = {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
@@ -79,7 +81,9 @@ class Steps:
                 error=error,
                 usage=counted,
                 started_at=started,
-                duration_ms=round((time.perf_counter() - t0) * 1000, 3),
+                duration_ms=round(
+                    (time.perf_counter() - t0 if duration_s is None else duration_s) * 1000, 3
+                ),
                 call_id=call_id,
             )
         )

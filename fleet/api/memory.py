@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse
@@ -24,11 +24,11 @@ from fleet.api.auth import ANONYMOUS, Caller, require_operator
 from fleet.api.deps import CallerDep, RuntimeDep
 from fleet.api.schemas import problem_responses
 from fleet.domain import blocks
-from fleet.domain.blocks import Block, Edit
+from fleet.domain.blocks import Edit
 from fleet.domain.inputs import unstorable
 from fleet.errors import Forbidden, NotFound
 from fleet.runtime import Runtime
-from fleet.views import iso
+from fleet.views.memory import block_json, history_json
 
 router = APIRouter(tags=["memory"])
 
@@ -144,21 +144,6 @@ def _author(caller: Caller) -> str:
     return "api" if caller is ANONYMOUS else f"operator:{caller.name}"
 
 
-def _json(b: Block, *, value: bool = True) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "namespace": b.namespace,
-        "block": b.name,
-        "title": b.title,
-        "description": b.description,
-        "version": b.version,
-        "bytes": len(b.value.encode()),
-        "updatedAt": iso(b.updated_at),
-    }
-    if value:
-        out["value"] = b.value
-    return out
-
-
 def _named(at: Place, block: str) -> str:
     """The block's namespace, once its name is one a block may have."""
     blocks.check_block_name(block)
@@ -182,7 +167,7 @@ def list_memory_blocks(rt: RuntimeDep, at: ListPlace) -> JSONResponse:
     found = rt.store.list_blocks(at.namespace, tenant=at.tenant)
     if at.reach is not None:
         found = [b for b in found if b.namespace in at.reach]
-    return JSONResponse({"blocks": [_json(b, value=False) for b in found]})
+    return JSONResponse({"blocks": [block_json(b, value=False) for b in found]})
 
 
 @router.get(
@@ -196,7 +181,7 @@ def get_memory_block(block: BlockName, rt: RuntimeDep, at: BlockPlace) -> JSONRe
     found = rt.store.get_block(namespace, block, tenant=at.tenant)
     if found is None:
         raise _missing(namespace, block)
-    return JSONResponse(_json(found))
+    return JSONResponse(block_json(found))
 
 
 @router.put(
@@ -221,7 +206,7 @@ def set_memory_block(
         title=body.title,
         description=body.description,
     )
-    return JSONResponse(_json(found))
+    return JSONResponse(block_json(found))
 
 
 @router.get(
@@ -234,18 +219,4 @@ def list_memory_block_versions(block: BlockName, rt: RuntimeDep, at: BlockPlace)
     """Oldest first; `author` is `user` (the CLI), `operator:<caller>` or `run:<run id>`."""
     namespace = _named(at, block)
     versions = rt.store.block_history(namespace, block, tenant=at.tenant)
-    return JSONResponse(
-        {
-            "namespace": namespace,
-            "block": block,
-            "versions": [
-                {
-                    "version": v.version,
-                    "author": v.author,
-                    "createdAt": iso(v.created_at),
-                    "value": v.value,
-                }
-                for v in versions
-            ],
-        }
-    )
+    return JSONResponse(history_json(namespace, block, versions))

@@ -144,7 +144,9 @@ class ModelCall(_Camel):
 class WaitStep(_Camel):
     """A wait for model capacity, recorded as it began."""
 
-    text: str | None = Field(description='"waiting for model capacity: openai:*, 1.2 s"')
+    text: str | None = Field(
+        description='"waiting for model capacity: openai:*, 1.2 s (requests per minute)"'
+    )
     seconds: float | None = Field(description="How long it was expected to last.")
     limit: str | None = Field(description="The `match` of the model limit it waited for.")
     reason: str | None = Field(

@@ -274,16 +274,28 @@ def decide_approval(
 def list_approvals(
     rt: RuntimeDep,
     caller: CallerDep,
+    task_id_prefix: Annotated[
+        str | None,
+        Query(
+            alias="taskIdPrefix",
+            description="Only the approvals of tasks whose id starts with this: at least "
+            f"{MIN_TASK_ID_PREFIX} hex digits, dashes optional "
+            "(`fleet approvals approve 67bdb609 9ac341cb`).",
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
 ) -> JSONResponse:
     """The caller's pending approvals (its tenant and scope; an operator's: every scope of
     the tenants it reaches), oldest first."""
     who = _api_caller(caller)
+    prefix = (
+        None if task_id_prefix is None else ids.hex_prefix(task_id_prefix, field="taskIdPrefix")
+    )
     if who.operator:
-        found = rt.store.pending_approvals(tenants=who.reach, limit=limit)
+        found = rt.store.pending_approvals(tenants=who.reach, task_prefix=prefix, limit=limit)
     else:
         found = rt.store.pending_approvals(
-            tenants=frozenset({who.tenant}), scope=who.scope, limit=limit
+            tenants=frozenset({who.tenant}), scope=who.scope, task_prefix=prefix, limit=limit
         )
     return JSONResponse(
         {

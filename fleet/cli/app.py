@@ -30,6 +30,20 @@ from fleet.cli.workers import workers_app
 from fleet.errors import FleetError, Unavailable
 from fleet.version import __version__
 
+#: The commands and groups that go through ``--server`` (every call of theirs), and those that
+#: refuse it (they work on this machine's store, config or processes): never a silent fallback.
+THROUGH_SERVER = (
+    "run",
+    "tasks",
+    "approvals",
+    "memory",
+    "conversations",
+    "tenants",
+    "schedules",
+    "workers",
+)
+HERE_ONLY = ("migrate", "check", "worker", "serve", "beat")
+
 app = typer.Typer(
     name="fleet",
     help="Run LLM agents as a fleet: conversations run one task at a time, in order.",
@@ -66,8 +80,9 @@ def _root(
         typer.Option(
             "--server",
             envvar="FLEET_SERVER",
-            help="Base URL of a `fleet serve`: run and tasks talk to its API (key from "
-            "FLEET_API_KEY) instead of the store.",
+            help=f"Base URL of a `fleet serve`: {', '.join(THROUGH_SERVER)} talk to its API "
+            "(key from FLEET_API_KEY) instead of the store; "
+            f"{', '.join(HERE_ONLY)} refuse it; keys needs neither.",
         ),
     ] = None,
 ) -> None:

@@ -12,18 +12,17 @@ from rich.console import Console
 
 from fleet.cli.backends import Tasks, tasks_for
 from fleet.cli.common import AsJson, answer, fail, out, print_json
-from fleet.cli.tables import Col, fit
-from fleet.cli.tasks import AMBIGUOUS_SHOWN, TaskRef, parse_id, resolve_id
+from fleet.cli.tasks import AMBIGUOUS_SHOWN, TaskRef, parse_id
 from fleet.domain.ids import IdPrefix, parse_ref, short
 from fleet.domain.waits import MAX_REASON
 from fleet.errors import InputError, NotFound
 from fleet.sdk.backends import View
 
-#: ``approvals ls`` shows at most this many characters of a call's arguments (``--json``: all).
-ARGUMENTS_CHARS = 40
+#: The most pending approvals a prefix is looked up among (ListApprovals' own maximum).
+MAX_PENDING_LISTED = 1000
 
 approvals_app = typer.Typer(
-    help="Tool calls waiting for a person's approval: list, approve, reject.",
+    help="Tool calls waiting for a person's approval: list, show, approve, reject.",
     no_args_is_help=True,
 )
 
@@ -49,26 +48,40 @@ def _parse_approval(value: str) -> uuid.UUID | IdPrefix:
         )
 
 
-def resolve_approval(tasks: Tasks, task_id: uuid.UUID, ref: uuid.UUID | IdPrefix) -> str:
-    """The approval id ``ref`` names: a whole id as is, a prefix when exactly one of the task's
-    pending approvals has it."""
-    if isinstance(ref, uuid.UUID):
-        return str(ref)
-    pending = tasks.show(task_id).get("pendingApprovals") or []
-    found = [a["id"] for a in pending if a["id"].replace("-", "").startswith(ref.hex)]
-    if not found:
-        raise NotFound(
-            f"task {task_id} has no pending approval with an id starting {ref.typed!r}",
-            field="approvalId",
-        )
-    if len(found) > 1:
-        listed = ", ".join(found[:AMBIGUOUS_SHOWN])
+def find_approval(tasks: Tasks, task: uuid.UUID | IdPrefix, ref: uuid.UUID | IdPrefix) -> View:
+    """The pending approval ``task`` and ``ref`` name (whole ids, or prefixes unique among the
+    approvals this key may decide: ListApprovals, so an operator's reach and no other
+    tenant's tasks)."""
+    found = tasks.list_approvals(task_id_prefix=task.hex, limit=MAX_PENDING_LISTED)
+    task_ids = list(dict.fromkeys(str(a["taskId"]) for a in found))
+    if isinstance(task, IdPrefix):
+        if not task_ids:
+            raise NotFound(
+                f"no task with an id starting {task.typed!r} waits for an approval this key "
+                "may decide; see `fleet approvals ls`",
+                field="id",
+            )
+        if len(task_ids) > 1:
+            listed = ", ".join(task_ids[:AMBIGUOUS_SHOWN])
+            more = " and more" if len(task_ids) > AMBIGUOUS_SHOWN else ""
+            raise InputError(
+                f"task id prefix {task.typed!r} is ambiguous: it matches {listed}{more}; "
+                "give more characters",
+                field="id",
+            )
+    task_id = task_ids[0] if task_ids else str(task)
+    mine = [a for a in found if a["id"].replace("-", "").startswith(ref.hex)]
+    if not mine:
+        shown = str(ref) if isinstance(ref, uuid.UUID) else f"an id starting {ref.typed!r}"
+        raise NotFound(f"task {task_id} has no pending approval with {shown}", field="approvalId")
+    if len(mine) > 1 and isinstance(ref, IdPrefix):  # (a whole id matches one at most)
+        listed = ", ".join(a["id"] for a in mine[:AMBIGUOUS_SHOWN])
         raise InputError(
             f"approval id prefix {ref.typed!r} is ambiguous: it matches {listed}; "
             "give more characters",
             field="approvalId",
         )
-    return str(found[0])
+    return mine[0]
 
 
 # -- commands ----------------------------------------------------------------------------------
@@ -117,6 +130,20 @@ def approvals_reject(
     )
 
 
+@approvals_app.command("show")
+def approvals_show(
+    ctx: typer.Context, task_id: TaskRef, approval_id: ApprovalRef, as_json: AsJson = False
+) -> None:
+    """Show one pending approval: the call's whole arguments, its tool and its deadline."""
+    task_ref, approval_ref = parse_id(task_id), _parse_approval(approval_id)
+    answer(
+        tasks_for(ctx),
+        lambda tasks: find_approval(tasks, task_ref, approval_ref),
+        as_json,
+        lambda found: show_approval(out, found),
+    )
+
+
 def _decide(
     ctx: typer.Context,
     task_id: str,
@@ -128,9 +155,12 @@ def _decide(
 ) -> None:
     task_ref, approval_ref = parse_id(task_id), _parse_approval(approval_id)
     with tasks_for(ctx) as tasks:
-        tid = resolve_id(tasks, task_ref)
-        aid = resolve_approval(tasks, tid, approval_ref)
-        result = tasks.decide_approval(str(tid), aid, decision, reason=reason)
+        if isinstance(task_ref, uuid.UUID) and isinstance(approval_ref, uuid.UUID):
+            tid, aid = str(task_ref), str(approval_ref)  # (the server says if it is not pending)
+        else:
+            found = find_approval(tasks, task_ref, approval_ref)
+            tid, aid = str(found["taskId"]), str(found["id"])
+        result = tasks.decide_approval(tid, aid, decision, reason=reason)
     if as_json:
         print_json(result)
     else:
@@ -144,48 +174,48 @@ def _when(value: str | None) -> str:
     return value[:19].replace("T", " ") if value else "-"
 
 
-def arguments_text(arguments: object, n: int = ARGUMENTS_CHARS) -> str:
-    """A call's arguments on one line, cut at ``n`` characters."""
-    text = json.dumps(arguments, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return text if len(text) <= n else text[: n - 1] + "…"
+def arguments_text(arguments: object, *, indent: int | None = None) -> str:
+    """A call's arguments, whole: on one line, or ``indent``-ed over several."""
+    if indent is None:
+        return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    return json.dumps(arguments, ensure_ascii=False, sort_keys=True, indent=indent)
 
 
-def _undated_year(when: str) -> str:
-    """``2026-11-30 06:12:34`` → ``11-30 06:12:34`` (a time, when narrow)."""
-    return when[5:] if len(when) == 19 else when
-
-
-#: ``approvals ls``: ids and times whole; the tool folds; the arguments are one cut line.
-#: Narrow, the times lose their year, then the redacted, arguments and requested columns go
-#: (``--json`` has them).
-_COLUMNS = (
-    Col("task", "whole"),
-    Col("approval", "whole"),
-    Col("tool", shrink=1),
-    Col("arguments", "cut", drop=2),
-    Col("redacted", "whole", drop=1),
-    Col("requested", "whole", short=_undated_year, shorten=0, drop=3),
-    Col("expires", "whole", short=_undated_year, shorten=0),
-)
+def _redacted(view: View) -> str:
+    return " (secrets in them redacted)" if view["redacted"] else ""
 
 
 def show_approvals(out: Console, views: list[View]) -> None:
+    """One block per approval: its ids, tool and times, then the call's arguments whole (a
+    terminal wraps a long line; a pipe gets it on one)."""
     if not views:
         out.print("no approvals are waiting for a decision", markup=False)
         return
-    rows = [
-        (
-            short(v["taskId"]),
-            short(v["id"]),
-            v["tool"],
-            arguments_text(v["arguments"]),
-            "yes" if v["redacted"] else "no",
-            _when(v["requestedAt"]),
-            _when(v["expiresAt"]),
+    for n, v in enumerate(views):
+        out.print(
+            ("\n" if n else "")
+            + f"task {short(v['taskId'])}  approval {short(v['id'])}  tool {v['tool']}\n"
+            f"  requested {_when(v['requestedAt'])}  expires {_when(v['expiresAt'])}\n"
+            f"  arguments{_redacted(v)} {arguments_text(v['arguments'])}",
+            markup=False,
+            crop=False,
         )
-        for v in views
-    ]
-    out.print(fit(_COLUMNS, rows, out.width).table())
+
+
+def show_approval(out: Console, v: View) -> None:
+    """One approval, its arguments as indented JSON."""
+    arguments = arguments_text(v["arguments"], indent=2).replace("\n", "\n  ")
+    out.print(
+        f"approval   {v['id']}\n"
+        f"task       {v['taskId']}\n"
+        f"tool       {v['tool']}\n"
+        f"status     {v['status']}\n"
+        f"requested  {_when(v['requestedAt'])}\n"
+        f"expires    {_when(v['expiresAt'])}\n"
+        f"arguments{_redacted(v)}\n  {arguments}",
+        markup=False,
+        crop=False,
+    )
 
 
 def decided_message(result: View) -> str:

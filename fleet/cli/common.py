@@ -42,6 +42,27 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
+def server_of(ctx: typer.Context) -> str | None:
+    """The server ``--server`` / ``FLEET_SERVER`` names, if any."""
+    server: str | None = (ctx.find_root().obj or {}).get("server")
+    return server or None
+
+
+def api_key() -> str | None:
+    """The key a server is called with (``FLEET_API_KEY``), if any."""
+    return os.environ.get("FLEET_API_KEY") or None
+
+
+def refuse_server(ctx: typer.Context, why: str) -> None:
+    """Exit 2 with one line when a server is named for a command that cannot go through one
+    (never a silent fallback to the store)."""
+    if server_of(ctx):
+        fail(
+            f"`{ctx.command_path}` {why}, not through a server: leave out --server "
+            "(and unset FLEET_SERVER) to run it here"
+        )
+
+
 @contextmanager
 def talk_to(
     ctx: typer.Context,
@@ -50,9 +71,9 @@ def talk_to(
 ) -> Iterator[T]:
     """``remote`` (a server's URL and ``FLEET_API_KEY``) when ``--server`` / ``FLEET_SERVER``
     names a server, else ``local`` over the store from the environment (closed on exit)."""
-    server = (ctx.find_root().obj or {}).get("server")
+    server = server_of(ctx)
     if server:
-        with remote(server, os.environ.get("FLEET_API_KEY") or None) as found:
+        with remote(server, api_key()) as found:
             yield found
         return
     from fleet.runtime import build

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Protocol
 import typer
 
 from fleet.cli.common import AsJson, OnlyDeployment, answer, out, over_client, talk_to
-from fleet.cli.tables import Col, fit
+from fleet.cli.tables import Col, print_table
 from fleet.domain import lifecycle as rules
 from fleet.domain.tenancy import tenant_name
 
@@ -197,10 +197,11 @@ def _print_ls(found: list[View]) -> None:
         rows.append(
             (row["conversation"], row["deployment"], state_text, str(row["waiting"]), updated)
         )
-    out.print(fit(_LS_COLUMNS, rows, out.width).table())
+    print_table(out, _LS_COLUMNS, rows)
 
 
-#: ``conversations ls``: keys and states fold; the count and the time stay whole on one line.
+#: ``conversations ls``: keys and states give way (cut); the count and the time stay whole on one
+#: line.
 _LS_COLUMNS = (
     Col("conversation", shrink=1),
     Col("deployment", shrink=1),

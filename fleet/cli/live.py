@@ -49,7 +49,9 @@ def describe(kind: str, data: dict[str, Any]) -> str | None:
             delivered = (data.get("tool") or {}).get("result")
             return f"{head}  {_cut(delivered)}"
         if data["kind"] == "wait" and data.get("wait"):
-            return f"{head}  {data['wait']['text']}"
+            from fleet.domain.model_limits import wait_line
+
+            return f"{head}  {wait_line(data['wait']['text'], data['wait'].get('reason'))}"
         if data["kind"] not in ("model", "tool"):
             return f"{head}  {ms:.1f} ms"
         if data["kind"] == "model" and data.get("model"):

@@ -11,13 +11,22 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from fleet.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, AsJson, fail, out, print_json
+from fleet.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    AsJson,
+    fail,
+    out,
+    print_json,
+    refuse_server,
+)
 
 if TYPE_CHECKING:
     from fleet.runtime import Runtime
 
 
 def migrate(
+    ctx: typer.Context,
     tenants: Annotated[
         bool,
         typer.Option(
@@ -39,6 +48,7 @@ def migrate(
     steps that only add, while older releases still run; ``--contract`` the ones that remove,
     once none does. The upgrade that adds tenants also moves each stored conversation into its
     tenant (``--tenants``: again)."""
+    refuse_server(ctx, "works on the database itself")
     from fleet.config import FleetConfig, load_config, load_settings
     from fleet.errors import ConfigError
     from fleet.runtime import open_store
@@ -118,6 +128,10 @@ def _refuse_contract_while_older_live(settings: Any, contracts: tuple[str, ...])
         )
 
 
+#: Why the fleet's own processes refuse ``--server``: they are what a server is made of.
+_RUNS_HERE = "runs a process of the fleet on this machine"
+
+
 def _metrics_port(what: str) -> Any:
     """The ``--metrics-port`` option of a process that serves ``what``."""
     return typer.Option(
@@ -142,6 +156,7 @@ TENANTS_REVISION = "0015_tenants"
 
 
 def check(
+    ctx: typer.Context,
     as_json: AsJson = False,
     connect: Annotated[
         bool,
@@ -149,6 +164,7 @@ def check(
     ] = False,
 ) -> None:
     """Validate settings and config/, and connect read-only; creates nothing, migrates nothing."""
+    refuse_server(ctx, "checks the settings, config and services of this machine")
     from fleet.checks import run_checks
 
     results = run_checks(connect=connect)
@@ -169,10 +185,11 @@ MAX_RUNS = 10_000
 
 
 def worker(
+    ctx: typer.Context,
+    *,
     concurrency: Annotated[
         int, typer.Option("--concurrency", "-c", min=1, help="Worker processes.")
     ] = 2,
-    *,
     runs: Annotated[
         int,
         typer.Option(
@@ -202,6 +219,7 @@ def worker(
     ] = None,
 ) -> None:
     """Run a Celery worker that drains conversations (needs FLEET_REDIS_URL)."""
+    refuse_server(ctx, _RUNS_HERE)
     if name is not None and (not name.strip() or any(c.isspace() for c in name)):
         fail(f"--name {name!r}: a node name is one word without spaces, e.g. fleet1@%h")
     if not 1 <= runs <= MAX_RUNS:
@@ -262,6 +280,8 @@ def _processes(count: int, runs: int, loglevel: str, name: str | None, sweeper: 
 
 
 def serve(
+    ctx: typer.Context,
+    *,
     host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8080,
     workers: Annotated[int, typer.Option("--workers", min=1, help="uvicorn processes.")] = 1,
@@ -277,6 +297,7 @@ def serve(
     ] = None,
 ) -> None:
     """Serve the HTTP API (SubmitTask, triggers, A2A, /healthz, /readyz, /metrics)."""
+    refuse_server(ctx, _RUNS_HERE)
     import uvicorn
 
     if concurrency is not None:
@@ -316,6 +337,7 @@ def serve(
 
 
 def beat_cmd(
+    ctx: typer.Context,
     loglevel: Annotated[str, typer.Option("--loglevel", help="The sweeper's log level.")] = "INFO",
     metrics_port: Annotated[
         int | None, _metrics_port("the sweeper's metrics (tasks recovered)")
@@ -326,6 +348,7 @@ def beat_cmd(
 
     Run one or more per fleet: of several, one sweeps per interval (a Redis key decides).
     """
+    refuse_server(ctx, _RUNS_HERE)
     import logging
 
     level = logging.getLevelName(loglevel.upper())

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleet.cli.backends import LocalTasks, Tasks
-from fleet.cli.tables import Col, Fitted, fit
+from fleet.cli.tables import Col, Fitted, print_table
 
 View = dict[str, Any]
 
@@ -83,9 +83,7 @@ class _Rows:
         self.rows.append(tuple(str(c) for c in cells))  # printed as Text: never Rich markup
 
     def print(self, out: Console) -> Fitted:
-        fitted = fit(self.cols, self.rows, out.width)
-        out.print(fitted.table())
-        return fitted
+        return print_table(out, self.cols, self.rows)
 
 
 def _heading(out: Console, run: View, what: str) -> None:
@@ -297,7 +295,9 @@ def _call(step: View) -> tuple[str, str, str]:
     error = _cut(step["error"], None)
     model, tool, wait = step.get("model"), step.get("tool"), step.get("wait")
     if wait is not None:
-        return f"wait {step['name']}", f"{wait['model']}", str(wait["text"])
+        from fleet.domain.model_limits import wait_line
+
+        return f"wait {step['name']}", f"{wait['model']}", wait_line(wait["text"], wait["reason"])
     if model is not None:
         tokens = model["tokens"]
         calls = ", ".join(str(c["name"]) for c in model["toolCalls"])

@@ -12,9 +12,9 @@ from contextlib import AbstractContextManager
 from typing import Annotated, Any, NoReturn, Protocol
 
 import typer
-from rich.table import Table
 
 from fleet.cli.common import AsJson, answer, fail, out, over_client, print_json, talk_to
+from fleet.cli.tables import Col, print_table
 from fleet.errors import InputError
 
 View = dict[str, Any]
@@ -172,17 +172,17 @@ def _print_ls(found: list[View]) -> None:
     if not found:
         out.print("no schedules")
         return
-    table = Table(box=None, pad_edge=False)
-    for header in ("name", "scope", "deployment", "when", "next tick", "last"):
-        table.add_column(header, overflow="fold")
+    rows = []
     for v in found:
         last = "-" if v["lastTick"] is None else f"{v['state']} {v['lastTick']}"
         if v["state"] == "unsynced":
             last = "not stored yet (a beat stores it)"
-        table.add_row(
-            v["name"], v["scope"], v["deployment"], when_text(v), v["nextTick"] or "ended", last
+        rows.append(
+            (v["name"], v["scope"], v["deployment"], when_text(v), v["nextTick"] or "ended", last)
         )
-    out.print(table)
+    print_table(
+        out, [Col(h) for h in ("name", "scope", "deployment", "when", "next tick", "last")], rows
+    )
 
 
 @schedules_app.command("add")

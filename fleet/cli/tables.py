@@ -1,10 +1,13 @@
-"""Tables that fit the terminal (a pipe's 80 columns too) without breaking what must stay whole.
+"""Tables that fit the terminal without breaking what must stay whole, and whole rows in a pipe.
 
-Columns are picked by width before anything wraps: a header is never split, a ``whole`` column
-(ids, times, statuses) keeps each cell on one line, a ``cut`` column ends its one line in "…",
-and a ``fold`` column (keys, previews) may wrap its values, never narrower than its header.
-When even the narrowest of them do not fit, columns take their shorter form or are left out,
-in the order their ``shorten`` and ``drop`` say; the caller says where what went shows instead.
+:func:`print_table` prints them. On a terminal, every cell is one line and no value is split: a
+header never is, a ``whole`` column (ids, times, statuses) keeps each cell whole, and a ``cut`` or
+``fold`` column (keys, previews) ends a value too long for it in "…" (a ``fold`` one is never
+narrower than its header, a ``cut`` one than its ``floor``). When even the narrowest of them do not
+fit, columns take their shorter form or are left out, in the order their ``shorten`` and ``drop``
+say; the caller says where what went shows instead. Anywhere else (a pipe, a file) each row is one
+line with every value whole, however wide, so ``fleet tasks ls | grep api:acme:secret-a`` finds what
+``--json`` has.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from rich.cells import cell_len
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -53,26 +57,50 @@ class Fitted:
     left_out: tuple[str, ...]
 
     def table(self) -> Table:
+        """The table to print on a terminal: each cell on one line, too long ones cut ("…")."""
         table = Table(box=None, pad_edge=False, header_style="bold")
         for col, width in zip(self.cols, self.widths, strict=True):
             table.add_column(
-                col.name,
-                width=width,
-                no_wrap=col.mode != "fold",
-                overflow="ellipsis" if col.mode == "cut" else "fold",
-                justify=col.justify,
+                col.name, width=width, no_wrap=True, overflow="ellipsis", justify=col.justify
             )
         for row in self.rows:
             table.add_row(*(Text(cell) for cell in row))  # Text: never read as Rich markup
         return table
+
+    def lines(self) -> list[str]:
+        """The header and one line per row, each value whole (as in a pipe)."""
+        out = []
+        for row in ((c.name for c in self.cols), *self.rows):
+            cells = [
+                " ".join(cell.splitlines()).ljust(w)
+                if c.justify == "left"
+                else " ".join(cell.splitlines()).rjust(w)
+                for c, w, cell in zip(self.cols, self.widths, row, strict=True)
+            ]
+            out.append((" " * GAP).join(cells).rstrip())
+        return out
+
+
+def print_table(out: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]]) -> Fitted:
+    """Print ``rows``: fitted to a terminal (see the module's docstring), else whole, one row
+    per line. Returns what was shown (the columns left out on a narrow terminal)."""
+    if out.is_terminal:
+        fitted = fit(cols, rows, out.width)
+        out.print(fitted.table())
+        return fitted
+    whole = fit(cols, [[" ".join(c.splitlines()) for c in row] for row in rows], None)
+    for line in whole.lines():
+        out.print(Text(line), crop=False, soft_wrap=True)
+    return whole
 
 
 def _widest(text: str) -> int:
     return max((cell_len(line) for line in text.splitlines()), default=0)
 
 
-def fit(cols: Sequence[Col], rows: Sequence[Sequence[str]], room: int) -> Fitted:
-    """The columns and widths that fit ``room`` cells (see the module's docstring)."""
+def fit(cols: Sequence[Col], rows: Sequence[Sequence[str]], room: int | None) -> Fitted:
+    """The columns and widths that fit ``room`` cells (see the module's docstring); None:
+    every column at its natural width, nothing shortened or left out."""
     cols = list(cols)
     data = [list(row) for row in rows]
     shown = list(range(len(cols)))
@@ -95,7 +123,7 @@ def fit(cols: Sequence[Col], rows: Sequence[Sequence[str]], room: int) -> Fitted
         + [(c.drop, 1, i) for i, c in enumerate(cols) if c.drop is not None]
     )
     for _, drop, i in gives:
-        if need() <= room:
+        if room is None or need() <= room:
             break
         if drop:
             shown.remove(i)
@@ -109,7 +137,7 @@ def fit(cols: Sequence[Col], rows: Sequence[Sequence[str]], room: int) -> Fitted
     widths = {i: natural(i) for i in shown}
     for level in sorted({cols[i].shrink for i in shown}):
         group = [i for i in shown if cols[i].shrink == level]
-        while sum(widths.values()) + GAP * (len(shown) - 1) > room:
+        while room is not None and sum(widths.values()) + GAP * (len(shown) - 1) > room:
             slack = [(widths[i], i) for i in group if widths[i] > floor(i)]
             if not slack:
                 break

@@ -15,7 +15,7 @@ from rich.text import Text
 from fleet.cli.backends import Tasks, tasks_for
 from fleet.cli.common import AsJson, OnlyDeployment, answer, fail, out, print_json
 from fleet.cli.runs import fetch_runs, show_context, show_runs, show_trace
-from fleet.cli.tables import Col, fit
+from fleet.cli.tables import Col, print_table
 from fleet.domain.ids import IdPrefix, parse_ref, short
 from fleet.domain.values import TaskStatus
 from fleet.errors import InputError, NotFound
@@ -224,7 +224,7 @@ def _undated_year(when: str) -> str:
     return when[5:] if len(when) == 19 else when
 
 
-#: ``tasks ls``: ids, seqs, statuses and times whole; keys fold; the summary is one cut line.
+#: ``tasks ls``: ids, seqs, statuses and times whole; keys give way after the summary (cut).
 #: Narrow, the created time loses its year, then the deployment and the summary columns go.
 _LIST_COLUMNS = (
     Col("id", "whole"),
@@ -238,8 +238,9 @@ _LIST_COLUMNS = (
 
 
 def show_task_list(out: Console, views: list[View]) -> None:
-    """Ids, seqs, statuses and times whole, keys folded rather than cut, the summary ending in
-    "…"; never a header split (columns go first: ``tasks show`` and ``--json`` have them)."""
+    """Ids, seqs, statuses and times whole, the summary cut before keys are; a value too long
+    ends in "…" on a terminal (a pipe has every value whole); never a header split (columns go
+    first: ``tasks show`` and ``--json`` have them)."""
     rows = [
         (
             short(v["id"]),
@@ -252,7 +253,7 @@ def show_task_list(out: Console, views: list[View]) -> None:
         )
         for v in views
     ]
-    out.print(fit(_LIST_COLUMNS, rows, out.width).table())
+    print_table(out, _LIST_COLUMNS, rows)
 
 
 CANCEL_MESSAGES = {

@@ -12,9 +12,9 @@ from contextlib import AbstractContextManager
 from typing import Annotated, Any, Protocol
 
 import typer
-from rich.table import Table
 
 from fleet.cli.common import answer, out, over_client, talk_to
+from fleet.cli.tables import Col, print_table
 
 View = dict[str, Any]
 
@@ -26,9 +26,9 @@ tenants_app = typer.Typer(
 AsJson = Annotated[bool, typer.Option("--json", help="Print the JSON records.")]
 Name = Annotated[str, typer.Argument(help="The tenant's name.")]
 
-#: The table's number columns (after the tenant), short enough to leave the tenant's name about
-#: 20 of 80 columns: headers never wrap, a longer name folds. ``tokens/day`` is today's tokens
-#: over the daily budget (``12.3k/2.5M``), ``refused`` today's refusals.
+#: The table's number columns (after the tenant), short enough to leave the tenant's name about 20
+#: of 80 columns: headers never wrap, a longer name is cut (whole in a pipe). ``tokens/day`` is
+#: today's tokens over the daily budget (``12.3k/2.5M``), ``refused`` today's refusals.
 _COLUMNS = ("weight", "running", "queued", "oldest due", "tokens/day", "refused")
 
 
@@ -94,13 +94,8 @@ def ls(ctx: typer.Context, *, as_json: AsJson = False) -> None:
 
 
 def _print_ls(found: list[View]) -> None:
-    table = Table(box=None, pad_edge=False)
-    table.add_column("tenant", overflow="fold", min_width=6)
-    for header in _COLUMNS:
-        table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
-    for view in found:
-        table.add_row(view["tenant"], *_cells(view))
-    out.print(table)
+    cols = [Col("tenant"), *(Col(h, "whole", justify="right") for h in _COLUMNS)]
+    print_table(out, cols, [(view["tenant"], *_cells(view)) for view in found])
 
 
 @tenants_app.command("show")

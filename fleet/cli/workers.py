@@ -12,9 +12,9 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Annotated, Any, Protocol
 
 import typer
-from rich.table import Table
 
 from fleet.cli.common import answer, out, over_client
+from fleet.cli.tables import Col, print_table
 
 View = dict[str, Any]
 
@@ -90,13 +90,10 @@ def _print_ls(found: View) -> None:
     if found["mode"] == "embedded" and not found["workers"]:
         out.print("embedded mode: one process runs everything; no fleet registry", markup=False)
         return
-    table = Table(box=None, pad_edge=False)
-    for header in ("role", "host:pid", "release"):
-        table.add_column(header, no_wrap=True)
-    for header in ("in flight", "free", "up", "seen"):
-        table.add_column(header, justify="right", no_wrap=True)
-    for w in found["workers"]:
-        table.add_row(
+    cols = [Col("role", "whole"), Col("host:pid", "cut"), Col("release", "whole")]
+    cols += [Col(h, "whole", justify="right") for h in ("in flight", "free", "up", "seen")]
+    rows = [
+        (
             w["role"],
             f"{w['host']}:{w['pid']}",
             w["release"],
@@ -105,7 +102,9 @@ def _print_ls(found: View) -> None:
             _age(w["upSeconds"]),
             f"{_age(w['seenSecondsAgo'])} ago",
         )
-    out.print(table)
+        for w in found["workers"]
+    ]
+    print_table(out, cols, rows)
     releases = ", ".join(f"{r['release']} ({r['processes']})" for r in found["releases"])
     out.print(f"{len(found['workers'])} process(es); releases: {releases or 'none'}", markup=False)
 

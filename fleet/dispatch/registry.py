@@ -142,7 +142,7 @@ class Membership:
 
 
 def newer_live(client: Any, *, every_s: float = 5.0) -> Callable[[], bool]:
-    """"Is a process of a release newer than this one registered?", asked of the registry at
+    """ "Is a process of a release newer than this one registered?", asked of the registry at
     most every ``every_s`` (an unreadable registry counts as no)."""
     own = release.version_of(release.current())
     seen = {"at": -every_s - 1.0, "newer": False}

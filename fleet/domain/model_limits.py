@@ -173,9 +173,32 @@ def cool(state: State, now: float, seconds: float) -> State:
     return replace(state, cool_until=max(state.cool_until, now + seconds))
 
 
-def waiting_text(limit: str, seconds: float) -> str:
-    """How a waiting call shows: ``waiting for model capacity: openai:*, 1.2 s``."""
-    return f"waiting for model capacity: {limit}, {seconds:.1f} s"
+#: Why a call waits for capacity, as a person reads it (by the reason a wait names).
+WAIT_REASONS = {
+    "cooldown": "cooldown after a 429",
+    "requests": "requests per minute",
+    "tokens": "tokens per minute",
+    "concurrency": "calls in flight",
+}
+
+
+def wait_reason(reason: str) -> str:
+    """``cooldown`` → ``cooldown after a 429`` (an unknown reason as it is)."""
+    return WAIT_REASONS.get(reason, reason)
+
+
+def waiting_text(limit: str, seconds: float, reason: str | None = None) -> str:
+    """How a waiting call shows: ``waiting for model capacity: openai:*, 1.2 s (requests per
+    minute)``."""
+    why = f" ({wait_reason(reason)})" if reason else ""
+    return f"waiting for model capacity: {limit}, {seconds:.1f} s{why}"
+
+
+def wait_line(text: str, reason: str | None) -> str:
+    """A stored wait's text with its reason: waits stored before the text named it get it
+    added."""
+    why = f"({wait_reason(reason)})" if reason else ""
+    return text if not why or why in text else f"{text} {why}"
 
 
 #: What lets more calls of a limit start sooner, by why they wait (the key to raise).

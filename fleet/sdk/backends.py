@@ -78,8 +78,9 @@ class Backend(Protocol):
         conversation not started yet."""
         ...
 
-    def list_approvals(self, *, limit: int = 100) -> list[View]:
-        """ListApprovals: the approvals waiting for a decision, oldest first."""
+    def list_approvals(self, *, limit: int = 100, task_id_prefix: str | None = None) -> list[View]:
+        """ListApprovals: the approvals waiting for a decision, oldest first (``task_id_prefix``:
+        of the tasks whose id starts with it)."""
         ...
 
     def decide_approval(
@@ -196,11 +197,14 @@ class StoreTasks:
             )
         return {"messages": [message_json(m) for m in self.rt.store.messages(found, limit=limit)]}
 
-    def list_approvals(self, *, limit: int = 100) -> list[View]:
+    def list_approvals(self, *, limit: int = 100, task_id_prefix: str | None = None) -> list[View]:
         """Every tenant's pending approvals (the store's user is the operator)."""
+        from fleet.domain.ids import hex_prefix
         from fleet.views import approval_json
 
-        return [approval_json(w) for w, _ in self.rt.store.pending_approvals(limit=limit)]
+        prefix = None if task_id_prefix is None else hex_prefix(task_id_prefix)
+        found = self.rt.store.pending_approvals(task_prefix=prefix, limit=limit)
+        return [approval_json(w) for w, _ in found]
 
     def decide_approval(
         self, task_id: str, approval_id: str, decision: str, *, reason: str | None = None

@@ -467,13 +467,78 @@ class FleetClient(Closing):
             raise self._unreachable(exc) from None
         self._raise(response)
 
+    # -- memory blocks (operator keys) ---------------------------------------------------------
+
+    @staticmethod
+    def _block_place(namespace: str | None, tenant: str | None) -> dict[str, str]:
+        params = {}
+        if namespace is not None:
+            params["namespace"] = namespace
+        if tenant is not None:
+            params["tenant"] = tenant
+        return params
+
+    def _block(self, block: str) -> str:
+        return f"/v1/memory/blocks/{quote(block, safe='')}"
+
+    def list_memory_blocks(
+        self, *, namespace: str | None = None, tenant: str | None = None
+    ) -> list[dict[str, Any]]:
+        """ListMemoryBlocks: a tenant's blocks without their values (``tenant``: the key's own
+        when None; ``namespace``: every one the key reaches when None)."""
+        found: list[dict[str, Any]] = self._call(
+            "GET", "/v1/memory/blocks", params=self._block_place(namespace, tenant)
+        )["blocks"]
+        return found
+
+    def get_memory_block(
+        self, block: str, *, namespace: str = "default", tenant: str | None = None
+    ) -> dict[str, Any]:
+        """GetMemoryBlock: the block with its value (404 for a missing one)."""
+        found: dict[str, Any] = self._call(
+            "GET", self._block(block), params=self._block_place(namespace, tenant)
+        )
+        return found
+
+    def set_memory_block(
+        self,
+        block: str,
+        value: str,
+        *,
+        namespace: str = "default",
+        tenant: str | None = None,
+        title: str | None = None,
+    ) -> dict[str, Any]:
+        """SetMemoryBlock: replace the block's value (creating it); the block at its new
+        version."""
+        body: dict[str, Any] = {"value": value}
+        if title is not None:
+            body["title"] = title
+        found: dict[str, Any] = self._call(
+            "PUT", self._block(block), params=self._block_place(namespace, tenant), json=body
+        )
+        return found
+
+    def memory_block_versions(
+        self, block: str, *, namespace: str = "default", tenant: str | None = None
+    ) -> list[dict[str, Any]]:
+        """ListMemoryBlockVersions: every version, oldest first, with its author."""
+        found: list[dict[str, Any]] = self._call(
+            "GET", self._block(block) + "/versions", params=self._block_place(namespace, tenant)
+        )["versions"]
+        return found
+
     # -- approvals -------------------------------------------------------------------------------
 
-    def list_approvals(self, *, limit: int = 100) -> list[dict[str, Any]]:
-        """ListApprovals: the caller's approvals waiting for a decision, oldest first."""
-        found: list[dict[str, Any]] = self._call("GET", "/v1/approvals", params={"limit": limit})[
-            "approvals"
-        ]
+    def list_approvals(
+        self, *, limit: int = 100, task_id_prefix: str | None = None
+    ) -> list[dict[str, Any]]:
+        """ListApprovals: the caller's approvals waiting for a decision, oldest first (of the
+        tasks whose id starts with ``task_id_prefix``, when given)."""
+        params: dict[str, str | int] = {"limit": limit}
+        if task_id_prefix is not None:
+            params["taskIdPrefix"] = task_id_prefix
+        found: list[dict[str, Any]] = self._call("GET", "/v1/approvals", params=params)["approvals"]
         return found
 
     def decide_approval(

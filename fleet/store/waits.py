@@ -13,6 +13,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from fleet.domain import waits as rules
+from fleet.domain.ids import IdPrefix
 from fleet.domain.runs import Outcome
 from fleet.domain.values import TERMINAL, Task, TaskStatus
 from fleet.errors import Conflict, LeaseLost, NotFound
@@ -186,10 +187,16 @@ class WaitStore(StoreBase):
             )
 
     def pending_approvals(
-        self, *, tenants: Collection[str] | None = None, scope: str | None = None, limit: int = 100
+        self,
+        *,
+        tenants: Collection[str] | None = None,
+        scope: str | None = None,
+        task_prefix: IdPrefix | None = None,
+        limit: int = 100,
     ) -> list[tuple[rules.Wait, Task]]:
         """Approvals waiting for a decision, oldest first, with their tasks (``tenants`` /
-        ``scope``: only those; None: every tenant's)."""
+        ``scope``: only those; None: every tenant's; ``task_prefix``: only of the tasks whose
+        id starts with it)."""
         query = (
             select(w, *[c.label(f"t__{c.name}") for c in rows.TASK_COLUMNS])
             .join(t, t.c.id == w.c.task_id)
@@ -205,6 +212,8 @@ class WaitStore(StoreBase):
             query = query.where(w.c.tenant.in_(sorted(tenants)))
         if scope is not None:
             query = query.where(t.c.scope == scope)
+        if task_prefix is not None:
+            query = query.where(t.c.id.between(*task_prefix.bounds()))
         with self.read() as conn:
             found = conn.execute(query).all()
         out = []

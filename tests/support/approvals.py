@@ -57,11 +57,12 @@ def auth(who: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {KEYS[who]}"}
 
 
-def park(rt: Runtime, api: TestClient, who: str, key: str = "k") -> Task:
-    """A ``shop`` task submitted with ``who``'s key, run until it waits for its approval."""
+def park(rt: Runtime, api: TestClient, who: str, key: str = "k", ask: str = ASK) -> Task:
+    """A ``shop`` task submitted with ``who``'s key, run until it waits for its approval
+    (``ask``: the input that calls the tool, with its arguments)."""
     r = api.post(
         "/v1/tasks",
-        json={"deployment": "shop", "input": ASK, "conversationKey": key},
+        json={"deployment": "shop", "input": ask, "conversationKey": key},
         headers=auth(who),
     )
     assert r.status_code == 202, r.text

@@ -6,21 +6,19 @@ tenant's approvals."""
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from fleet.api.app import create_app
 from fleet.cli import main
 from fleet.domain.values import TaskStatus
 from fleet.runtime import Runtime
-from fleet.sdk.client import FleetClient
 from tests.support.approvals import KEYS, approvals_runtime, park, pending_ids, resume
+from tests.support.inprocess import served
 
 SERVER = "http://fleet.test"
 
@@ -40,31 +38,8 @@ def rt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Runtime]:
 @pytest.fixture
 def api(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
     """The server's API in this process; the CLI's ``--server`` client talks to it."""
-    with TestClient(create_app(rt, run_embedded=False), raise_server_exceptions=False) as client:
-        real = FleetClient.__init__
-        transport = InProcess(client)
-
-        def in_process(self: FleetClient, base_url: str, api_key: str | None = None, **_: Any):
-            real(self, base_url, api_key, transport=transport)
-
-        monkeypatch.setattr(FleetClient, "__init__", in_process)
+    with served(rt, monkeypatch) as client:
         yield client
-
-
-class InProcess(httpx.BaseTransport):
-    """The test client's app answers an httpx client's requests."""
-
-    def __init__(self, client: TestClient) -> None:
-        self._client = client
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        r = self._client.request(
-            request.method,
-            request.url.raw_path.decode(),
-            headers=dict(request.headers),
-            content=request.read(),
-        )
-        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
 
 
 def fleet(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -102,17 +77,30 @@ def test_ls_lists_every_tenants_pending_approvals(rt, api, capsys) -> None:
         ("count", "{}", "pending")
     }
     code, out, _ = fleet(capsys, "approvals", "ls")
-    lines = out.splitlines()
-    assert code == 0 and lines[0].split() == [
-        "task",
-        "approval",
-        "tool",
-        "arguments",
-        "redacted",
-        "requested",
-        "expires",
+    assert code == 0 and out.splitlines()[:3] == [
+        f"task {str(alpha.id)[:8]}  approval {listed[0]['id'][:8]}  tool count",
+        f"  requested {listed[0]['requestedAt'][:19].replace('T', ' ')}  "
+        f"expires {listed[0]['expiresAt'][:19].replace('T', ' ')}",
+        "  arguments {}",
     ]
-    assert lines[1].split()[:5] == [str(alpha.id)[:8], listed[0]["id"][:8], "count", "{}", "no"]
+
+
+def test_ls_and_show_print_the_arguments_whole(rt, api, capsys) -> None:
+    """However long, a call's arguments show whole: on one line in ``ls`` (a pipe here), as
+    indented JSON in ``show``."""
+    arguments = {"amount": 1250, "note": "refund for order 1234, " * 8, "to": "acme"}
+    task = park(rt, api, "alpha", ask=f"/tool count {json.dumps(arguments)}")
+    (approval,) = pending_ids(rt, task)
+    code, out, _ = fleet(capsys, "approvals", "ls")
+    whole = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    assert code == 0 and f"  arguments {whole}\n" in out, out
+    code, out, err = fleet(capsys, "approvals", "show", str(task.id)[:8], approval[:8])
+    assert (code, err) == (0, ""), err
+    assert out.startswith(f"approval   {approval}\ntask       {task.id}\ntool       count\n")
+    shown = out[out.index("arguments\n") + len("arguments\n") :]
+    assert json.loads(shown) == arguments
+    code, out, _ = fleet(capsys, "approvals", "show", str(task.id), approval, "--json")
+    assert code == 0 and json.loads(out)["arguments"] == arguments
 
 
 def test_approve_by_prefixes_runs_the_call_once_and_names_the_operator(
@@ -195,6 +183,46 @@ def test_through_the_server_a_key_lists_and_decides_its_own(rt, api, capsys, mon
     assert out.startswith(f"approval {approval} of task {mine.id}: approved by alpha")
     assert rt.store.waits_of(mine.id)[0].decided_by == "alpha"
     assert len(pending_ids(rt, theirs)) == 1
+
+
+@pytest.mark.parametrize("who", ["boss", "alpha-ops"])
+def test_an_operator_decides_by_short_ids_through_the_server(
+    rt, api, capsys, monkeypatch, who
+) -> None:
+    """The short ids ``approvals ls`` prints work with an operator's key (of a tenant it
+    reaches, the task submitted with another key of it)."""
+    task = park(rt, api, "alpha")
+    (approval,) = pending_ids(rt, task)
+    server = as_(who, monkeypatch)
+    code, out, _ = fleet(capsys, *server, "approvals", "ls")
+    assert code == 0 and f"task {str(task.id)[:8]}  approval {approval[:8]}" in out
+    code, out, err = fleet(capsys, *server, "approvals", "show", str(task.id)[:8], approval[:8])
+    assert (code, err) == (0, "") and out.startswith(f"approval   {approval}\n"), err
+    code, out, err = fleet(capsys, *server, "approvals", "approve", str(task.id)[:8], approval[:8])
+    assert (code, err) == (0, ""), err
+    assert out.startswith(f"approval {approval} of task {task.id}: approved by {who}")
+
+
+def test_a_task_prefix_is_ambiguous_only_within_the_keys_reach(
+    rt, api, capsys, monkeypatch
+) -> None:
+    """Alpha's and bravo's tasks share a prefix: alpha's operator (and alpha's key) find
+    alpha's alone; the operator of both is told the prefix is ambiguous."""
+    shared = "abcdef12"
+    with monkeypatch.context() as m:  # every new id starts with the prefix
+        m.setattr(uuid, "uuid4", lambda: uuid.UUID(shared + os.urandom(12).hex()))
+        alpha, bravo = park(rt, api, "alpha"), park(rt, api, "bravo")
+    (approval,) = pending_ids(rt, alpha)
+    for who in ("alpha-ops", "alpha"):
+        server = as_(who, monkeypatch)
+        code, out, err = fleet(capsys, *server, "approvals", "show", shared, approval[:10])
+        assert (code, err) == (0, "") and f"task       {alpha.id}\n" in out, err
+    code, out, err = fleet(
+        capsys, *as_("boss", monkeypatch), "approvals", "reject", shared, approval[:8]
+    )
+    assert code == 2 and f"task id prefix '{shared}' is ambiguous" in err, err
+    assert str(alpha.id) in err and str(bravo.id) in err
+    assert len(pending_ids(rt, alpha)) == len(pending_ids(rt, bravo)) == 1
 
 
 def test_a_tenants_key_cannot_list_or_decide_another_tenants_approvals(

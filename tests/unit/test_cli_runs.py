@@ -140,7 +140,14 @@ def test_no_header_splits_and_a_long_error_goes_under_the_table(width, started, 
         run(attempt=1, status="interrupted", error="worker lost", worker="w" * 30 + ":4242"),
         run(attempt=2, status="failed", error=LONG_ERROR, replayedSteps=[1]),
     ]
-    out = Console(record=True, width=width, highlight=False, soft_wrap=True)
+    out = Console(
+        record=True,
+        width=width,
+        highlight=False,
+        soft_wrap=True,
+        force_terminal=True,
+        color_system=None,
+    )
     show_runs(out, runs)
     lines = out.export_text().splitlines()
     assert max(len(line) for line in lines) <= width

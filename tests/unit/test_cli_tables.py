@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from fleet.cli.tables import GAP, Col, fit
+from fleet.cli.tables import GAP, Col, fit, print_table
 
 COLS = (
     Col("id", "whole"),
@@ -74,3 +74,41 @@ def test_shorter_forms_and_drops_go_in_their_one_order():
     assert fitted.left_out == ("error",)
     tighter = fit(cols, rows, 15)
     assert tighter.rows == (("a1", "11-30 06:12"),)
+
+
+def _console(buffer: io.StringIO, *, terminal: bool) -> Console:
+    return Console(
+        file=buffer,
+        width=40,
+        highlight=False,
+        soft_wrap=True,
+        force_terminal=terminal,
+        color_system=None,
+    )
+
+
+def test_in_a_pipe_each_row_is_one_line_with_every_value_whole():
+    """Issue 45: in a pipe a key wrapped mid-word (``api:acme:secr`` / ``et-a``), so ``grep``
+    found nothing. However wide the rows, each is one line, each value whole."""
+    key = "api:acme:a-rather-long-key-that-would-fold"
+    rows = [("a1", key, "2026-11-30 06:12", "a note of some length " * 4), ("b2", "k", "-", "")]
+    buffer = io.StringIO()
+    print_table(_console(buffer, terminal=False), COLS, rows)
+    lines = buffer.getvalue().splitlines()
+    assert lines[0].split() == ["id", "key", "when", "note"]
+    assert len(lines) == 3 and [line for line in lines if key in line] == [lines[1]]
+    assert lines[1].endswith(rows[0][3].rstrip()) and "2026-11-30 06:12" in lines[1]
+    assert lines[2].split() == ["b2", "k", "-"]
+
+
+def test_on_a_terminal_a_value_is_cut_never_split():
+    key = "api:acme:a-rather-long-key-that-would-fold"
+    rows = [("a1", key, "2026-11-30 06:12", "a note")]
+    buffer = io.StringIO()
+    fitted = print_table(_console(buffer, terminal=True), COLS, rows)
+    lines = buffer.getvalue().splitlines()
+    assert len(lines) == 2 and max(len(line) for line in lines) <= 40
+    shown = fitted.rows[0][list(c.name for c in fitted.cols).index("key")]
+    cell = lines[1].split()[1]
+    assert cell.endswith("…") and key.startswith(cell[:-1]), lines
+    assert shown == key  # (the data is whole; only its cell is cut)

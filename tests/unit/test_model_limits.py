@@ -14,6 +14,7 @@ from fleet.domain.model_limits import (
     past_max_wait_advice,
     settle,
     take,
+    wait_line,
     waiting_text,
 )
 
@@ -122,6 +123,9 @@ def test_concurrency_polls() -> None:
 
 def test_waiting_text() -> None:
     assert waiting_text("openai:*", 1.23) == "waiting for model capacity: openai:*, 1.2 s"
+    assert waiting_text("openai:*", 3.0, "cooldown") == (
+        "waiting for model capacity: openai:*, 3.0 s (cooldown after a 429)"
+    )
 
 
 FLEET_TOML = "config/fleet.toml [[model_limits]]"
@@ -161,3 +165,22 @@ def test_past_max_wait_the_advice_names_what_can_help(
     """A rate cannot shorten a provider's Retry-After: a cooldown names max_wait and a
     fallback; a wait for a rate or a free place names that key."""
     assert past_max_wait_advice(reason, seconds) == advice
+
+
+@pytest.mark.parametrize(
+    ("text", "reason", "shown"),
+    [
+        ("waiting …, 1.2 s", "requests", "waiting …, 1.2 s (requests per minute)"),
+        ("waiting …, 1.2 s", "tokens", "waiting …, 1.2 s (tokens per minute)"),
+        ("waiting …, 1.2 s", "concurrency", "waiting …, 1.2 s (calls in flight)"),
+        (
+            "waiting …, 3.0 s (cooldown after a 429)",
+            "cooldown",
+            "waiting …, 3.0 s (cooldown after a 429)",
+        ),
+        ("waiting …, 1.2 s", "other", "waiting …, 1.2 s (other)"),
+        ("waiting …, 1.2 s", None, "waiting …, 1.2 s"),
+    ],
+)
+def test_wait_line_names_the_reason_once(text: str, reason: str | None, shown: str) -> None:
+    assert wait_line(text, reason) == shown

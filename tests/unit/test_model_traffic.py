@@ -209,7 +209,9 @@ def test_tokens_are_corrected_by_the_reported_usage(
 
 def test_a_wait_is_a_step_committed_before_the_model_step() -> None:
     """The runner records a managed call's wait as a ``wait`` step and commits it as it begins
-    (the trace and the task's events show it while it lasts); a retry's replay skips it."""
+    (the trace and the task's events show it while it lasts), then stores how long it lasted
+    with the next step (issue 45: a 2-second cooldown showed 0.0 ms); a retry's replay skips
+    it."""
     from fleet.agents.models.echo import EchoModel
     from fleet.agents.models.traffic import Candidate
     from fleet.agents.runner import MemoryJournal, RunPorts, run_agent
@@ -232,15 +234,20 @@ def test_a_wait_is_a_step_committed_before_the_model_step() -> None:
         ports=RunPorts(journal=journal),
     )
     assert outcome.status.value == "succeeded"
-    wait = journal.commits[-1][0]
+    (began,) = journal.commits[0]  # committed alone, as it began
+    wait = outcome.traces[0]  # the same step as stored at the end (in place)
+    assert (began.step, began.kind, began.name) == (wait.step, wait.kind, wait.name)
     assert (wait.step, wait.kind, wait.name) == (1, "wait", "model capacity")
-    assert wait.output["text"] == "waiting for model capacity: echo, 2.0 s"
+    text = "waiting for model capacity: echo, 2.0 s (cooldown after a 429)"
+    assert began.output["text"] == wait.output["text"] == text
     assert wait.input == {"model": "echo", "limit": "echo", "reason": "cooldown"}
+    assert wait.duration_ms == 2000.0  # the cooldown it waited out (on the model's clock)
     model_step = outcome.traces[-1]
     assert (model_step.step, model_step.kind) == (2, "model")
     assert model_step.output["answered_by"] == "echo" and model_step.output["waited_s"] == 2.0
     assert outcome.details["models"]["echo"]["calls"] == 1
     assert Replay([wait, model_step]).model() == model_step
+    assert began.duration_ms < 1000.0  # (as it began)
 
 
 def test_a_wait_step_shows_in_getrun_the_live_view_and_the_trace() -> None:
@@ -276,9 +283,13 @@ def test_a_wait_step_shows_in_getrun_the_live_view_and_the_trace() -> None:
     }
     assert shown["tool"] is None and shown["model"] is None
     StepView.model_validate(shown)  # the documented shape
+    # a text stored without its reason shows it (the live view, the trace table)
     assert describe("step", {"taskId": "t", "attempt": 1, "runId": "r", **shown}) == (
-        f"step 1  wait model capacity  {text}"
+        f"step 1  wait model capacity  {text} (requests per minute)"
     )
+    from fleet.cli.runs import _call
+
+    assert _call(shown) == ("wait model capacity", "openai:gpt-4o", f"{text} (requests per minute)")
 
 
 def test_a_cancel_stops_a_wait_for_capacity() -> None:

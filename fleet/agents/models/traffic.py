@@ -31,8 +31,10 @@ SHOW_WAIT_S = 0.1
 #: holding it (then it expires).
 HOLD_MARGIN_S = 30.0
 
-#: Told when a call starts waiting for capacity (once per wait): the wait, and the model.
-Waiting = Callable[[Wait, str], None]
+#: Told when a call starts waiting for capacity (once per wait): the wait, and the model; what
+#: it answers (if anything) is told the seconds the wait lasted once it ends (a place taken,
+#: given up, or stopped).
+Waiting = Callable[[Wait, str], Callable[[float], None] | None]
 #: A waiting call asks this at least every STOP_POLL_S: must it stop (a cancel, a lost lease)?
 Stop = Callable[[], bool]
 #: Longest a waiting call sleeps before it asks ``stop`` again.
@@ -188,24 +190,29 @@ class ManagedModel:
         budget = min(limit.max_wait_s for limit in cand.limits)
         started = self._clock()
         shown = False
-        while True:
-            wait = self.capacity.acquire(
-                cand.limits, estimate, grant, cand.timeout_s + HOLD_MARGIN_S
-            )
-            waited = self._clock() - started
-            if wait is None:
-                return grant, waited
-            ahead = 0.0 if wait.reason == "concurrency" else wait.seconds
-            if waited + ahead > budget:
-                raise _Failed(_too_long(cand, wait, waited + ahead, budget), waited)
-            if (
-                not shown
-                and waiting is not None
-                and (wait.seconds >= SHOW_WAIT_S or waited >= SHOW_WAIT_S)
-            ):
-                shown = True
-                waiting(wait, cand.model.name)
-            self._pause(min(wait.seconds, max(budget - waited, 0.0)), stop)
+        ended: Callable[[float], None] | None = None
+        try:
+            while True:
+                wait = self.capacity.acquire(
+                    cand.limits, estimate, grant, cand.timeout_s + HOLD_MARGIN_S
+                )
+                waited = self._clock() - started
+                if wait is None:
+                    return grant, waited
+                ahead = 0.0 if wait.reason == "concurrency" else wait.seconds
+                if waited + ahead > budget:
+                    raise _Failed(_too_long(cand, wait, waited + ahead, budget), waited)
+                if (
+                    not shown
+                    and waiting is not None
+                    and (wait.seconds >= SHOW_WAIT_S or waited >= SHOW_WAIT_S)
+                ):
+                    shown = True
+                    ended = waiting(wait, cand.model.name)
+                self._pause(min(wait.seconds, max(budget - waited, 0.0)), stop)
+        finally:
+            if ended is not None:  # the shown wait is over: how long it lasted
+                ended(self._clock() - started)
 
 
 class _Failed(Exception):
