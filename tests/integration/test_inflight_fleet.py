@@ -24,8 +24,13 @@ from tests.support.fleet import Fleet, Proc, fleet_settings, wait_for
 pytestmark = [pytest.mark.fleet, pytest.mark.pg, pytest.mark.redis, pytest.mark.timeout(240)]
 
 CONVERSATIONS, RUNS, POOL = 40, 60, 4
-AGENTS = {"slow": '[model]\nprovider = "echo"\ndelay_ms = 2500\n'}
-DEPLOYMENTS = {"desk": 'agent = "slow"\n'}
+AGENTS = {
+    "slow": '[model]\nprovider = "echo"\ndelay_ms = 2500\n',
+    # a tool with a counted side effect between two slow model steps
+    "counter": 'tools = ["tests.support.shop_tools:count"]\n'
+    '[model]\nprovider = "echo"\ndelay_ms = 2000\n',
+}
+DEPLOYMENTS = {"desk": 'agent = "slow"\n', "counter": 'agent = "counter"\n'}
 
 
 @pytest.fixture
@@ -36,7 +41,14 @@ def config(tmp_path: Path) -> Path:
 @pytest.fixture
 def shared_settings(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> dict[str, Any]:
     return fleet_settings(
-        tmp_path, pg_url, redis_url, config, lease_ttl=3.0, sweep_interval=1.0, registry_ttl=3.0
+        tmp_path,
+        pg_url,
+        redis_url,
+        config,
+        lease_ttl=3.0,
+        sweep_interval=1.0,
+        registry_ttl=3.0,
+        test_counter=tmp_path / "side-effects.txt",
     )
 
 
@@ -125,3 +137,35 @@ def test_sigterm_hands_every_run_in_flight_back(rt: Runtime, fleet: Fleet, tmp_p
         what="every task to succeed on the next worker",
     )
     assert all(len(rt.store.runs_of(t.id)) <= 2 for t in tasks)
+
+
+def test_kill_9_of_a_process_with_many_runs_recovers_each_and_counts_each_tool_once(
+    rt: Runtime, fleet: Fleet, tmp_path: Path
+) -> None:
+    counter = tmp_path / "side-effects.txt"
+    worker = _worker(fleet, tmp_path, "doomed")
+    fleet.beat()
+    tasks = [rt.dispatcher.submit("counter", "/tool count {}", key=f"k{i}").task for i in range(30)]
+
+    def counted() -> list[str]:
+        return counter.read_text().splitlines() if counter.exists() else []
+
+    # every tool has run; each run now waits on its final model step: kill the process
+    wait_for(lambda: len(counted()) == len(tasks), 60, interval=0.05, what="every tool call")
+    assert _running(rt) == len(tasks)
+    worker.signal(signal.SIGKILL)
+    worker.popen.wait(10)
+    _worker(fleet, tmp_path, "heir")
+    wait_for(
+        lambda: all(rt.store.get_task(t.id).status.terminal for t in tasks),
+        90,
+        interval=0.2,
+        what="every task recovered and finished",
+    )
+    for t in tasks:
+        done = rt.store.get_task(t.id)
+        assert done.status == TaskStatus.SUCCEEDED and done.attempts == 2, done
+    lines = counted()
+    assert sorted(line.split()[0] for line in lines) == sorted(str(t.id) for t in tasks), (
+        "a tool that finished before the kill ran again"
+    )
