@@ -29,8 +29,13 @@ AGENTS = {
     # a tool with a counted side effect between two slow model steps
     "counter": 'tools = ["tests.support.shop_tools:count"]\n'
     '[model]\nprovider = "echo"\ndelay_ms = 2000\n',
+    "blocker": 'tools = ["tests.support.shop_tools:block", "tests.support.shop_tools:spin"]\n'
+    'model = "echo"\n',
+    "quick": '[model]\nprovider = "echo"\ndelay_ms = 400\n',
 }
-DEPLOYMENTS = {"desk": 'agent = "slow"\n', "counter": 'agent = "counter"\n'}
+DEPLOYMENTS = {name: f'agent = "{name}"\n' for name in ("counter", "blocker", "quick")} | {
+    "desk": 'agent = "slow"\n'
+}
 
 
 @pytest.fixture
@@ -169,3 +174,31 @@ def test_kill_9_of_a_process_with_many_runs_recovers_each_and_counts_each_tool_o
     assert sorted(line.split()[0] for line in lines) == sorted(str(t.id) for t in tasks), (
         "a tool that finished before the kill ran again"
     )
+
+
+def test_a_blocking_tool_does_not_hold_up_the_other_runs_model_calls(
+    rt: Runtime, fleet: Fleet, tmp_path: Path
+) -> None:
+    """Tools run on their run's thread: one blocked in a sleep and one spinning on the CPU
+    leave the other runs' 400 ms model steps within 50 ms of their time."""
+    _worker(fleet, tmp_path, "mixed")
+    blockers = [
+        rt.dispatcher.submit("blocker", '/tool block {"seconds": 4}', key="b1").task,
+        rt.dispatcher.submit("blocker", '/tool spin {"seconds": 3}', key="b2").task,
+    ]
+    wait_for(lambda: _running(rt) == 2, 30, interval=0.05, what="the blocking tools to run")
+    quick = [rt.dispatcher.submit("quick", f"q{i}", key=f"q{i}").task for i in range(10)]
+    wait_for(
+        lambda: all(rt.store.get_task(t.id).status.terminal for t in quick),
+        30,
+        interval=0.05,
+        what="the quick tasks",
+    )
+    assert any(not rt.store.get_task(t.id).status.terminal for t in blockers), (
+        "the quick tasks must have run while a tool blocked"
+    )
+    for t in quick:
+        (run,) = rt.store.runs_of(t.id)
+        steps = rt.store.get_run(run.id).steps
+        model = [s.duration_ms for s in steps if s.kind == "model"]
+        assert model and max(model) <= 400 + 50, model

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -46,6 +47,21 @@ def stubborn(seconds: float, ctx: ToolContext) -> str:
     if ctx.sleep(seconds):
         return "stopped"
     return "finished"
+
+
+def block(seconds: float) -> str:
+    """A synchronous tool that blocks its thread (no context polled, nothing to stop it)."""
+    time.sleep(seconds)
+    return "unblocked"
+
+
+def spin(seconds: float) -> str:
+    """A CPU-bound tool: holds the interpreter busy for ``seconds``."""
+    end = time.monotonic() + seconds
+    n = 0
+    while time.monotonic() < end:
+        n += 1
+    return f"spun {n}"
 
 
 def count(ctx: ToolContext) -> str:
