@@ -107,7 +107,7 @@ def list_conversations(
     state: Annotated[op.State | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LISTED)] = 100,
 ) -> JSONResponse:
-    """Conversations with unfinished work first (stuck, running, queued), then the most
+    """Conversations with unfinished work first (stuck, running, queued, waiting), then the most
     recently active; every scope of the operator's deployments."""
     who = _operator(rt, caller, deployment)
     if deployment is not None:

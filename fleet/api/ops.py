@@ -6,13 +6,15 @@ Where the metrics come from (a fleet's work happens in other processes than the 
   (``outcome`` = new, merged, duplicate: merges are ``outcome="merged"``).
 - **The store, read at scrape time**, gives fleet-wide gauges that are right whichever API replica
   is scraped: ``fleet_backlog_tasks{deployment,status}`` (queued, leased, running, interrupted)
-  and ``fleet_backlog_oldest_due_seconds{deployment}`` (how long the oldest due task has waited;
-  the signal to scale workers on). Every replica reports the same values, so aggregate them with
-  ``max``, not ``sum``. ``fleet_backlog_up`` is 0 when the store could not be read (the scrape
-  itself still succeeds, with the process metrics). In the same read, per tenant (configured
-  tenants; any other folds into ``other``, as the tenant counters do):
-  ``fleet_tenant_backlog_tasks{tenant,status}`` (queued: queued and handed back; running: leased
-  and running) and ``fleet_tenant_tokens_today{tenant}`` (the token ledger's UTC day).
+  and ``fleet_backlog_oldest_due_seconds{deployment}`` (how long the oldest due task has waited,
+  never one held behind a waiting task; the signal to scale workers on). Every replica reports
+  the same values, so aggregate them with ``max``, not ``sum``. ``fleet_backlog_up`` is 0 when
+  the store could not be read (the scrape itself still succeeds, with the process metrics). In
+  the same read, per tenant (configured tenants; any other folds into ``other``, as the tenant
+  counters do):
+  ``fleet_tenant_backlog_tasks{tenant,status}`` (queued: queued and handed back; waiting: for an
+  approval, a delegate or a time; running: leased and running) and
+  ``fleet_tenant_tokens_today{tenant}`` (the token ledger's UTC day).
 - **Worker processes** record runs: started, finished (by status), queue wait and run duration
   histograms, retries and recoveries. Celery's prefork children cannot each be scraped, so
   ``fleet worker --metrics-port N`` runs them in Prometheus multiprocess mode and serves their sum
@@ -41,8 +43,7 @@ from fleet import metrics as counters
 from fleet.api.deps import RuntimeDep
 from fleet.api.problems import RETRY_AFTER_S, problem
 from fleet.dispatch.redis_target import RedisTarget
-from fleet.domain.quota import utc_day
-from fleet.domain.values import UNFINISHED, TaskStatus
+from fleet.domain.values import UNFINISHED
 from fleet.errors import FleetError
 from fleet.runtime import Runtime
 from fleet.store import db, revision
@@ -131,14 +132,15 @@ class _BacklogCollector(Collector):
         )
         oldest = GaugeMetricFamily(
             "fleet_backlog_oldest_due_seconds",
-            "How long the oldest due queued/interrupted task has waited (fleet-wide).",
+            "How long the oldest due task has waited for a worker (fleet-wide; never one held "
+            "behind a waiting task).",
             labels=["deployment"],
         )
         counts = {(b.deployment, b.status): b.count for b in self.found}
         now = datetime.now(UTC)
         waiting: dict[str, float] = {}
         for b in self.found:
-            if b.status in (TaskStatus.QUEUED, TaskStatus.INTERRUPTED) and b.oldest is not None:
+            if b.oldest is not None:  # due work only (the store's read leaves out the rest)
                 age = max(0.0, (now - b.oldest).total_seconds())
                 waiting[b.deployment] = max(waiting.get(b.deployment, 0.0), age)
         names = sorted(set(self.deployments) | {b.deployment for b in self.found})
@@ -161,8 +163,9 @@ class _TenantCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         tasks = GaugeMetricFamily(
             "fleet_tenant_backlog_tasks",
-            "Unfinished tasks now, by tenant: queued (queued, handed back) and running (leased, "
-            "running); fleet-wide, from the store.",
+            "Unfinished tasks now, by tenant: queued (queued, handed back), waiting (for an "
+            "approval, a delegate or a time) and running (leased, running); fleet-wide, from the "
+            "store.",
             labels=["tenant", "status"],
         )
         tokens = GaugeMetricFamily(
@@ -170,15 +173,17 @@ class _TenantCollector(Collector):
             "Model tokens the tenant's runs used today (UTC), from the token ledger.",
             labels=["tenant"],
         )
-        sums: dict[str, list[int]] = {name: [0, 0, 0] for name in self.tenants}
+        sums: dict[str, list[int]] = {name: [0, 0, 0, 0] for name in self.tenants}
         for name, f in self.found.items():
-            row = sums.setdefault(counters.tenant_label(name), [0, 0, 0])
+            row = sums.setdefault(counters.tenant_label(name), [0, 0, 0, 0])
             row[0] += f.queued
-            row[1] += f.running
-            row[2] += f.tokens_today
+            row[1] += f.waiting
+            row[2] += f.running
+            row[3] += f.tokens_today
         for name in sorted(sums):
-            queued, running, used = sums[name]
+            queued, waiting, running, used = sums[name]
             tasks.add_metric([name, "queued"], float(queued))
+            tasks.add_metric([name, "waiting"], float(waiting))
             tasks.add_metric([name, "running"], float(running))
             tokens.add_metric([name], float(used))
         yield tasks
@@ -188,7 +193,8 @@ class _TenantCollector(Collector):
 def _backlog(rt: Runtime) -> tuple[list[Backlog], dict[str, TenantFigures]] | None:
     """The store's backlog and tenants' figures, or None when the store cannot be read."""
     try:
-        return rt.store.backlog(), rt.store.tenant_figures(utc_day(datetime.now(UTC)))
+        now = datetime.now(UTC)
+        return rt.store.backlog(now), rt.store.tenant_figures(now)
     except Exception:  # an outage must not take the process metrics down with it
         return None
 

@@ -14,7 +14,16 @@ from tests.e2e.test_cli import SHIPPED_CONFIG, Cli
 
 #: A tenant name as long as they come (63 characters): the table folds it, never a header.
 LONG = "a-customer-whose-name-is-as-long-as-a-tenant-name-may-ever-be-x"
-HEADERS = ("tenant", "weight", "running", "queued", "oldest due", "tokens/day", "refused")
+HEADERS = (
+    "tenant",
+    "weight",
+    "running",
+    "queued",
+    "waiting",
+    "oldest due",
+    "tokens/day",
+    "refused",
+)
 
 
 @pytest.fixture
@@ -68,10 +77,10 @@ def test_the_table_fits_80_columns_with_whole_headers(cli: Cli) -> None:
     assert all(len(line) <= 80 for line in lines), table
     assert lines[0].split() == [w for h in HEADERS for w in h.split()], table
     acme = next(line for line in lines if line.startswith("acme "))
-    assert acme.split()[:4] == ["acme", "3", "0", "3"]  # weight, running, queued
-    assert acme.split()[5] == "0/2.5M"  # nothing used today of its 2,500,000
-    assert LONG not in table and LONG[:20] in table  # the long name folds (3 lines, not 9)
-    assert len(lines) <= 1 + 1 + 1 + 3, table
+    assert acme.split()[:5] == ["acme", "3", "0", "3", "0"]  # weight, running, queued, waiting
+    assert acme.split()[6] == "0/2.5M"  # nothing used today of its 2,500,000
+    assert LONG not in table and LONG[:10] in table  # the long name folds (7 lines, not 63)
+    assert len(lines) <= 1 + 1 + 1 + 7, table
 
 
 def test_show_one_and_an_unknown_one_exits_2(cli: Cli) -> None:
