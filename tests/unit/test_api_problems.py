@@ -234,13 +234,22 @@ def test_bad_submissions_are_422_naming_the_field(client, body, field):
     assert_problem(r, 422, field)
 
 
-def test_an_empty_conversation_key_is_refused_not_taken_for_none(client, rt):
-    """Issue 33: `conversationKey: ""` started a new conversation each time."""
-    r = client.post("/v1/tasks", json={"deployment": "chat", "input": "x", "conversationKey": ""})
+@pytest.mark.parametrize(
+    ("key", "is_"), [("", "empty"), ("   ", "only white space"), ("\u3000 ", "only white space")]
+)
+def test_an_empty_conversation_key_is_refused_not_taken_for_none(client, rt, key, is_):
+    """Issue 33: `conversationKey: ""` started a new conversation each time; issue 45: one of
+    spaces alone was taken (and shown as `api:`)."""
+    r = client.post("/v1/tasks", json={"deployment": "chat", "input": "x", "conversationKey": key})
     body = assert_problem(r, 422, "conversationKey")
     assert body["detail"] == (
-        "conversationKey: is empty; send the conversation's key, or omit it to start a new one"
+        f"conversationKey: is {is_}; send the conversation's key, or omit it to start a new one"
     )
+    for scoped in ("api:   ", "api:\t"):  # scoped: refused by the same rule (or as control)
+        r = client.post(
+            "/v1/tasks", json={"deployment": "chat", "input": "x", "conversationKey": scoped}
+        )
+        assert_problem(r, 422, "conversationKey")
     assert rt.store.list_tasks(TaskFilter(limit=10)) == []
 
 
