@@ -22,6 +22,8 @@ Where the metrics come from (a fleet's work happens in other processes than the 
 - With ``PROMETHEUS_MULTIPROC_DIR`` set (``fleet serve --workers N`` sets one up when N > 1),
   this endpoint sums every process that writes to that folder: all uvicorn workers, and Celery
   workers too when they share the host and the folder (a single-machine fleet).
+- Who may read it: :mod:`fleet.api.metrics_auth` (``FLEET_METRICS_TOKEN``, or a port of its own
+  with ``fleet serve --metrics-port``: :mod:`fleet.api.metrics_port`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -41,7 +43,9 @@ from starlette.concurrency import run_in_threadpool
 
 from fleet import metrics as counters
 from fleet.api.deps import RuntimeDep
+from fleet.api.metrics_auth import metrics_guard
 from fleet.api.problems import RETRY_AFTER_S, problem
+from fleet.api.schemas import problem_responses
 from fleet.dispatch.redis_target import RedisTarget
 from fleet.domain.values import UNFINISHED
 from fleet.errors import FleetError
@@ -210,20 +214,32 @@ def _process_metrics() -> bytes:
     return generate_latest(registry)
 
 
-@router.get(
-    "/metrics",
-    operation_id="Metrics",
-    summary="Prometheus metrics",
-    response_class=Response,
-    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
-)
-async def metrics(rt: RuntimeDep) -> Response:
-    found = await run_in_threadpool(_backlog, rt)
+def render_metrics(rt: Runtime) -> bytes:
+    """The ``/metrics`` body: this process's metrics (or its multiprocess folder's sum) and the
+    store's gauges. The API port's route and ``fleet serve --metrics-port`` both serve it."""
+    found = _backlog(rt)
     backlog = CollectorRegistry()
     backlog.register(
         _BacklogCollector(sorted(rt.config.deployments), None if found is None else found[0])
     )
     if found is not None:
         backlog.register(_TenantCollector(rt.config.tenant_names, found[1]))
-    body = await run_in_threadpool(_process_metrics) + generate_latest(backlog)
+    return _process_metrics() + generate_latest(backlog)
+
+
+@router.get(
+    "/metrics",
+    operation_id="Metrics",
+    summary="Prometheus metrics (a metrics token or an operator key once one is configured)",
+    response_class=Response,
+    dependencies=[Depends(metrics_guard)],
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        **problem_responses(401, 403),
+    },
+)
+async def metrics(rt: RuntimeDep) -> Response:
+    """Open unless `FLEET_METRICS_TOKEN` or `fleet serve --metrics-port` is set; then send the
+    token (or an operator's key) as a bearer token."""
+    body = await run_in_threadpool(render_metrics, rt)
     return Response(body, media_type=CONTENT_TYPE_PLAIN_0_0_4)
