@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from fleet import gcpause
-from fleet.api import problems
+from fleet.api import metrics_auth, problems
 from fleet.api.auth import KeyRing
 from fleet.api.event_hub import EventHub, LoopMarks
 from fleet.api.events import StreamHandoff
@@ -72,6 +72,7 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
         app.state.runtime = rt
         app.state.keyring = KeyRing.from_config(rt.config)
         _warn_short_ui_secret(rt)
+        metrics_auth.warn_if_open(rt.settings, app.state.keyring)
         app.state.event_hub = EventHub(
             rt.store, hints_url=RedisTarget.of(rt.settings), marks=LoopMarks.for_store(rt.store)
         )

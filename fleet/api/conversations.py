@@ -3,8 +3,9 @@ PruneConversations: the conversation lifecycle for operator keys (``operator = t
 
 An operator sees every scope of its deployments in the tenants it reaches (its own, or those its
 caller file lists), so keys are scoped (``api:acme:ticket-4711``, ``webhook:orders:4711``; a
-bare key is an API one of ``tenant``, else of ``default``); another tenant's conversation answers
-404 like a missing one. Routes stay thin: the lifecycle manager (``fleet.dispatch.lifecycle``)
+bare key is an API one of ``tenant``, else of the caller's own tenant, as on every other
+endpoint: ``Lifecycle.tenant_of``); another tenant's conversation answers 404 like a missing
+one. Routes stay thin: the lifecycle manager (``fleet.dispatch.lifecycle``)
 decides and the store writes.
 """
 
@@ -40,8 +41,8 @@ ConversationKey = Annotated[
     Path(
         alias="conversationKey",
         min_length=1,
-        description="The scoped conversation key (`api:acme:ticket-4711`); a bare key is an "
-        "API one.",
+        description="The scoped conversation key (`api:acme:ticket-4711`, `api:k` of the "
+        "shared scope); a bare key is an API one of the caller's own tenant.",
     ),
 ]
 Deployment = Annotated[str, Query(min_length=1, description="The conversation's deployment.")]
@@ -49,8 +50,9 @@ Tenant = Annotated[
     str | None,
     Query(
         pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$",
-        description="Whose conversation (default: what the key's scope tells, else `default`); "
-        "needed for delegated and singleton conversations of another tenant.",
+        description="Whose conversation (default: what the key's scope tells, else the "
+        "caller's own tenant); needed for delegated and singleton conversations, and bare keys, "
+        "of another tenant.",
     ),
 ]
 
@@ -107,7 +109,7 @@ def list_conversations(
     state: Annotated[op.State | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LISTED)] = 100,
 ) -> JSONResponse:
-    """Conversations with unfinished work first (stuck, running, queued), then the most
+    """Conversations with unfinished work first (stuck, running, queued, waiting), then the most
     recently active; every scope of the operator's deployments."""
     who = _operator(rt, caller, deployment)
     if deployment is not None:
@@ -155,7 +157,7 @@ def get_conversation(
     """404 for an unknown key; looking creates nothing."""
     who = _operator(rt, caller, deployment)
     info = rt.dispatcher.lifecycle.show(
-        deployment, conversation_key, tenant=tenant, reach=who.reach
+        deployment, conversation_key, tenant=tenant, reach=who.reach, own=who.tenant
     )
     return JSONResponse(info_json(info))
 
@@ -187,6 +189,7 @@ def reset_conversation(
         cancel_running=req.cancel_running,
         tenant=tenant,
         reach=who.reach,
+        own=who.tenant,
     )
     return JSONResponse(reset_json(info, done, keep_notes=req.keep_notes))
 
@@ -217,6 +220,7 @@ def delete_conversation(
         cancel_running=cancel_running,
         tenant=tenant,
         reach=who.reach,
+        own=who.tenant,
     )
     return JSONResponse(delete_json(stone))
 

@@ -6,13 +6,15 @@ Where the metrics come from (a fleet's work happens in other processes than the 
   (``outcome`` = new, merged, duplicate: merges are ``outcome="merged"``).
 - **The store, read at scrape time**, gives fleet-wide gauges that are right whichever API replica
   is scraped: ``fleet_backlog_tasks{deployment,status}`` (queued, leased, running, interrupted)
-  and ``fleet_backlog_oldest_due_seconds{deployment}`` (how long the oldest due task has waited;
-  the signal to scale workers on). Every replica reports the same values, so aggregate them with
-  ``max``, not ``sum``. ``fleet_backlog_up`` is 0 when the store could not be read (the scrape
-  itself still succeeds, with the process metrics). In the same read, per tenant (configured
-  tenants; any other folds into ``other``, as the tenant counters do):
-  ``fleet_tenant_backlog_tasks{tenant,status}`` (queued: queued and handed back; running: leased
-  and running) and ``fleet_tenant_tokens_today{tenant}`` (the token ledger's UTC day).
+  and ``fleet_backlog_oldest_due_seconds{deployment}`` (how long the oldest due task has waited,
+  never one held behind a waiting task; the signal to scale workers on). Every replica reports
+  the same values, so aggregate them with ``max``, not ``sum``. ``fleet_backlog_up`` is 0 when
+  the store could not be read (the scrape itself still succeeds, with the process metrics). In
+  the same read, per tenant (configured tenants; any other folds into ``other``, as the tenant
+  counters do):
+  ``fleet_tenant_backlog_tasks{tenant,status}`` (queued: queued and handed back; waiting: for an
+  approval, a delegate or a time; running: leased and running) and
+  ``fleet_tenant_tokens_today{tenant}`` (the token ledger's UTC day).
 - **Worker processes** record runs: started, finished (by status), queue wait and run duration
   histograms, retries and recoveries. Celery's prefork children cannot each be scraped, so
   ``fleet worker --metrics-port N`` runs them in Prometheus multiprocess mode and serves their sum
@@ -20,6 +22,8 @@ Where the metrics come from (a fleet's work happens in other processes than the 
 - With ``PROMETHEUS_MULTIPROC_DIR`` set (``fleet serve --workers N`` sets one up when N > 1),
   this endpoint sums every process that writes to that folder: all uvicorn workers, and Celery
   workers too when they share the host and the folder (a single-machine fleet).
+- Who may read it: :mod:`fleet.api.metrics_auth` (``FLEET_METRICS_TOKEN``, or a port of its own
+  with ``fleet serve --metrics-port``: :mod:`fleet.api.metrics_port`).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -39,10 +43,11 @@ from starlette.concurrency import run_in_threadpool
 
 from fleet import metrics as counters
 from fleet.api.deps import RuntimeDep
+from fleet.api.metrics_auth import metrics_guard
 from fleet.api.problems import RETRY_AFTER_S, problem
+from fleet.api.schemas import problem_responses
 from fleet.dispatch.redis_target import RedisTarget
-from fleet.domain.quota import utc_day
-from fleet.domain.values import UNFINISHED, TaskStatus
+from fleet.domain.values import UNFINISHED
 from fleet.errors import FleetError
 from fleet.runtime import Runtime
 from fleet.store import db, revision
@@ -129,14 +134,15 @@ class _BacklogCollector(Collector):
         )
         oldest = GaugeMetricFamily(
             "fleet_backlog_oldest_due_seconds",
-            "How long the oldest due queued/interrupted task has waited (fleet-wide).",
+            "How long the oldest due task has waited for a worker (fleet-wide; never one held "
+            "behind a waiting task).",
             labels=["deployment"],
         )
         counts = {(b.deployment, b.status): b.count for b in self.found}
         now = datetime.now(UTC)
         waiting: dict[str, float] = {}
         for b in self.found:
-            if b.status in (TaskStatus.QUEUED, TaskStatus.INTERRUPTED) and b.oldest is not None:
+            if b.oldest is not None:  # due work only (the store's read leaves out the rest)
                 age = max(0.0, (now - b.oldest).total_seconds())
                 waiting[b.deployment] = max(waiting.get(b.deployment, 0.0), age)
         names = sorted(set(self.deployments) | {b.deployment for b in self.found})
@@ -159,8 +165,9 @@ class _TenantCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         tasks = GaugeMetricFamily(
             "fleet_tenant_backlog_tasks",
-            "Unfinished tasks now, by tenant: queued (queued, handed back) and running (leased, "
-            "running); fleet-wide, from the store.",
+            "Unfinished tasks now, by tenant: queued (queued, handed back), waiting (for an "
+            "approval, a delegate or a time) and running (leased, running); fleet-wide, from the "
+            "store.",
             labels=["tenant", "status"],
         )
         tokens = GaugeMetricFamily(
@@ -168,15 +175,17 @@ class _TenantCollector(Collector):
             "Model tokens the tenant's runs used today (UTC), from the token ledger.",
             labels=["tenant"],
         )
-        sums: dict[str, list[int]] = {name: [0, 0, 0] for name in self.tenants}
+        sums: dict[str, list[int]] = {name: [0, 0, 0, 0] for name in self.tenants}
         for name, f in self.found.items():
-            row = sums.setdefault(counters.tenant_label(name), [0, 0, 0])
+            row = sums.setdefault(counters.tenant_label(name), [0, 0, 0, 0])
             row[0] += f.queued
-            row[1] += f.running
-            row[2] += f.tokens_today
+            row[1] += f.waiting
+            row[2] += f.running
+            row[3] += f.tokens_today
         for name in sorted(sums):
-            queued, running, used = sums[name]
+            queued, waiting, running, used = sums[name]
             tasks.add_metric([name, "queued"], float(queued))
+            tasks.add_metric([name, "waiting"], float(waiting))
             tasks.add_metric([name, "running"], float(running))
             tokens.add_metric([name], float(used))
         yield tasks
@@ -186,7 +195,8 @@ class _TenantCollector(Collector):
 def _backlog(rt: Runtime) -> tuple[list[Backlog], dict[str, TenantFigures]] | None:
     """The store's backlog and tenants' figures, or None when the store cannot be read."""
     try:
-        return rt.store.backlog(), rt.store.tenant_figures(utc_day(datetime.now(UTC)))
+        now = datetime.now(UTC)
+        return rt.store.backlog(now), rt.store.tenant_figures(now)
     except Exception:  # an outage must not take the process metrics down with it
         return None
 
@@ -202,20 +212,32 @@ def _process_metrics() -> bytes:
     return generate_latest(registry)
 
 
-@router.get(
-    "/metrics",
-    operation_id="Metrics",
-    summary="Prometheus metrics",
-    response_class=Response,
-    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
-)
-async def metrics(rt: RuntimeDep) -> Response:
-    found = await run_in_threadpool(_backlog, rt)
+def render_metrics(rt: Runtime) -> bytes:
+    """The ``/metrics`` body: this process's metrics (or its multiprocess folder's sum) and the
+    store's gauges. The API port's route and ``fleet serve --metrics-port`` both serve it."""
+    found = _backlog(rt)
     backlog = CollectorRegistry()
     backlog.register(
         _BacklogCollector(sorted(rt.config.deployments), None if found is None else found[0])
     )
     if found is not None:
         backlog.register(_TenantCollector(rt.config.tenant_names, found[1]))
-    body = await run_in_threadpool(_process_metrics) + generate_latest(backlog)
+    return _process_metrics() + generate_latest(backlog)
+
+
+@router.get(
+    "/metrics",
+    operation_id="Metrics",
+    summary="Prometheus metrics (a metrics token or an operator key once one is configured)",
+    response_class=Response,
+    dependencies=[Depends(metrics_guard)],
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        **problem_responses(401, 403),
+    },
+)
+async def metrics(rt: RuntimeDep) -> Response:
+    """Open unless `FLEET_METRICS_TOKEN` or `fleet serve --metrics-port` is set; then send the
+    token (or an operator's key) as a bearer token."""
+    body = await run_in_threadpool(render_metrics, rt)
     return Response(body, media_type=CONTENT_TYPE_PLAIN_0_0_4)

@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from fleet.constants import MAX_PRIORITY
+from fleet.domain import keys
 from fleet.domain.values import DataPart, TaskStatus, TextPart
 from fleet.domain.waits import MAX_REASON
 
@@ -115,8 +116,9 @@ class SubmitTaskRequest(_Camel):
     @field_validator("conversation_key")
     @classmethod
     def _key(cls, v: str | None) -> str | None:
-        if v == "":  # (not "no key": a client that lost its key would start over each time)
-            raise ValueError("is empty; send the conversation's key, or omit it to start a new one")
+        # (not "no key": a client that lost its key would start over each time)
+        if v is not None and keys.blank(v):
+            raise ValueError(f"is {'empty' if v == '' else 'only white space'}; {keys.BLANK_HINT}")
         return v
 
     def input_value(self) -> str | list[dict[str, Any]]:

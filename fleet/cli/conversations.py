@@ -180,12 +180,12 @@ def ls(
     *,
     deployment: OnlyDeployment = None,
     state: Annotated[
-        str | None, typer.Option("--state", help="stuck, running, queued or idle.")
+        str | None, typer.Option("--state", help="stuck, running, queued, waiting or idle.")
     ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=500)] = 50,
     as_json: AsJson = False,
 ) -> None:
-    """List conversations: stuck, running, queued first, then the most recently active."""
+    """List conversations: stuck, running, queued, waiting first, then the most recently active."""
     answer(_open(ctx), lambda convs: convs.ls(deployment, state, limit), as_json, _print_ls)
 
 

@@ -295,6 +295,17 @@ def serve(
             help="Embedded mode: conversations run at once (FLEET_EMBEDDED_CONCURRENCY, 4).",
         ),
     ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=1,
+            max=65535,
+            envvar="FLEET_API_METRICS_PORT",
+            help="Serve /metrics without a key on this port of --host (the API port's /metrics "
+            "then needs FLEET_METRICS_TOKEN or an operator key).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the HTTP API (SubmitTask, triggers, A2A, /healthz, /readyz, /metrics)."""
     refuse_server(ctx, _RUNS_HERE)
@@ -307,12 +318,26 @@ def serve(
             fail("--concurrency is for embedded mode; in a fleet, `fleet worker --concurrency`")
         os.environ["FLEET_EMBEDDED_CONCURRENCY"] = str(concurrency)  # read by the app's runtime
 
+    if metrics_port is not None:
+        if metrics_port == port:
+            fail(f"--metrics-port {metrics_port} is the API's --port: give it a port of its own")
+        os.environ["FLEET_API_METRICS_PORT"] = str(metrics_port)  # the app's /metrics asks then
     if workers > 1:  # /metrics then sums every uvicorn process (Prometheus multiprocess mode)
         from fleet.dispatch import worker_metrics
 
         worker_metrics.prepare_multiprocess()
     rt = _build_checked()
-    rt.close()
+    metrics_server = None
+    if metrics_port is None:
+        rt.close()
+    else:  # this runtime stays open for the metrics port's store reads
+        from fleet.api import metrics_port as metrics_http
+
+        try:
+            metrics_server = metrics_http.serve(rt, host, metrics_port)
+        except OSError as exc:
+            rt.close()
+            fail(f"--metrics-port {metrics_port}: cannot listen on {host}: {exc.strerror or exc}")
     from fleet import logs
 
     # SIGTERM / Ctrl-C: uvicorn stops accepting, lets in-flight requests finish (for at most
@@ -323,17 +348,22 @@ def serve(
     if logs.log_format() == "json":  # uvicorn's records too, in each process it starts
         level = os.environ.get("FLEET_LOG_LEVEL", "WARNING").upper()
         json_logs["log_config"] = logs.dict_config(level, "json")
-    uvicorn.run(
-        "fleet.api.app:create_app",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_level=loglevel.lower(),
-        access_log=False,
-        timeout_graceful_shutdown=drain_s,
-        **json_logs,
-    )
+    try:
+        uvicorn.run(
+            "fleet.api.app:create_app",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level=loglevel.lower(),
+            access_log=False,
+            timeout_graceful_shutdown=drain_s,
+            **json_logs,
+        )
+    finally:
+        if metrics_server is not None:
+            metrics_server.close()
+            rt.close()
 
 
 def beat_cmd(

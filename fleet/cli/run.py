@@ -10,6 +10,7 @@ import typer
 from fleet.cli.backends import tasks_for
 from fleet.cli.common import EXIT_FAILED, err, fail, out, print_json
 from fleet.cli.live import printer
+from fleet.domain.keys import blank
 from fleet.domain.values import TaskStatus
 
 
@@ -62,8 +63,11 @@ def run(
     from fleet.domain.labels import parse_label_args
 
     labels = parse_label_args(label or [])
-    if conversation == "":  # not "no key": that would start a new conversation every time
-        fail("--conversation '' is empty: give the key, or leave the option out for a new one")
+    if conversation is not None and blank(conversation):  # not "no key": a new one each time
+        fail(
+            f"--conversation {conversation!r} is {'empty' if conversation == '' else 'blank'}: "
+            "give the key, or leave the option out for a new one"
+        )
     if text == "-":
         text = sys.stdin.read()
     with tasks_for(ctx) as tasks:

@@ -26,10 +26,10 @@ tenants_app = typer.Typer(
 AsJson = Annotated[bool, typer.Option("--json", help="Print the JSON records.")]
 Name = Annotated[str, typer.Argument(help="The tenant's name.")]
 
-#: The table's number columns (after the tenant), short enough to leave the tenant's name about 20
+#: The table's number columns (after the tenant), short enough to leave the tenant's name a few
 #: of 80 columns: headers never wrap, a longer name is cut (whole in a pipe). ``tokens/day`` is
 #: today's tokens over the daily budget (``12.3k/2.5M``), ``refused`` today's refusals.
-_COLUMNS = ("weight", "running", "queued", "oldest due", "tokens/day", "refused")
+_COLUMNS = ("weight", "running", "queued", "waiting", "oldest due", "tokens/day", "refused")
 
 
 class Tenants(Protocol):
@@ -81,6 +81,7 @@ def _cells(view: View) -> list[str]:
         str(view["weight"]),
         str(view["running"]),
         str(view["queued"]),
+        str(view.get("waiting", "-")),  # (a server of a release before it did not say)
         wait_text(view["oldestDueSeconds"]),
         budget_text(view),
         "?" if refused is None else str(refused),  # Redis could not be read
@@ -114,7 +115,8 @@ def _print_show(found: View) -> None:
     out.print(
         f"{found['tenant']}  weight {found['weight']}\n"
         f"  running {found['running']} tasks in {found['conversationsRunning']} conversations; "
-        f"queued {found['queued']}, oldest due {wait_text(found['oldestDueSeconds'])}\n"
+        f"queued {found['queued']}, waiting {found.get('waiting', '-')}, "
+        f"oldest due {wait_text(found['oldestDueSeconds'])}\n"
         f"  tokens today {found['tokensToday']:,} {budget} "
         f"(the day resets {found['budgetResetsAt']})\n"
         f"{cost}"

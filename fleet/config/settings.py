@@ -139,6 +139,13 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     #: Workers send Celery task events, so Flower (or ``celery events``) shows their tasks.
     celery_events: bool = True
+    #: ``/metrics`` on the API port answers only ``Authorization: Bearer <this>`` (or an
+    #: operator key); unset (and no ``api_metrics_port``): it answers anyone, as before.
+    metrics_token: SecretStr | None = None
+    #: ``fleet serve --metrics-port``: the API's metrics on a port of their own, without a key
+    #: (not ``FLEET_METRICS_PORT``, the worker's and beat's: one host may run all three); the
+    #: API port's ``/metrics`` then needs ``metrics_token`` or an operator key.
+    api_metrics_port: int | None = Field(default=None, ge=1, le=65535)
     #: Base URL of a ``fleet serve`` the CLI should talk to instead of the store.
     server: str | None = None
     #: API key the CLI sends to ``server``.
@@ -183,6 +190,7 @@ class Settings(BaseSettings):
             self.anthropic_api_key,
             self.api_key,
             self.ui_secret,
+            self.metrics_token,
             self.redis_sentinel_password,
         )
         values = [s.get_secret_value() for s in keys if s]

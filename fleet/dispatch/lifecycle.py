@@ -71,17 +71,19 @@ class Lifecycle:
             )
         return deployment, rules.operator_ref(deps[deployment].kind, key, tenant)
 
-    def tenant_of(self, key: str, tenant: str | None = None) -> str:
+    def tenant_of(self, key: str, tenant: str | None = None, *, own: str = DEFAULT_TENANT) -> str:
         """The tenant of the conversation an operator names: the one given, else the one its
-        key's scope tells (``api:acme:…``, a trigger's, a caller's), else ``default``."""
+        key's scope tells (``api:acme:…``, a trigger's, a caller's), else the operator's ``own``
+        (its caller's tenant; ``default`` for an open API and the operator's own CLI). Every
+        operator path (HTTP, UI, CLI) names conversations through this one reading."""
         if tenant is not None:
             return tenant
         config = self.d.config
-        named = rules.operator_tenant(key, config.tenant_names)
+        named = rules.operator_tenant(key, config.tenant_names, own)
         if named is not None:
             return named
         scope, _ = split_scoped(key)
-        return (config.tenant_of_scope(scope) if scope else None) or DEFAULT_TENANT
+        return (config.tenant_of_scope(scope) if scope else None) or own
 
     def show(
         self,
@@ -90,11 +92,12 @@ class Lifecycle:
         *,
         tenant: str | None = None,
         reach: frozenset[str] | None = None,
+        own: str = DEFAULT_TENANT,
     ) -> ConversationInfo:
         """The conversation with its counts; NotFound (and nothing created) for an unknown key,
         and alike for one of a tenant outside ``reach`` (None: every tenant). ``tenant``: whose
-        it is (default: what the key tells, ``tenant_of``)."""
-        tenant = self.tenant_of(key, tenant)
+        it is (default: what the key tells, else ``own``: ``tenant_of``)."""
+        tenant = self.tenant_of(key, tenant, own=own)
         name, ref = self.ref(deployment, key, tenant)
         found = None
         if reach is None or tenant in reach:
@@ -118,12 +121,20 @@ class Lifecycle:
         wait_s: float = STOP_WAIT_S,
         tenant: str | None = None,
         reach: frozenset[str] | None = None,
+        own: str = DEFAULT_TENANT,
     ) -> tuple[ConversationInfo, Reset]:
         """Start a new generation: earlier history (and notes, unless kept) is no longer
         recalled; queued tasks of the old generation are cancelled with a reason."""
         for attempt in range(ATTEMPTS):
             info = self._stopped(
-                deployment, key, "reset", cancel_running, wait_s, tenant=tenant, reach=reach
+                deployment,
+                key,
+                "reset",
+                cancel_running,
+                wait_s,
+                tenant=tenant,
+                reach=reach,
+                own=own,
             )
             try:
                 done = self.store.reset_conversation(info.id, self.d.clock(), keep_notes=keep_notes)
@@ -155,12 +166,20 @@ class Lifecycle:
         wait_s: float = STOP_WAIT_S,
         tenant: str | None = None,
         reach: frozenset[str] | None = None,
+        own: str = DEFAULT_TENANT,
     ) -> Tombstone:
         """Delete the conversation and all it holds; its key is remembered (a tombstone) so that
         a later submission with it starts fresh and is told so."""
         for attempt in range(ATTEMPTS):
             info = self._stopped(
-                deployment, key, "delete", cancel_running, wait_s, tenant=tenant, reach=reach
+                deployment,
+                key,
+                "delete",
+                cancel_running,
+                wait_s,
+                tenant=tenant,
+                reach=reach,
+                own=own,
             )
             awaited = self.d.waiting.awaited_in(info.id)
             try:
@@ -187,9 +206,10 @@ class Lifecycle:
         *,
         tenant: str | None,
         reach: frozenset[str] | None,
+        own: str,
     ) -> ConversationInfo:
         """The conversation once no run of it is active (refused, or stopped first)."""
-        info = self.show(deployment, key, tenant=tenant, reach=reach)
+        info = self.show(deployment, key, tenant=tenant, reach=reach, own=own)
         busy = rules.Busy(
             str(info.active) if info.active else None,
             info.queued,

@@ -22,7 +22,7 @@ from celery.signals import (
 from fleet import gcpause
 from fleet.agents import telemetry
 from fleet.constants import DEFAULT_PRIORITY, DEFAULT_TENANT
-from fleet.dispatch import shutdown
+from fleet.dispatch import pool_exit, shutdown
 from fleet.dispatch.celery_app import app
 from fleet.errors import Unavailable
 from fleet.runtime import Runtime, build
@@ -49,12 +49,11 @@ def runtime() -> Runtime:
         return _process["rt"]
 
 
-def _exit_on_sigterm(signum: int, frame: object) -> None:
-    """A pool process's SIGTERM outside a drain (``shutdown.sigterm_stops`` handles those): end
-    through the pool's own exit path, so ``worker_process_shutdown`` still runs (spans flushed,
-    the runtime closed), rather than die at once as Celery's default leaves it (a process
-    manager signalling the whole group, the pool's terminate on a cold shutdown)."""
-    raise SystemExit(0)
+#: A pool process's SIGTERM outside a drain (``shutdown.sigterm_stops`` handles those, then lets
+#: it take its course): the process ends between jobs, through the pool's own exit path, so
+#: ``worker_process_shutdown`` still runs (spans flushed, the runtime closed) and no job that
+#: ended well is reported lost (a process manager signalling the whole group).
+pool_exit.install()
 
 
 def _stop_requested(signum: int, frame: object) -> None:
@@ -67,7 +66,6 @@ def _stop_requested(signum: int, frame: object) -> None:
 @worker_process_init.connect  # type: ignore[untyped-decorator]
 def _warm(**_: Any) -> None:
     """Build the runtime when the pool process starts, so the first task is not the slow one."""
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     signal.signal(shutdown.STOP_SIGNAL, _stop_requested)
     _bound_result_read_wait()
     try:

@@ -102,10 +102,24 @@ def resolve(
     return ConversationRef(caller_scope, check_bare(key, bare))
 
 
+def blank(key: str) -> bool:
+    """Is a conversation key empty or only white space? Never a key: refused like an empty one
+    (shown, ``api:   `` would read as ``api:``)."""
+    return not key.strip()
+
+
+#: What to do instead of sending an empty (or blank) conversation key.
+BLANK_HINT = "send the conversation's key, or omit it to start a new one"
+
+
 def check_bare(key: str, bare: str, hint: str = "") -> str:
     """``bare``, the part of ``key`` after its scope, if it is 1 to ``MAX_CONVERSATION_KEY_CHARS``
-    characters without control characters; else InputError naming ``key`` (``hint`` ends the
-    message)."""
+    characters without control characters, not all white space; else InputError naming ``key``
+    (``hint`` ends the message)."""
+    if bare and blank(bare):
+        raise InputError(
+            f"conversation key {key!r} is only white space: {BLANK_HINT}", field="conversationKey"
+        )
     if not bare or len(bare) > MAX_CONVERSATION_KEY_CHARS or not _KEY.fullmatch(bare):
         raise InputError(
             f"conversation key {key!r} must be 1-{MAX_CONVERSATION_KEY_CHARS} characters without "

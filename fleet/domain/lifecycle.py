@@ -42,14 +42,17 @@ _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 86400.0}
 
 
-def operator_tenant(value: str, tenants: Collection[str]) -> str | None:
+def operator_tenant(value: str, tenants: Collection[str], own: str = DEFAULT_TENANT) -> str | None:
     """The tenant an operator's key names by its API scope, read tenant first:
     ``api:acme:ticket-4711`` is tenant acme's when acme is a configured tenant (else the
-    ``default`` tenant's key ``acme:ticket-4711``); ``api:k`` and a bare key are ``default``'s.
-    None for other scopes (their trigger's or caller's tenant, or the one given)."""
+    ``default`` tenant's key ``acme:ticket-4711``); ``api:k`` is ``default``'s (the shared
+    ``api`` scope: a scoped key names the conversation as listings show it). A bare key is the
+    operator's ``own`` tenant's (``default`` for an open API and the operator's own CLI), as it is
+    on every endpoint of a caller (``keys.resolve``). None for other scopes (their trigger's or
+    caller's tenant, or the one given)."""
     head, sep, rest = value.partition(":")
     if not sep:
-        return DEFAULT_TENANT
+        return own
     if head != "api":
         return None
     tenant, sep2, key = rest.partition(":")

@@ -17,22 +17,27 @@ STUCK_RUNNING_S = 900.0
 #: The window of the overview's throughput and failure figures (seconds).
 RECENT_S = 3600.0
 
-State = Literal["stuck", "running", "queued", "idle"]
-STATES: tuple[State, ...] = ("stuck", "running", "queued", "idle")
+State = Literal["stuck", "running", "queued", "waiting", "idle"]
+#: The states in listing order.
+STATES: tuple[State, ...] = ("stuck", "running", "queued", "waiting", "idle")
 
 
 @dataclass(frozen=True, slots=True)
 class Pending:
     """A conversation's unfinished tasks, summed up (one row of an aggregate read)."""
 
-    #: Tasks waiting to start (queued or interrupted).
+    #: Tasks not running (queued, interrupted or waiting).
     waiting: int = 0
-    #: The earliest ``not_before`` among them.
+    #: The earliest ``not_before`` among them that could start (``fleet.store.clauses.due_work``:
+    #: None while they are held behind a task still waiting).
     oldest_due: datetime | None = None
     #: Of them, interrupted (a lost worker's task waiting for its retry).
     interrupted: int = 0
     #: When its running task started (None: none runs).
     running_since: datetime | None = None
+    #: When its ``waiting`` task is due again (its first deadline; now once nothing is
+    #: pending; None: none waits for an approval, a delegate or a time).
+    resumes_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +77,13 @@ def state(p: Pending, now: datetime) -> tuple[State, str, float]:
         if running >= STUCK_RUNNING_S:
             return "stuck", f"running for {_ago(running)}", running
         return "running", "", 0.0
+    if p.resumes_at is not None:  # its head waits; the tasks queued behind it wait for it
+        due = (now - p.resumes_at).total_seconds()
+        if due < 0:
+            return "waiting", "", 0.0
+        if due >= STUCK_DUE_S:
+            return "stuck", f"due {_ago(due)} ago, not resumed", due
+        return "queued", "", 0.0
     if p.waiting:
         due = (now - p.oldest_due).total_seconds() if p.oldest_due is not None else 0.0
         if p.interrupted and due >= 0:
@@ -83,7 +95,8 @@ def state(p: Pending, now: datetime) -> tuple[State, str, float]:
 
 
 def listing_order(row: ConversationRow) -> tuple[int, float, float]:
-    """Stuck first (longest stuck first), then running, queued, idle; newest activity first."""
+    """Stuck first (longest stuck first), then running, queued, waiting, idle; newest activity
+    first."""
     return (STATES.index(row.state), -row.stuck_s, -row.updated_at.timestamp())
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from fleet.config import FieldRef, SignatureConfig, TriggerConfig
 from fleet.domain import inputs
+from fleet.domain.keys import blank
 from fleet.domain.labels import validate_labels
 from fleet.errors import FleetError, InputError
 
@@ -296,7 +297,7 @@ def _key(ref: FieldRef, document: Any, headers: Mapping[str, str]) -> str | None
     assert ref.pointer is not None
     found = resolve_pointer(document, ref.pointer, default=None)
     key = _scalar(found, "the conversation key", ref.pointer)
-    return key if key else None
+    return None if key is None or blank(key) else key  # (white space alone is no key either)
 
 
 def extract(trigger: TriggerConfig, document: Any, headers: Mapping[str, str]) -> Delivery:

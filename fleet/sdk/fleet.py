@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Unpack
 
+from fleet.domain.keys import blank
 from fleet.errors import FleetError, InputError
 from fleet.sdk.backends import Backend, Input, StoreTasks, Submission, View, messages_of
 from fleet.sdk.closing import Closing
@@ -168,9 +169,10 @@ class Fleet(Closing):
     ) -> Conversation:
         """The conversation ``key`` of ``deployment`` (created by its first run); no key: a new
         one on the first run. ``resource`` names who its submissions are about."""
-        if key == "":  # not "no key": that would start a new conversation every time
+        if key is not None and blank(key):  # not "no key": a new conversation every time
             raise InputError(
-                "conversation key '' is empty: give the key, or none for a new conversation",
+                f"conversation key {key!r} is {'empty' if key == '' else 'blank'}: give the key, "
+                "or none for a new conversation",
                 field="key",
             )
         self._open()

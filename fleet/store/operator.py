@@ -18,7 +18,7 @@ from fleet.errors import NotFound
 from fleet.store import rows
 from fleet.store import schema as s
 from fleet.store.base import StoreBase
-from fleet.store.clauses import narrowed
+from fleet.store.clauses import due_work, narrowed
 from fleet.store.lifecycle import CONVERSATION_FIELDS, StoredConversation
 
 t, c = s.tasks, s.conversations
@@ -60,8 +60,9 @@ class OperatorStore(StoreBase):
         over ``tenants``' tasks (None: every tenant's)."""
         cutoff = now - timedelta(seconds=op.RECENT_S)
         of = true() if tenants is None else t.c.tenant.in_(sorted(tenants))
+        oldest_due = func.min(case((due_work(t, now), t.c.not_before), else_=None))
         backlog = (
-            select(t.c.deployment, t.c.status, func.count(), func.min(t.c.not_before))
+            select(t.c.deployment, t.c.status, func.count(), oldest_due)
             .where(t.c.status.in_(UNFINISHED), t.c.deployment.in_(deployments), of)
             .group_by(t.c.deployment, t.c.status)
         )
@@ -82,7 +83,7 @@ class OperatorStore(StoreBase):
         for dep, status, count, oldest in waiting:
             f = found[dep]
             f[status] = f.get(status, 0) + count
-            if status in CLAIMABLE and oldest is not None:
+            if oldest is not None:  # due work only (never a task held behind a wait)
                 due = max(0.0, (now - oldest).total_seconds())
                 f["oldest"] = max(f.get("oldest", 0.0), due)
         for dep, status, count in finished:
@@ -108,11 +109,13 @@ class OperatorStore(StoreBase):
         """Every conversation with unfinished work plus the most recently active ones, stuck
         first (``fleet.domain.operator.listing_order``), filtered and cut at ``flt.limit``."""
         claimable = t.c.status.in_(CLAIMABLE)
+        waits = t.c.status == TaskStatus.WAITING.value
         pending = (
             select(
                 t.c.conversation_id,
                 func.sum(case((claimable, 1), else_=0)).label("waiting"),
-                func.min(case((claimable, t.c.not_before), else_=None)).label("oldest_due"),
+                func.min(case((due_work(t, now), t.c.not_before), else_=None)).label("oldest_due"),
+                func.min(case((waits, t.c.not_before), else_=None)).label("resumes_at"),
                 func.sum(case((t.c.status == "interrupted", 1), else_=0)).label("interrupted"),
                 func.min(case((t.c.status == "running", t.c.started_at), else_=None)).label(
                     "running_since"
@@ -151,6 +154,7 @@ class OperatorStore(StoreBase):
                 oldest_due=_aware(m.get("oldest_due")),
                 interrupted=int(m.get("interrupted") or 0),
                 running_since=_aware(m.get("running_since")),
+                resumes_at=_aware(m.get("resumes_at")),
             )
             st, reason, stuck = op.state(p, now)
             out[m["id"]] = op.ConversationRow(

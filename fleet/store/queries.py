@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, func, not_, select, update
+from sqlalchemy import Select, and_, case, func, not_, select, update
 
 from fleet.domain.ids import IdPrefix
 from fleet.domain.values import (
@@ -24,7 +24,7 @@ from fleet.errors import NotFound
 from fleet.store import rows
 from fleet.store import schema as s
 from fleet.store.base import StoreBase
-from fleet.store.clauses import narrowed
+from fleet.store.clauses import due_work, narrowed
 from fleet.store.waits import end_pending
 
 t = s.tasks
@@ -60,7 +60,8 @@ class Backlog:
     deployment: str
     status: TaskStatus
     count: int
-    #: The earliest ``not_before`` among them (how long the oldest has been due).
+    #: The earliest ``not_before`` among them that is due work (``clauses.due_work``: how long
+    #: the oldest has been due; None for running ones and for those held behind a wait).
     oldest: datetime | None
 
 
@@ -131,10 +132,12 @@ class QueryStore(StoreBase):
             query = query.where(asks if yes else not_(asks))
         return query
 
-    def backlog(self) -> list[Backlog]:
-        """Unfinished tasks per deployment and status, with the earliest ``not_before`` of each."""
+    def backlog(self, now: datetime) -> list[Backlog]:
+        """Unfinished tasks per deployment and status, with the earliest ``not_before`` of each
+        one's due work at ``now``."""
+        oldest = func.min(case((due_work(t, now), t.c.not_before), else_=None))
         query = (
-            select(t.c.deployment, t.c.status, func.count(), func.min(t.c.not_before))
+            select(t.c.deployment, t.c.status, func.count(), oldest)
             .where(t.c.status.in_(UNFINISHED))
             .group_by(t.c.deployment, t.c.status)
         )

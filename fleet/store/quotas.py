@@ -1,5 +1,5 @@
-"""Tenants in the store: their waiting tasks (the queued quota), the token ledger (budgets), and
-the figures ``fleet tenants`` and ``GET /v1/tenants`` show."""
+"""Tenants in the store: their tasks neither finished nor running (the queued quota), the token
+ledger (budgets), and the figures ``fleet tenants`` and ``GET /v1/tenants`` show."""
 
 from __future__ import annotations
 
@@ -7,27 +7,36 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
-from sqlalchemy import Connection, func, select, text
+from sqlalchemy import Connection, case, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from fleet.domain.values import ACTIVE, CLAIMABLE
+from fleet.domain.quota import utc_day
+from fleet.domain.values import ACTIVE, CLAIMABLE, TaskStatus
 from fleet.store import schema as s
 from fleet.store.base import StoreBase
+from fleet.store.clauses import due_work
 
 t, u = s.tasks, s.token_usage
-#: Tasks neither finished nor running: what ``max_queued_tasks`` counts.
-WAITING = tuple(st.value for st in CLAIMABLE)
+#: Tasks neither finished nor running (queued, handed back, waiting): what
+#: ``max_queued_tasks`` counts.
+NOT_RUNNING = tuple(st.value for st in CLAIMABLE)
 
 
 @dataclass
 class TenantFigures:
-    """One tenant now: running and waiting tasks, how long the oldest due one waits, tokens
-    used today."""
+    """One tenant now: running, queued and waiting tasks, how long the oldest due one waits,
+    tokens used today."""
 
     tenant: str
     running: int = 0
+    #: Queued or handed back (a lost worker's, a worker's at shutdown).
     queued: int = 0
+    #: Waiting for an approval, a delegate or a time (holding no worker; still counted by
+    #: ``max_queued_tasks``).
+    waiting: int = 0
+    #: The earliest ``not_before`` of its due work (``fleet.store.clauses.due_work``: never a
+    #: task held behind a wait).
     oldest_due: datetime | None = None
     tokens_today: int = 0
     #: What today's tokens cost (micros of ``[prices]``' unit; 0 when no model is priced).
@@ -39,7 +48,7 @@ class TenantFigures:
 
 class QuotaStore(StoreBase):
     def waiting_tasks(self, tenant: str) -> int:
-        """The tenant's tasks neither finished nor running (queued, handed back)."""
+        """The tenant's tasks neither finished nor running (queued, handed back, waiting)."""
         with self.read() as conn:
             return _waiting(conn, tenant)
 
@@ -71,17 +80,18 @@ class QuotaStore(StoreBase):
                 ).scalar_one()
             )
 
-    def tenant_figures(self, day: date) -> dict[str, TenantFigures]:
-        """Every tenant with unfinished tasks or tokens used on ``day``: its figures now."""
+    def tenant_figures(self, now: datetime) -> dict[str, TenantFigures]:
+        """Every tenant with unfinished tasks or tokens used today (UTC, at ``now``): its
+        figures now."""
         out: dict[str, TenantFigures] = {}
-        unfinished = (*WAITING, *(st.value for st in ACTIVE))
+        unfinished = (*NOT_RUNNING, *(st.value for st in ACTIVE))
         with self.read() as conn:
             rows = conn.execute(
                 select(
                     t.c.tenant,
                     t.c.status,
                     func.count(),
-                    func.min(t.c.not_before),
+                    func.min(case((due_work(t, now), t.c.not_before), else_=None)),
                     func.count(func.distinct(t.c.conversation_id)),
                 )
                 .where(t.c.status.in_(unfinished))
@@ -89,16 +99,18 @@ class QuotaStore(StoreBase):
             ).all()
             used = conn.execute(
                 select(u.c.tenant, func.sum(u.c.tokens), func.sum(u.c.cost_micros))
-                .where(u.c.day == day)
+                .where(u.c.day == utc_day(now))
                 .group_by(u.c.tenant)
             ).all()
         for tenant, status, count, oldest, conversations in rows:
             f = out.setdefault(tenant, TenantFigures(tenant))
             f.by_status[status] = int(count)
-            if status in WAITING:
+            if oldest is not None and (f.oldest_due is None or oldest < f.oldest_due):
+                f.oldest_due = oldest
+            if status == TaskStatus.WAITING:
+                f.waiting += int(count)
+            elif status in NOT_RUNNING:
                 f.queued += int(count)
-                if oldest is not None and (f.oldest_due is None or oldest < f.oldest_due):
-                    f.oldest_due = oldest
             else:
                 f.running += int(count)
                 f.conversations_running += int(conversations)
@@ -130,7 +142,7 @@ class QuotaStore(StoreBase):
 def _waiting(conn: Connection, tenant: str) -> int:
     return int(
         conn.execute(
-            select(func.count()).where(t.c.tenant == tenant, t.c.status.in_(WAITING))
+            select(func.count()).where(t.c.tenant == tenant, t.c.status.in_(NOT_RUNNING))
         ).scalar_one()
     )
 

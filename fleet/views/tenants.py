@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.config.tenants import TenantConfig
 from fleet.domain.cost import money
-from fleet.domain.quota import next_reset, utc_day
+from fleet.domain.quota import next_reset
 from fleet.errors import NotFound
 from fleet.store.quotas import TenantFigures
 from fleet.views import iso
@@ -42,7 +42,7 @@ def tenant_json(
     today. ``refused`` None: today's refusals could not be read (Redis down), which is not 0."""
     f = found if found is not None else TenantFigures(cfg.name)
     oldest = 0.0
-    if f.oldest_due is not None:  # min(not_before) of its waiting tasks: maybe still ahead
+    if f.oldest_due is not None:  # min(not_before) of its due work: maybe still ahead
         oldest = round(max(0.0, (now - f.oldest_due).total_seconds()), 3)
     return {
         "tenant": cfg.name,
@@ -51,6 +51,7 @@ def tenant_json(
         "running": f.running,
         "conversationsRunning": f.conversations_running,
         "queued": f.queued,
+        "waiting": f.waiting,
         "oldestDueSeconds": oldest,
         "tokensToday": f.tokens_today,
         "costToday": money(f.cost_today_micros),
@@ -101,7 +102,7 @@ def read_tenants(rt: Runtime, reaches: Reaches) -> list[View]:
     """The one read behind every tenants view: the store's figures (one grouped query) and
     today's refusals (Redis in a fleet), at the dispatcher's clock."""
     now = rt.dispatcher.clock()
-    figures = rt.store.tenant_figures(utc_day(now))
+    figures = rt.store.tenant_figures(now)
     return tenants_json(rt.config, figures, refusals_of(rt), now, reaches)
 
 

@@ -276,6 +276,7 @@ BAD_INPUT = [
     (("run", "nope", "hi"), "no deployment named 'nope'"),
     (("run", "support", ""), "input is empty"),
     (("run", "support", "hi", "--conversation", ""), "--conversation '' is empty"),
+    (("run", "support", "hi", "--conversation", "   "), "--conversation '   ' is blank"),
     (("run", "support", "hi", "--label", "nokey"), "'nokey'"),
     (("run", "support", "hi", "--bogus"), "--bogus"),
     (("run", "tiny", "this is more than ten bytes"), "at most 10"),

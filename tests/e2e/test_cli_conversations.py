@@ -1,13 +1,18 @@
-"""``fleet conversations`` as users run it (embedded): show, reset, delete, prune, exit codes."""
+"""``fleet conversations`` as users run it (embedded, and through ``fleet serve`` with tenants'
+keys): show, reset, delete, prune, exit codes."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import write_config
 from tests.e2e.test_cli import SHIPPED_CONFIG, Cli
+from tests.support.serve import serving
 
 
 @pytest.fixture
@@ -81,3 +86,53 @@ def test_bad_input_exits_2_with_one_line(cli: Cli, args: tuple[str, ...], says: 
     assert says in r.one_error_line()
     listed = cli.json("conversations", "ls")
     assert [c["conversation"] for c in listed] == ["api:ticket-4711"]  # nothing created
+
+
+#: Tenant acme's app and operator, and tenant bravo's operator (each reaching its own tenant).
+TENANT_KEYS = {
+    "acme-app": 'source = "api"\ntenant = "acme"\n',
+    "acme-ops": 'source = "api"\ntenant = "acme"\noperator = true\n',
+    "bravo-ops": 'source = "api"\ntenant = "bravo"\noperator = true\n',
+}
+
+
+def test_through_a_server_a_bare_key_is_the_operators_own_tenants(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "config")
+    (config / "callers").mkdir()
+    for name, body in TENANT_KEYS.items():
+        digest = hashlib.sha256(f"{name}-key-0123456789".encode()).hexdigest()
+        (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
+    cwd, home = tmp_path / "cwd", tmp_path / "home"
+    cwd.mkdir()
+    env = {"FLEET_CONFIG_DIR": str(config), "FLEET_HOME": str(home)}
+    served = {**{k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}, **env}
+    with serving(served, tmp_path / "api.log") as url:
+
+        def as_(who: str) -> Cli:
+            return Cli(
+                cwd, home, {**env, "FLEET_SERVER": url, "FLEET_API_KEY": f"{who}-key-0123456789"}
+            )
+
+        app, acme, bravo = as_("acme-app"), as_("acme-ops"), as_("bravo-ops")
+        app.ok("run", "chat", "the secret of acme", "-c", "secret-a")
+        shown = acme.json("conversations", "show", "secret-a", "-d", "chat")
+        assert (shown["tenant"], shown["conversation"]) == ("acme", "api:acme:secret-a")
+        (task,) = acme.json("tasks", "ls", "-c", "secret-a")
+        assert task["conversation"] == "api:acme:secret-a"
+        done = acme.json("conversations", "reset", "secret-a", "-d", "chat")
+        assert done["generation"] == 1
+        # bravo's operator: the same bare key is bravo's (none), and acme's stays out of reach
+        for args in (
+            ("conversations", "show", "secret-a", "-d", "chat"),
+            ("conversations", "reset", "secret-a", "-d", "chat"),
+            ("conversations", "delete", "secret-a", "-d", "chat"),
+        ):
+            r = bravo(*args)
+            assert r.code == 2, r
+            assert r.one_error_line() == (
+                "fleet: no conversation 'api:bravo:secret-a' in deployment 'chat'"
+            )
+        r = bravo("conversations", "show", "api:acme:secret-a", "-d", "chat")
+        assert r.code == 2 and "no conversation 'api:acme:secret-a'" in r.one_error_line(), r
+        assert bravo.json("tasks", "ls", "-c", "secret-a") == []
+        assert acme.json("conversations", "show", "secret-a", "-d", "chat")["generation"] == 1

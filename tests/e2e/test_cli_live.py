@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.conftest import write_config
 from tests.e2e.test_cli import _command
-from tests.support.fleet import Proc, wait_for
+from tests.support.serve import serving
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -69,35 +66,10 @@ def test_embedded_run_shows_steps_live(tmp_path: Path) -> None:
 
 def test_run_through_a_server_shows_steps_live(tmp_path: Path) -> None:
     env = _env(tmp_path)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    argv = [
-        sys.executable,
-        "-m",
-        "fleet.cli",
-        "serve",
-        "--port",
-        str(port),
-        "--loglevel",
-        "warning",
-    ]
-    server = Proc("api", argv, env, tmp_path / "api.log")
-    url = f"http://127.0.0.1:{port}"
-    try:
-
-        def up() -> bool:
-            try:
-                return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_for(up, 30, interval=0.1, what="fleet serve to answer")
+    with serving(env, tmp_path / "api.log") as url:
         cwd = tmp_path / "cwd"
         cwd.mkdir()
         _check(*_live_run(["--server", url, "run", "tooly", SLOW, "--live"], env, cwd))
-    finally:
-        server.stop()
 
 
 def test_no_live_view_without_a_terminal_unless_asked(tmp_path: Path) -> None:

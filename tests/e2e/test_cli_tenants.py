@@ -14,7 +14,16 @@ from tests.e2e.test_cli import SHIPPED_CONFIG, Cli
 
 #: A tenant name as long as they come (63 characters): the table folds it, never a header.
 LONG = "a-customer-whose-name-is-as-long-as-a-tenant-name-may-ever-be-x"
-HEADERS = ("tenant", "weight", "running", "queued", "oldest due", "tokens/day", "refused")
+HEADERS = (
+    "tenant",
+    "weight",
+    "running",
+    "queued",
+    "waiting",
+    "oldest due",
+    "tokens/day",
+    "refused",
+)
 
 
 @pytest.fixture
@@ -67,8 +76,8 @@ def test_in_a_pipe_each_tenant_is_one_whole_line(cli: Cli) -> None:
     lines = table.splitlines()
     assert lines[0].split() == [w for h in HEADERS for w in h.split()], table
     acme = next(line for line in lines if line.startswith("acme "))
-    assert acme.split()[:4] == ["acme", "3", "0", "3"]  # weight, running, queued
-    assert acme.split()[5] == "0/2.5M"  # nothing used today of its 2,500,000
+    assert acme.split()[:5] == ["acme", "3", "0", "3", "0"]  # weight, running, queued, waiting
+    assert acme.split()[6] == "0/2.5M"  # nothing used today of its 2,500,000
     assert any(line.startswith(f"{LONG} ") for line in lines), table  # whole, never folded
     assert len(lines) == 1 + 1 + 1 + 1, table
 

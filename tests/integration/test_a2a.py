@@ -247,11 +247,15 @@ def test_http_level_refusals_and_json_rpc_errors(base: str) -> None:
     endless = {**send, "params": {**send["params"], "metadata": {"fleet.wait": float("inf")}}}  # type: ignore[dict-item]
     err = rpc(endless)["error"]
     assert err["code"] == -32602, err  # type: ignore[index]
+    message = {**send["params"]["message"], "contextId": "   "}  # type: ignore[index]
+    blank = rpc({**send, "params": {"message": message}})["error"]
+    assert blank["code"] == -32602 and "only white space" in blank["message"], blank  # type: ignore[index]
     v1 = {"A2A-Version": "1.0"}
     for params, says in (
         ({"status": 99}, "not a task state"),
         ({"contextId": "a\u0000b"}, "control characters"),
         ({"contextId": "a2a:bob:x"}, "belongs to scope"),
+        ({"contextId": "   "}, "only white space"),
     ):
         err = rpc({"jsonrpc": "2.0", "id": 9, "method": "ListTasks", "params": params}, **v1)
         assert err["error"]["code"] == -32602 and says in err["error"]["message"], err  # type: ignore[index]

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from fleet.domain import quota
 from fleet.domain.values import Task, TaskStatus
 from fleet.runtime import Runtime
 from fleet.views import run_json
@@ -180,7 +179,7 @@ def test_a_fallback_answers_when_the_first_model_keeps_failing(
         assert task.reply == "echo: t0"
         run = rt.store.runs_of(task.id)[-1]
         (model_step,) = [s for s in steps_of(rt, task) if s.kind == "model"]
-        today = rt.store.tenant_figures(quota.utc_day(datetime.now(UTC)))["default"]
+        today = rt.store.tenant_figures(datetime.now(UTC))["default"]
         shown = run_json(run)
     assert len(openai_server.requests) == 2 and len(anthropic_server.requests) == 1
     assert model_step.output["answered_by"] == "anthropic:claude-test"

@@ -202,3 +202,27 @@ def test_serve_answers_a_submission_in_flight_when_it_gets_sigterm(
     fleet.worker("late")
     done = wait_for(lambda: finished(rt, task_id), 30, what="the task to run")
     assert done.status == TaskStatus.SUCCEEDED, done.error  # type: ignore[attr-defined]
+
+
+def test_sigterm_to_the_whole_group_logs_no_lost_worker(rt: Runtime, fleet: Fleet) -> None:
+    """systemd (or a terminal's Ctrl-C, or ``kill -- -PGID``) signals every process of the
+    worker: pool processes between drains end as the worker stops, and nothing is lost, so
+    nothing reads as a crash in the log (no ``WorkerLostError``, no "exited prematurely")."""
+    worker = fleet.worker("w", concurrency=4)
+    tasks = [rt.dispatcher.submit("hanger", f"hi {n}", key=f"k{n}").task for n in range(60)]
+    wait_for(
+        lambda: sum(rt.store.get_task(t.id).status.terminal for t in tasks) >= 10,
+        60,
+        what="work to flow",
+    )
+    sigterm(worker, group=True)  # while wake-ups are still being handed to pool processes
+    worker.popen.wait(GRACE + 30)
+    log = worker.log()
+    for crash in ("WorkerLostError", "exited prematurely", "exited with", "Traceback"):
+        assert crash not in log, log[-6000:]
+    fleet.worker("after", concurrency=2)
+    wait_for(
+        lambda: all(rt.store.get_task(t.id).status == TaskStatus.SUCCEEDED for t in tasks),
+        90,
+        what="every task to finish on the next worker",
+    )

@@ -14,6 +14,7 @@ from fleet.domain.values import TaskStatus
 from fleet.domain.waits import Request
 from fleet.errors import Conflict, LeaseLost, NotFound
 from fleet.store import Store
+from fleet.store.operator import ConversationFilter
 from tests.integration.test_store import T0, ok, start, sub
 from tests.support.fleet import wait_for
 
@@ -42,8 +43,9 @@ def test_a_parked_task_holds_nothing_and_is_due_at_its_deadline(store: Store) ->
     assert head.not_before == T0 + timedelta(hours=1)  # not claimable before its deadline
     assert now.max_attempts == 2  # the wait used up no attempt
     assert store.active() == []  # no lease, no worker: nothing for the sweeper to recover
-    figures = store.tenant_figures(T0.date())[task.tenant]
-    assert (figures.queued, figures.running) == (1, 0)  # its tenant's queued quota, not running
+    figures = store.tenant_figures(T0)[task.tenant]
+    assert (figures.queued, figures.waiting, figures.running) == (0, 1, 0)  # its own state
+    assert store.waiting_tasks(task.tenant) == 1  # still counted by max_queued_tasks
     assert start(store, task.conversation_id, T0 + timedelta(minutes=5)) is None
     [wait] = store.waits_of(task.id, pending=True)
     assert (wait.tool, wait.arguments, wait.redacted) == ("refund", {"order": 7}, False)
@@ -52,6 +54,28 @@ def test_a_parked_task_holds_nothing_and_is_due_at_its_deadline(store: Store) ->
         store.park(run.task, run.run_id, [], WAITING, T0)
     resumed = start(store, task.conversation_id, T0 + timedelta(hours=1, seconds=1))
     assert resumed is not None and resumed.task.id == task.id and resumed.task.attempts == 2
+
+
+def test_a_waiting_conversation_is_waiting_not_stuck_and_holds_no_due_work(store: Store) -> None:
+    task, _, _ = parked(store, approval("c1"))
+    later = store.admit(sub("still there?", key="k1"), T0 + timedelta(seconds=1)).task
+    soon = T0 + timedelta(minutes=10)  # the follow-up waits behind the approval, not for a worker
+    (row,) = store.conversations(ConversationFilter(), soon)
+    assert (row.state, row.reason, row.pending.waiting) == ("waiting", "", 2)
+    assert row.pending.oldest_due is None and row.pending.resumes_at == T0 + timedelta(hours=1)
+    figures = store.tenant_figures(soon)[task.tenant]
+    assert (figures.queued, figures.waiting, figures.oldest_due) == (1, 1, None)
+    assert store.waiting_tasks(task.tenant) == 2
+    assert all(b.oldest is None for b in store.backlog(soon))
+    assert store.figures(["refund"], soon)["refund"].oldest_due_s == 0.0
+    (first,) = store.waits_of(task.id, pending=True)
+    store.decide(task.id, uuid.UUID(first.id), "approved", soon, by="ann", reason=None)
+    late = soon + timedelta(minutes=3)  # due to resume, and no worker took it: that is stuck
+    (row,) = store.conversations(ConversationFilter(), late)
+    assert (row.state, row.reason) == ("stuck", "due 3m ago, not resumed")
+    assert store.tenant_figures(late)[task.tenant].oldest_due == later.not_before
+    backlog = {b.status: b.oldest for b in store.backlog(late)}
+    assert backlog[TaskStatus.WAITING] == soon and backlog[TaskStatus.QUEUED] == later.not_before
 
 
 def test_secrets_in_the_arguments_are_redacted_before_they_are_stored(store: Store) -> None:

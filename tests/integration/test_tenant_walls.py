@@ -460,12 +460,14 @@ def tooly(page: str) -> tuple[int, int]:
     return int(row.group(1)), int(row.group(2))
 
 
-def tenant_row(page: str, tenant: str) -> tuple[int, int, int] | None:
-    """The operator overview's running tasks, running conversations and queued tasks of a
-    tenant (None: no row of it)."""
+def tenant_row(page: str, tenant: str) -> tuple[int, int, int, int] | None:
+    """The operator overview's running tasks, running conversations, queued and waiting tasks
+    of a tenant (None: no row of it)."""
     cells = r'\s*<td class="num">(\d+)</td>'
-    row = re.search(rf'<th scope="row">{tenant}</th>{cells * 4}', page)
-    return None if row is None else (int(row.group(2)), int(row.group(3)), int(row.group(4)))
+    row = re.search(rf'<th scope="row">{tenant}</th>{cells * 5}', page)
+    if row is None:
+        return None
+    return int(row.group(2)), int(row.group(3)), int(row.group(4)), int(row.group(5))
 
 
 @dataclass
@@ -539,11 +541,14 @@ class Probes:
         )
         overview = self.alpha_ui.get("/ui").text
         assert tooly(overview) == (1, 2), "alpha's queued and running tooly tasks"
-        # (queued: the task behind the running one, and the one waiting for its approval)
-        assert tenant_row(overview, "alpha") == (2, 2, 2), overview
+        # (queued: the task behind the running one; waiting: the one waiting for its approval)
+        assert tenant_row(overview, "alpha") == (2, 2, 1, 1), overview
         tenants = self.w.http.get("/v1/tenants", headers=auth("alpha-ops")).json()["tenants"]
-        figures = [(t["tenant"], t["running"], t["queued"], t["tokensToday"] > 0) for t in tenants]
-        assert figures == [("alpha", 2, 2, True)], tenants
+        figures = [
+            (t["tenant"], t["running"], t["queued"], t["waiting"], t["tokensToday"] > 0)
+            for t in tenants
+        ]
+        assert figures == [("alpha", 2, 1, 1, True)], tenants
         page = self.alpha_ui.get("/ui/conversations").text
         assert all(c in page for c in self.alpha_conversations), page
         approvals = self.w.http.get("/v1/approvals", headers=auth("alpha")).json()["approvals"]
@@ -763,7 +768,8 @@ class Probes:
 
     def list_conversations(self, route: str) -> None:
         alpha = self.alpha_conversations
-        for params in ({}, {"deployment": "solo"}, {"deployment": "tooly"}, {"state": "running"}):
+        states = ({"state": "running"}, {"state": "waiting"})  # alpha has one of each
+        for params in ({}, {"deployment": "solo"}, {"deployment": "tooly"}, *states):
             r = self.ops(route, "GET", "/v1/conversations", params=params)
             if not self.leaks.status(route, r, 200):
                 continue
@@ -1111,12 +1117,15 @@ class Probes:
         if mine != (0, 0):
             self.leaks.add(route, f"GET /ui counts alpha's tasks (queued, running): {mine}")
         figures = tenant_row(page, "bravo")  # bravo's tasks have all ended by now
-        if figures != (0, 0, 0):
-            self.leaks.add(route, f"GET /ui: bravo's running, conversations, queued: {figures}")
+        if figures != (0, 0, 0, 0):
+            self.leaks.add(
+                route, f"GET /ui: bravo's running, conversations, queued, waiting: {figures}"
+            )
 
     def ui_conversations(self, route: str) -> None:
         alpha = self.alpha_conversations
-        for params in ({}, {"scope": "api:alpha"}, {"deployment": "tooly"}, {"state": "running"}):
+        states = ({"state": "running"}, {"state": "waiting"})
+        for params in ({}, {"scope": "api:alpha"}, {"deployment": "tooly"}, *states):
             page = self.ui(route, "GET", "/ui/conversations", params=params).text
             shown = {c for c in alpha if c in page}
             if shown or "api:alpha:" in page:

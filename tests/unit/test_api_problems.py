@@ -234,13 +234,22 @@ def test_bad_submissions_are_422_naming_the_field(client, body, field):
     assert_problem(r, 422, field)
 
 
-def test_an_empty_conversation_key_is_refused_not_taken_for_none(client, rt):
-    """Issue 33: `conversationKey: ""` started a new conversation each time."""
-    r = client.post("/v1/tasks", json={"deployment": "chat", "input": "x", "conversationKey": ""})
+@pytest.mark.parametrize(
+    ("key", "is_"), [("", "empty"), ("   ", "only white space"), ("\u3000 ", "only white space")]
+)
+def test_an_empty_conversation_key_is_refused_not_taken_for_none(client, rt, key, is_):
+    """Issue 33: `conversationKey: ""` started a new conversation each time; issue 45: one of
+    spaces alone was taken (and shown as `api:`)."""
+    r = client.post("/v1/tasks", json={"deployment": "chat", "input": "x", "conversationKey": key})
     body = assert_problem(r, 422, "conversationKey")
     assert body["detail"] == (
-        "conversationKey: is empty; send the conversation's key, or omit it to start a new one"
+        f"conversationKey: is {is_}; send the conversation's key, or omit it to start a new one"
     )
+    for scoped in ("api:   ", "api:\t"):  # scoped: refused by the same rule (or as control)
+        r = client.post(
+            "/v1/tasks", json={"deployment": "chat", "input": "x", "conversationKey": scoped}
+        )
+        assert_problem(r, 422, "conversationKey")
     assert rt.store.list_tasks(TaskFilter(limit=10)) == []
 
 
@@ -414,6 +423,77 @@ def test_metrics_show_submissions_and_the_backlog(client):
         "fleet_tasks_retried_total",
     ):
         assert f"# TYPE {name}" in text
+
+
+METRICS_TOKEN = "metrics-token-0123456789abcdef"
+
+
+def _metrics_runtime(tmp_path: Path, **settings: object) -> Runtime:
+    """Callers ``app`` (no operator) and ``boss`` (an operator), and these settings."""
+    config = write_config(tmp_path / "config")
+    (config / "callers").mkdir()
+    for name, extra in (("app", ""), ("boss", "operator = true\ntenants = ['*']\n")):
+        digest = hashlib.sha256(f"{name}-key-0123456789".encode()).hexdigest()
+        body = f'source = "api"\nkey_sha256 = "{digest}"\n{extra}'
+        (config / "callers" / f"{name}.toml").write_text(body)
+    return build(Settings(home=tmp_path / "home", config_dir=config, **settings))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"metrics_token": METRICS_TOKEN},
+        {"api_metrics_port": 9464},  # served without a key there: here it asks
+        {"metrics_token": METRICS_TOKEN, "api_metrics_port": 9464},
+    ],
+)
+def test_metrics_need_the_token_or_an_operator_key_once_either_is_set(tmp_path, settings):
+    rt = _metrics_runtime(tmp_path, **settings)
+    try:
+        with TestClient(create_app(rt, run_embedded=False), raise_server_exceptions=False) as c:
+            token = settings.get("metrics_token")
+            for sent in ({}, {"Authorization": "Bearer not-it"}, {"Authorization": "Basic eDp5"}):
+                r = c.get("/metrics", headers=sent)
+                body = assert_problem(r, 401)
+                assert r.headers["www-authenticate"] == "Bearer"
+                assert "/metrics needs" in body["detail"] and "operator's API key" in body["detail"]
+                assert ("FLEET_METRICS_TOKEN" in body["detail"]) == (token is not None)
+                assert "fleet_tenant" not in r.text
+            no_operator = c.get("/metrics", headers={"Authorization": "Bearer app-key-0123456789"})
+            assert "is not an operator" in assert_problem(no_operator, 403)["detail"]
+            boss = c.get("/metrics", headers={"Authorization": "Bearer boss-key-0123456789"})
+            assert boss.status_code == 200 and "fleet_backlog_up 1.0" in boss.text
+            if token is not None:
+                scraped = c.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+                assert scraped.status_code == 200 and "fleet_tenant_backlog_tasks" in scraped.text
+    finally:
+        rt.close()
+
+
+def test_an_open_api_with_a_metrics_token_asks_for_it(tmp_path):
+    rt = _runtime(tmp_path, callers=False, metrics_token=METRICS_TOKEN)
+    try:
+        with TestClient(create_app(rt, run_embedded=False), raise_server_exceptions=False) as c:
+            assert_problem(c.get("/metrics"), 401)
+            assert c.get("/v1/tasks").status_code == 200  # the rest of an open API stays open
+            ok = c.get("/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+            assert ok.status_code == 200 and "fleet_backlog_up 1.0" in ok.text
+    finally:
+        rt.close()
+
+
+def test_metrics_without_a_token_answer_anyone_as_before_and_a_keyed_api_warns(tmp_path, caplog):
+    rt = _metrics_runtime(tmp_path)
+    try:
+        with (
+            caplog.at_level("WARNING", logger="fleet.api.metrics_auth"),
+            TestClient(create_app(rt, run_embedded=False)) as c,
+        ):
+            assert c.get("/metrics").status_code == 200
+    finally:
+        rt.close()
+    (warned,) = [r.getMessage() for r in caplog.records if r.name == "fleet.api.metrics_auth"]
+    assert "FLEET_METRICS_TOKEN" in warned and "--metrics-port" in warned
 
 
 def test_openapi_names_the_operations_and_documents_problems(client):

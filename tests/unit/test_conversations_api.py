@@ -4,6 +4,7 @@ problem+json for bad input, 404 that creates nothing, 409 while a run is active.
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -186,3 +187,59 @@ def test_reset_while_a_run_is_active_is_409(rt: Runtime, client: TestClient) -> 
     ):
         r = client.request(method, path, headers=auth("boss"))
         problem(r, 409, "cancelRunning")
+
+
+#: Tenant acme's app and operator, tenant bravo's operator (each operator reaches its own).
+TENANT_CALLERS = {
+    "acme-app": 'source = "api"\ntenant = "acme"\n',
+    "acme-ops": 'source = "api"\ntenant = "acme"\noperator = true\n',
+    "bravo-ops": 'source = "api"\ntenant = "bravo"\noperator = true\n',
+}
+
+
+def test_a_bare_key_is_the_callers_own_tenants_on_every_endpoint(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "config")
+    (config / "callers").mkdir()
+    for name, body in TENANT_CALLERS.items():
+        digest = hashlib.sha256(f"{name}-key-0123456789".encode()).hexdigest()
+        (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
+    rt = build(Settings(home=tmp_path / "home", config_dir=config))
+
+    def key(who: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {who}-key-0123456789"}
+
+    try:
+        with TestClient(create_app(rt, run_embedded=False), raise_server_exceptions=False) as c:
+            body = {"deployment": "chat", "input": "acme's secret", "conversationKey": "secret-a"}
+            task = c.post("/v1/tasks", json=body, headers=key("acme-app")).json()
+            rt.dispatcher.drain(rt.store.get_task(uuid.UUID(task["id"])).conversation_id)
+            conv = "/v1/conversations/secret-a"
+            for who in ("acme-app", "acme-ops"):  # the caller's API and the operator's agree
+                said = c.get(f"{conv}/messages?deployment=chat", headers=key(who)).json()
+                assert said["conversation"] == "api:acme:secret-a" and len(said["messages"]) == 2
+                listed = c.get("/v1/tasks?conversationKey=secret-a", headers=key(who)).json()
+                assert [t["id"] for t in listed["tasks"]] == [task["id"]]
+            shown = c.get(f"{conv}?deployment=chat", headers=key("acme-ops")).json()
+            assert (shown["tenant"], shown["conversation"]) == ("acme", "api:acme:secret-a")
+            # bravo's operator: its own bare key is bravo's; acme's is out of its reach
+            missing = "no conversation 'api:bravo:secret-a' in deployment 'chat'"
+            for method, path in (
+                ("GET", f"{conv}?deployment=chat"),
+                ("POST", f"{conv}/reset?deployment=chat"),
+                ("DELETE", f"{conv}?deployment=chat"),
+            ):
+                problem(c.request(method, path, headers=key("bravo-ops")), 404, missing)
+            for path in (
+                f"{conv}/messages?deployment=chat",
+                "/v1/conversations/api:acme:secret-a?deployment=chat",
+                f"{conv}?deployment=chat&tenant=acme",
+            ):
+                problem(c.get(path, headers=key("bravo-ops")), 404, "no conversation")
+            none = c.get("/v1/tasks?conversationKey=secret-a", headers=key("bravo-ops")).json()
+            assert none["tasks"] == []
+            reset = c.post(f"{conv}/reset?deployment=chat", json={}, headers=key("acme-ops"))
+            assert reset.status_code == 200 and reset.json()["generation"] == 1, reset.text
+            gone = c.delete(f"{conv}?deployment=chat", headers=key("acme-ops"))
+            assert gone.status_code == 200 and gone.json()["tenant"] == "acme", gone.text
+    finally:
+        rt.close()

@@ -154,6 +154,25 @@ def test_event_streams_get_processes_of_their_own_when_asked(render: Any) -> Non
     assert service["spec"]["selector"] != api["spec"]["selector"]["matchLabels"]
 
 
+@pytest.mark.parametrize("sets", ["", EVENTS], ids=["api", "events"])
+def test_fleet_serve_serves_its_metrics_on_a_port_of_their_own(render: Any, sets: str) -> None:
+    docs = render(sets)
+    for component in ("api", "events") if sets else ("api",):
+        (container,) = _component(docs, "Deployment", component)["spec"]["template"]["spec"][
+            "containers"
+        ]
+        assert container["command"][-2:] == ["--metrics-port", "9464"]
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert ports == {"http": 8080, "metrics": 9464}
+        # no Service routes to it: it stays for the monitoring network's scrapes
+        service = _component(docs, "Service", component)
+        assert [p["targetPort"] for p in service["spec"]["ports"]] == ["http"]
+    (plain,) = _component(render("api.metricsPort=0"), "Deployment", "api")["spec"]["template"][
+        "spec"
+    ]["containers"]
+    assert "--metrics-port" not in plain["command"] and len(plain["ports"]) == 1
+
+
 def test_migrate_job_is_a_pre_install_and_pre_upgrade_hook(render: Any) -> None:
     job = _component(render(), "Job", "migrate")
     hooks = job["metadata"]["annotations"]["helm.sh/hook"].split(",")
@@ -383,6 +402,8 @@ def test_an_inline_migrations_url_needs_the_other_urls_too(chart: helm.Chart) ->
         ("redis.sentinels={redis://s0:26379}", "/redis/sentinels/0"),
         ("redis.tls.secretName=Not_A_Name", "/redis/tls/secretName"),
         ("database.tls.secretName=Not_A_Name", "/database/tls/secretName"),
+        ("api.metricsPort=8080", "/api/metricsPort"),  # the API's own port
+        ("api.metricsPort=70000", "/api/metricsPort"),
     ],
 )
 def test_bad_values_fail_rendering_naming_the_value(

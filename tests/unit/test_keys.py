@@ -170,6 +170,29 @@ def test_resolve_refuses_bad_key(key):
     assert str(MAX_CONVERSATION_KEY_CHARS) in info.value.message
 
 
+@pytest.mark.parametrize(
+    ("caller", "key"),
+    [
+        ("api", "   "),
+        ("api", "api:   "),
+        ("api:acme", "\u3000"),
+        ("api:acme", "api:\u2003"),
+        ("a2a:bob", "   "),  # an A2A contextId
+        ("webhook:gh", " "),
+        ("agent:lead", "  "),  # a delegated conversation (call_agent)
+    ],
+)
+def test_resolve_refuses_a_key_of_white_space_alone(caller, key):
+    with pytest.raises(InputError) as info:
+        resolve("pool", caller, key)
+    assert info.value.field == "conversationKey"
+    assert info.value.message.endswith(
+        "is only white space: send the conversation's key, or omit it to start a new one"
+    )
+    with pytest.raises(InputError, match="only white space"):  # its own scope, shown
+        resolve("pool", "api:acme", "api:acme: ")
+
+
 def test_resolve_refuses_trailing_newline_key():
     with pytest.raises(InputError):
         resolve("pool", "api", "ticket\n")

@@ -31,6 +31,19 @@ def ago(seconds: float) -> datetime:
         ),
         (op.Pending(waiting=3, oldest_due=ago(900), running_since=ago(30)), "running", ""),
         (op.Pending(running_since=ago(901)), "stuck", "running for 15m"),
+        # a task waiting for an approval, a delegate or a time, and what queued behind it
+        (op.Pending(waiting=2, resumes_at=NOW + timedelta(hours=24)), "waiting", ""),
+        (op.Pending(waiting=1, oldest_due=ago(5), resumes_at=ago(5)), "queued", ""),  # resumes
+        (
+            op.Pending(waiting=2, oldest_due=ago(900), resumes_at=ago(180)),
+            "stuck",
+            "due 3m ago, not resumed",
+        ),
+        (
+            op.Pending(waiting=1, resumes_at=NOW + timedelta(hours=1), running_since=ago(3)),
+            "running",
+            "",
+        ),
         (op.Pending(running_since=ago(3 * 3600)), "stuck", "running for 3.0h"),
     ],
 )
@@ -53,9 +66,18 @@ def test_listing_puts_the_longest_stuck_first_then_running_queued_idle() -> None
         row("running", op.Pending(running_since=ago(3)), 60),
         row("stuck-long", op.Pending(running_since=ago(2000)), 500),
         row("idle-old", op.Pending(), 100),
+        row("waiting", op.Pending(waiting=1, resumes_at=NOW + timedelta(hours=1)), 2),
     ]
     ordered = [r.key for r in sorted(rows, key=op.listing_order)]
-    assert ordered == ["stuck-long", "stuck-short", "running", "queued", "idle-new", "idle-old"]
+    assert ordered == [
+        "stuck-long",
+        "stuck-short",
+        "running",
+        "queued",
+        "waiting",
+        "idle-new",
+        "idle-old",
+    ]
 
 
 def test_figures_throughput_is_per_minute_over_the_window() -> None:

@@ -271,6 +271,7 @@ def test_a_singleton_has_one_conversation(sdk: Fleet) -> None:
         (lambda f: f.conversation("chat", key="k").run("x", labels={"": "v"}), InputError, "label"),
         # an empty key is not "no key" (that would start a new conversation every time)
         (lambda f: f.conversation("chat", key=""), InputError, "conversation key '' is empty"),
+        (lambda f: f.conversation("chat", key="  "), InputError, "conversation key '  ' is blank"),
     ],
 )
 def test_bad_input_raises_a_clear_fleet_error(

@@ -59,3 +59,52 @@ def test_the_stop_signal_ends_nothing_after_the_drain(seen: list[int]) -> None:
         os.kill(os.getpid(), shutdown.STOP_SIGNAL)
     assert seen == []
     assert signal.getsignal(shutdown.STOP_SIGNAL) is not signal.SIG_DFL
+
+
+@pytest.fixture
+def pool_process() -> Iterator[Any]:
+    """This process set up as a pool process would be (``pool_exit.start``), undone after."""
+    from fleet.dispatch import pool_exit
+
+    class Worker:
+        def __init__(self) -> None:
+            self.jobs: list[object] = []
+
+        def wait_for_job(self) -> object:
+            return self.jobs.pop(0) if self.jobs else None
+
+    before = signal.getsignal(signal.SIGTERM)
+    saved = pool_exit.STATE
+    pool_exit.STATE = pool_exit._PoolProcess()
+    worker = Worker()
+    pool_exit.start(worker)
+    try:
+        yield worker
+    finally:
+        signal.signal(signal.SIGTERM, before)
+        pool_exit.STATE = saved
+
+
+def test_a_pool_process_leaves_on_sigterm_between_jobs_never_inside_one(pool_process) -> None:
+    from fleet.dispatch import pool_exit
+
+    pool_process.jobs.append("job")
+    assert pool_process.wait_for_job() == "job"  # a job runs: SIGTERM lets it finish
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert pool_exit.STATE.leaving
+    with pytest.raises(SystemExit) as left:  # ... and the process leaves before the next
+        pool_process.wait_for_job()
+    assert left.value.code == pool_exit.EX_OK
+
+
+def test_an_idle_pool_process_leaves_at_once_with_status_0(pool_process) -> None:
+    from fleet.dispatch import pool_exit
+
+    def receive() -> object:
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives while it waits for a job
+        return None
+
+    pool_process.wait_for_job = pool_exit._leave_between_jobs(receive)
+    with pytest.raises(SystemExit) as left:
+        pool_process.wait_for_job()
+    assert left.value.code == pool_exit.EX_OK and not pool_exit.STATE.idle

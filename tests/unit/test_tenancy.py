@@ -50,19 +50,26 @@ def test_another_sources_key_stays_forbidden_for_a_tenants_caller(key):
 
 
 @pytest.mark.parametrize(
-    ("value", "tenants", "want"),
+    ("value", "tenants", "own", "want"),
     [
-        ("api:acme:k", {"acme"}, "acme"),
-        ("api:acme:k", set(), "default"),  # not a configured tenant: default's key "acme:k"
-        ("api:k", {"acme"}, "default"),
-        ("k", {"acme"}, "default"),
-        ("api:default:k", {"default"}, "default"),
-        ("webhook:gh:1", {"acme"}, None),  # the trigger's tenant decides
-        ("agent:lead:1", {"acme"}, None),
+        ("api:acme:k", {"acme"}, "default", "acme"),
+        ("api:acme:k", set(), "default", "default"),  # not configured: default's key "acme:k"
+        ("api:k", {"acme"}, "default", "default"),
+        ("k", {"acme"}, "default", "default"),
+        ("api:default:k", {"default"}, "default", "default"),
+        ("webhook:gh:1", {"acme"}, "default", None),  # the trigger's tenant decides
+        ("agent:lead:1", {"acme"}, "default", None),
+        # an operator of tenant acme: a bare key is its own tenant's, as for a caller; a scoped
+        # one names the conversation as listings show it (api:k: the shared scope's)
+        ("k", {"acme", "bravo"}, "acme", "acme"),
+        ("api:acme:k", {"acme", "bravo"}, "acme", "acme"),
+        ("api:bravo:k", {"acme", "bravo"}, "acme", "bravo"),  # its reach decides, not this
+        ("api:k", {"acme", "bravo"}, "acme", "default"),
+        ("webhook:gh:1", {"acme"}, "acme", None),
     ],
 )
-def test_an_operators_key_names_its_tenant_by_its_api_scope(value, tenants, want):
-    assert lifecycle.operator_tenant(value, tenants) == want
+def test_an_operators_key_names_its_tenant_by_its_api_scope(value, tenants, own, want):
+    assert lifecycle.operator_tenant(value, tenants, own) == want
 
 
 @pytest.mark.parametrize(

@@ -230,3 +230,31 @@ def test_openapi_names_both_operations(client: TestClient) -> None:
     assert ops["ListTenants"][:2] == ("/v1/tenants", "get")
     assert ops["GetTenant"][:2] == ("/v1/tenants/{tenant}", "get")
     assert ops["GetTenant"][2] >= {"200", "401", "403", "404"}
+
+
+def test_a_task_waiting_for_an_approval_is_waiting_not_queued_or_stuck(tmp_path: Path) -> None:
+    from tests.support import approvals
+
+    rt = approvals.approvals_runtime(tmp_path)
+    try:
+        with TestClient(create_app(rt, run_embedded=False)) as client:
+            parked = approvals.park(rt, client, "alpha")
+            behind = client.post(
+                "/v1/tasks",
+                json={"deployment": "shop", "input": "still there?", "conversationKey": "k"},
+                headers=approvals.auth("alpha"),
+            )
+            assert behind.status_code == 202, behind.text
+            boss = approvals.auth("boss")
+            alpha = client.get("/v1/tenants/alpha", headers=boss).json()
+            (listed,) = client.get("/v1/conversations", headers=boss).json()["conversations"]
+            only = client.get("/v1/conversations?state=waiting", headers=boss).json()
+            text = client.get("/metrics").text
+    finally:
+        rt.close()
+    assert (alpha["queued"], alpha["waiting"], alpha["running"]) == (1, 1, 0)
+    assert alpha["oldestDueSeconds"] == 0  # the follow-up waits for the approval, not a worker
+    assert (listed["state"], listed["reason"], listed["waiting"]) == ("waiting", None, 2)
+    assert [c["conversation"] for c in only["conversations"]] == [parked.conversation]
+    assert 'fleet_tenant_backlog_tasks{status="waiting",tenant="alpha"} 1.0' in text
+    assert 'fleet_tenant_backlog_tasks{status="queued",tenant="alpha"} 1.0' in text

@@ -228,3 +228,20 @@ def test_over_the_api_an_operator_decides_approvals_of_the_tenants_it_reaches(rt
     done = api.post(url, json={"decision": "approve"}, headers=auth("alpha-ops"))
     assert done.status_code == 200, done.text
     assert done.json()["approval"]["decidedBy"] == "alpha-ops"
+
+
+def test_a_waiting_conversation_shows_as_waiting_on_the_overview_and_conversations(
+    rt, api, browser
+) -> None:
+    task = park(rt, api, "alpha")
+    behind = {"deployment": "shop", "input": "still there?", "conversationKey": "k"}
+    assert api.post("/v1/tasks", json=behind, headers=auth("alpha")).status_code == 202
+    sign_in(browser, "boss")
+    tenants = browser.get("/ui").text.split('<h2 id="tenants">')[1]
+    alpha = tenants.split('<th scope="row">alpha</th>')[1].split("</tr>")[0]
+    cells = re.findall(r'<td class="num[^"]*"[^>]*>([^<]*)</td>', alpha)
+    assert cells[:6] == ["1", "0", "0", "1", "1", "\u2013"]  # … queued, waiting, oldest due: none
+    listed = browser.get("/ui/conversations").text
+    row = listed.split(f'href="/ui/conversations/{task.conversation_id}"')[0].rsplit("<tr", 1)[1]
+    assert '<span class="badge waiting">waiting</span>' in row and "stuck" not in row
+    assert "badge waiting" in browser.get("/ui/conversations?state=waiting").text

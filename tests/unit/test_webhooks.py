@@ -233,10 +233,12 @@ def test_extract_github_issue_comment():
         ({"pointer": "/issue/number"}, {}, "7"),
         ({"pointer": "/issue/title"}, {}, "Broken"),
         ({"pointer": "/pull_request/number"}, {}, None),  # absent: a new conversation
+        ({"pointer": "/blank"}, {}, None),  # empty or white space: no key, as a header's
+        ({"pointer": "/spaces"}, {}, None),
     ],
 )
 def test_extract_conversation_key(ref, headers, key):
-    d = w.extract(trigger(conversation_key=ref), ISSUE, headers)
+    d = w.extract(trigger(conversation_key=ref), {**ISSUE, "blank": "", "spaces": "  \t"}, headers)
     assert d.key == key
 
 

@@ -35,12 +35,20 @@ spec:
       {{- include "fleet.podCommon" (list $ true) | nindent 6 }}
       containers:
         - name: {{ $component }}
-          command: [fleet, serve, --host, 0.0.0.0, --port, "8080"]
+          {{- $metricsPort := int $.Values.api.metricsPort }}
+          command: [fleet, serve, --host, 0.0.0.0, --port, "8080"{{ if $metricsPort }}, --metrics-port, {{ $metricsPort | quote }}{{ end }}]
           {{- include "fleet.containerCommon" (list $ true) | nindent 10 }}
           ports:
             - name: http
               containerPort: 8080
               protocol: TCP
+            {{- if $metricsPort }}
+            # /metrics without a key, for Prometheus (a PodMonitor on this port); no Service
+            # routes to it, and the API port's /metrics then asks for a token or operator key.
+            - name: metrics
+              containerPort: {{ $metricsPort }}
+              protocol: TCP
+            {{- end }}
           {{- with $.Values.api.livenessProbe }}
           livenessProbe:
             {{- toYaml . | nindent 12 }}
