@@ -61,6 +61,17 @@ def _leave_between_jobs(receive: Callable[..., Any]) -> Callable[..., Any]:
     return wait_for_job
 
 
+def initializing() -> None:
+    """A pool process's SIGTERM while it starts (Celery's process initializer builds the
+    runtime, which takes a while): no job yet, so it leaves at once with status 0, instead of
+    dying by the signal as the initializer's reset handlers would let it (logged as a crash)."""
+
+    def leave(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(EX_OK)
+
+    signal.signal(signal.SIGTERM, leave)
+
+
 def start(worker: Any) -> None:
     """Set this pool process up (billiard's ``Worker``, as its loop starts)."""
     worker.wait_for_job = _leave_between_jobs(worker.wait_for_job)

@@ -123,12 +123,14 @@ class Membership:
         self._failing = False
 
     def start(self) -> Membership:
-        self.renew()
+        """Register now and keep renewing, on a thread of its own (a process's start-up does
+        not wait for Redis)."""
         self._thread = threading.Thread(target=self._loop, name="fleet-registry", daemon=True)
         self._thread.start()
         return self
 
     def _loop(self) -> None:
+        self.renew()
         while not self._stop.wait(self.ttl_s / 3):
             self.renew()
 

@@ -19,7 +19,7 @@ from celery.signals import (
     worker_shutting_down,
 )
 
-from fleet import gcpause
+from fleet import gcpause, release
 from fleet.agents import telemetry
 from fleet.constants import DEFAULT_PRIORITY, DEFAULT_TENANT
 from fleet.dispatch import pool_exit, shutdown
@@ -54,6 +54,7 @@ def runtime() -> Runtime:
 #: ``worker_process_shutdown`` still runs (spans flushed, the runtime closed) and no job that
 #: ended well is reported lost (a process manager signalling the whole group).
 pool_exit.install()
+release.current()  # read once here (a git call at most), before the pool processes fork
 
 
 def _stop_requested(signum: int, frame: object) -> None:
@@ -66,6 +67,7 @@ def _stop_requested(signum: int, frame: object) -> None:
 @worker_process_init.connect  # type: ignore[untyped-decorator]
 def _warm(**_: Any) -> None:
     """Build the runtime when the pool process starts, so the first task is not the slow one."""
+    pool_exit.initializing()
     signal.signal(shutdown.STOP_SIGNAL, _stop_requested)
     _bound_result_read_wait()
     try:

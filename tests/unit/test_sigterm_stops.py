@@ -108,3 +108,19 @@ def test_an_idle_pool_process_leaves_at_once_with_status_0(pool_process) -> None
     with pytest.raises(SystemExit) as left:
         pool_process.wait_for_job()
     assert left.value.code == pool_exit.EX_OK and not pool_exit.STATE.idle
+
+
+def test_a_pool_process_still_starting_leaves_at_once_with_status_0() -> None:
+    """SIGTERM during Celery's process initializer (the runtime being built): no job yet, so
+    the process leaves with status 0 instead of dying by the signal (logged as a crash)."""
+    from fleet.dispatch import pool_exit
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        pool_exit.initializing()
+        with pytest.raises(SystemExit) as left:
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.sigtimedwait([], 0.5)  # (the handler runs at the next bytecode)
+        assert left.value.code == pool_exit.EX_OK
+    finally:
+        signal.signal(signal.SIGTERM, previous)
