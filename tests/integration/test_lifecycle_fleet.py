@@ -120,9 +120,9 @@ def test_reset_during_a_run_is_refused_or_stops_it_and_nothing_old_leaks(
         assert refused.status_code == 409, refused.text
         assert refused.headers["content-type"] == "application/problem+json"
         assert "cancelRunning" in refused.json()["detail"]
-        line = refused_in_one_line(fleet_cli(url, "conversations", "reset", "k", "-d", "desk"))
+        line = refused_in_one_line(fleet_cli(url, "conversations", "reset", "api:k", "-d", "desk"))
         assert "--cancel-running" in line
-        refused_in_one_line(fleet_cli(url, "conversations", "delete", "k", "-d", "desk"))
+        refused_in_one_line(fleet_cli(url, "conversations", "delete", "api:k", "-d", "desk"))
         assert rt.store.get_task(long.id).status == TaskStatus.RUNNING  # refusals changed nothing
         assert rt.dispatcher.lifecycle.show("desk", "k").generation == 0
 
@@ -154,7 +154,7 @@ def test_delete_with_cancel_running_stops_the_run_and_the_key_starts_fresh(
     fleet.worker("a")
     url = fleet.serve()
     conv, _, _ = busy_conversation(rt)
-    done = fleet_cli(url, "conversations", "delete", "k", "-d", "desk", "--cancel-running")
+    done = fleet_cli(url, "conversations", "delete", "api:k", "-d", "desk", "--cancel-running")
     assert done.returncode == 0, done
     assert "deleted: 3 tasks" in done.stdout
     wait_for(

@@ -153,9 +153,13 @@ def test_delivery_chooses_the_queue_mode_of_one_submission(sdk: Fleet) -> None:
     wait_for(lambda: running(first), 20, what="the first task to run")
     steered = conv.submit("also this", delivery="steer")
     assert steered.delivered_to == "run" and steered.id == first.id
-    assert first.cancel() == "requested"
-    with pytest.raises(TaskFailed):
-        first.wait(20)
+    # on a busy machine the run (its wait ended by the steered message) may end before the
+    # cancel arrives
+    said = first.cancel()
+    assert said in ("requested", "finished"), said
+    if said == "requested":
+        with pytest.raises(TaskFailed):
+            first.wait(20)
 
 
 def test_collect_answers_with_the_task_it_merged_into(sdk: Fleet) -> None:
