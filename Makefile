@@ -56,8 +56,8 @@ pgbouncer:
 # those bound by wall-clock time (marked serial) run alone afterwards.
 JOBS ?= 4
 test: lint typecheck docs browser pgvector pgbouncer
-	$(PYTHON) -m pytest -n $(JOBS) -m "not serial"
-	$(PYTHON) -m pytest -m serial
+	$(PYTHON) -m pytest -n $(JOBS) -m "not serial" --durations=20
+	$(PYTHON) -m pytest -m serial --durations=20
 	$(MAKE) --no-print-directory test-core
 
 # The dispatch invariant tests (marked core) again, against backends the tests start themselves
