@@ -106,11 +106,6 @@ class Dispatcher:
         )
         #: The runs this process works on now (what a shutdown waits for).
         self.inflight = InFlight()
-        #: A drain in a process's main thread (a prefork pool process: one run at a time) keeps
-        #: one connection from claim to settle, the fastest path. Drains on other threads (a
-        #: process holding many runs in flight) take a connection per statement or
-        #: transaction, never across a model or tool call; False: never pin.
-        self.pin_connections = True
         #: Reset, delete, prune; retention and the stored cap on the sweeper's clock.
         self.lifecycle = Lifecycle(self)
         #: What a claimed task's run does between its claim and its settle.
@@ -247,7 +242,11 @@ class Dispatcher:
         deadline = time.monotonic() + self.settings.drain_budget
         ran = 0
         idle = 0
-        pin = self.pin_connections and threading.current_thread() is threading.main_thread()
+        # A drain in a process's main thread (a prefork pool process: one run at a time) keeps
+        # one connection from claim to settle, the fastest path. Drains on other threads (a
+        # process holding many runs in flight) take a connection per statement or transaction,
+        # never across a model or tool call.
+        pin = threading.current_thread() is threading.main_thread()
         with self.store.pinned() if pin else contextlib.nullcontext():
             while True:
                 if self.stopping.is_set():  # leave the conversation to a worker that stays
