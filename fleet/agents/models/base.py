@@ -104,11 +104,34 @@ class ModelResponse(_Frozen):
     waited_s: float = 0.0
 
 
+class Listener(Protocol):
+    """Told a streaming model call's reply text as the model writes it.
+
+    ``text`` may raise (the run must stop: a cancel, an interrupt, a lost lease): the adapter
+    lets the exception through and closes the provider's stream, so the call ends at once.
+    """
+
+    def text(self, chunk: str) -> None:
+        """More of the reply's text (never empty)."""
+        ...
+
+    def reset(self) -> None:
+        """The text told so far is void: the call starts over (a retry, a fallback)."""
+        ...
+
+
+def streams(model: object) -> bool:
+    """Whether ``model.complete`` takes ``listen`` (fleet's adapters say so with ``streams``)."""
+    return getattr(model, "streams", False) is True
+
+
 class Model(Protocol):
     """A chat model. Implementations raise :class:`fleet.errors.ModelError` on failure.
 
     fleet's adapters also have a ``provider`` attribute (``openai``, ``anthropic``, ``echo``);
-    :func:`provider_of` reads it, so models without one still fit the port.
+    :func:`provider_of` reads it, so models without one still fit the port. Those with
+    ``streams = True`` take a keyword ``listen: Listener | None`` too (:func:`streams`), told
+    the reply's text as it comes; the response is still the whole reply, once.
     """
 
     #: Name recorded on runs and traces, e.g. ``echo`` or ``openai:gpt-4o-mini``.
