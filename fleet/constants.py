@@ -163,3 +163,5 @@ DELIVERY_BACKOFF_CAP_S = 300.0
 DELIVERY_CLAIM_MARGIN_S = 30.0
 #: Reply delivery: URLs longer than this are refused.
 MAX_DELIVERY_URL_CHARS = 2048
+#: A task's recent text deltas (a Redis stream, bounded, expiring): ``fleet.streaming``.
+DELTAS_KEY = "fleet:deltas:{task}"

@@ -11,7 +11,7 @@ import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet import logs, metrics, policy
 from fleet.agents.tools import toolbox
@@ -26,6 +26,9 @@ from fleet.dispatch.waker import LocalWaker, Waker
 from fleet.domain.redaction import Redactor
 from fleet.errors import ConfigError, Unavailable, raise_all
 from fleet.store import Store, db
+
+if TYPE_CHECKING:
+    from fleet.streaming.sink import Channel, Streaming
 
 log = logging.getLogger(__name__)
 
@@ -238,11 +241,31 @@ def build(
 
             capacity = RedisCapacity(dispatcher.quotas.client)
             dispatcher.traffic = replace(dispatcher.traffic, capacity=capacity)
+    if settings.stream_deltas:
+        dispatcher.streaming = _streaming(settings, store)
     runtime = Runtime(settings, config, store, dispatcher, local_waker, turns)
     dispatcher.deliveries.enqueue = runtime.deliver
     if any(a.recall is not None or a.observations for a in config.agents.values()):
         dispatcher.sources.jobs = runtime.job
     return runtime
+
+
+def _streaming(settings: Settings, store: Store) -> Streaming:
+    """Token streaming: onto Redis in a fleet, within this process embedded."""
+    from fleet.streaming.sink import Streaming
+
+    channel: Channel
+    if settings.embedded:
+        from fleet.streaming.local import LocalChannel
+
+        channel = LocalChannel(buffer=settings.delta_buffer, ttl_s=settings.delta_ttl)
+    else:
+        from fleet.streaming.redis import RedisChannel
+
+        channel = RedisChannel(
+            hints_client(settings), buffer=settings.delta_buffer, ttl_s=settings.delta_ttl
+        )
+    return Streaming(channel)
 
 
 def _target(settings: Settings) -> RedisTarget:

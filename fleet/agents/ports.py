@@ -78,6 +78,45 @@ class MemoryJournal:
         )
 
 
+class Deltas(Protocol):
+    """Where a run's model text goes as the model writes it (token streaming): to the task's
+    watchers, redacted, never to the store. ``step`` is the number the model step will be
+    journaled as."""
+
+    #: False: nobody can watch (the runner does not stream into it).
+    live: bool
+
+    def text(self, step: int, chunk: str) -> None:
+        """More of step ``step``'s text."""
+        ...
+
+    def reset(self, step: int) -> None:
+        """Step ``step``'s text so far is void (the call starts over)."""
+        ...
+
+    def end(self, step: int) -> None:
+        """Step ``step``'s call ended: send what was held back (redaction)."""
+        ...
+
+
+class NoDeltas:
+    """Nobody watches: model text is not streamed anywhere."""
+
+    live = False
+
+    def text(self, step: int, chunk: str) -> None:
+        return None
+
+    def reset(self, step: int) -> None:
+        return None
+
+    def end(self, step: int) -> None:
+        return None
+
+
+NO_DELTAS = NoDeltas()
+
+
 class Waits(Protocol):
     """What a run's waits came to (a person's approvals): the run never waits in place; it
     stops with what it needs (``Outcome.waits``) and, resumed, asks here."""
@@ -184,3 +223,5 @@ class RunPorts:
     #: Decisions on the run's waits (tool approvals); None: no tool of the run may wait (a
     #: tool that needs an approval is refused).
     waits: Waits | None = None
+    #: Where model text goes as it is written (token streaming); nowhere by default.
+    deltas: Deltas = NO_DELTAS

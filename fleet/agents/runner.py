@@ -24,7 +24,7 @@ from typing import Any
 from fleet.agents import tokens, waiting
 from fleet.agents.budget import fit as budget_fit
 from fleet.agents.capacity import Wait
-from fleet.agents.models.base import ChatMessage, Model, ModelResponse, ToolCall
+from fleet.agents.models.base import ChatMessage, Model, ModelResponse, ToolCall, streams
 from fleet.agents.models.traffic import ManagedModel, Stopped
 from fleet.agents.ports import Delegation, Journal, MemoryJournal, RunPorts
 from fleet.agents.steps import Steps, inbox_texts
@@ -267,13 +267,49 @@ def _call_model(
     return resp.message
 
 
+class _Listen:
+    """A streaming call's text, told to the run's deltas as it comes; the call stops (``Stopped``
+    from the model's stream) as soon as the run must stop: a cancel or an interrupt aborts a
+    model call in flight instead of waiting for its step to end."""
+
+    __slots__ = ("steps",)
+
+    def __init__(self, steps: Steps) -> None:
+        self.steps = steps
+
+    def text(self, chunk: str) -> None:
+        ports = self.steps.ports
+        if ports.watch():
+            raise Stopped("the run must stop (cancelled, interrupted or its lease lost)")
+        ports.deltas.text(self.steps.count + 1, chunk)
+
+    def reset(self) -> None:
+        self.steps.ports.deltas.reset(self.steps.count + 1)
+
+
 def _complete(
     model: Model, sent: list[ChatMessage], specs: list[Any], steps: Steps
+) -> ModelResponse:
+    """One model call (streamed when the model streams: ``_Listen``)."""
+    if not streams(model):
+        return _managed(model, sent, specs, steps)
+    try:
+        return _managed(model, sent, specs, steps, listen=_Listen(steps))
+    finally:
+        steps.ports.deltas.end(steps.count + 1)
+
+
+def _managed(
+    model: Model,
+    sent: list[ChatMessage],
+    specs: list[Any],
+    steps: Steps,
+    **listen: _Listen,
 ) -> ModelResponse:
     """One model call; a managed model's waits for capacity are shown as ``wait`` steps,
     committed as they begin (the trace and the task's events show them while they last)."""
     if not isinstance(model, ManagedModel):
-        return model.complete(sent, specs)
+        return model.complete(sent, specs, **listen)
 
     def waiting(wait: Wait, name: str) -> Callable[[float], None]:
         started, step = datetime.now(UTC), steps.next_step()
@@ -296,7 +332,7 @@ def _complete(
 
         return ended
 
-    return model.complete(sent, specs, waiting=waiting, stop=steps.ports.watch)
+    return model.complete(sent, specs, waiting=waiting, stop=steps.ports.watch, **listen)
 
 
 def _tool_step(

@@ -57,6 +57,28 @@ def _run_embedded(rt: Runtime) -> Callable[[], None]:
     return stop
 
 
+def _event_hub(rt: Runtime) -> EventHub:
+    """The hub of the task event streams: change hints and deltas through Redis in a fleet,
+    deltas from this process's own runs embedded."""
+    from fleet.streaming.local import LocalChannel
+
+    target = RedisTarget.of(rt.settings)
+    channel = rt.dispatcher.streaming.channel
+    local = channel if isinstance(channel, LocalChannel) else None
+    buffer = None
+    if target is not None and rt.settings.stream_deltas:
+        from fleet.streaming.redis import RedisBuffer
+
+        buffer = RedisBuffer(target)
+    return EventHub(
+        rt.store,
+        hints_url=target,
+        marks=LoopMarks.for_store(rt.store),
+        deltas=buffer,
+        local=local,
+    )
+
+
 def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> FastAPI:
     """An app over ``runtime`` (built from the environment at start-up when not given).
 
@@ -73,9 +95,7 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
         app.state.keyring = KeyRing.from_config(rt.config)
         _warn_short_ui_secret(rt)
         metrics_auth.warn_if_open(rt.settings, app.state.keyring)
-        app.state.event_hub = EventHub(
-            rt.store, hints_url=RedisTarget.of(rt.settings), marks=LoopMarks.for_store(rt.store)
-        )
+        app.state.event_hub = _event_hub(rt)
         app.state.intake = Intake(rt)
         loop = None
         background: Any = None

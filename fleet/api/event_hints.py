@@ -37,7 +37,8 @@ _LIVENESS = "fleet-live"
 class HintListener:
     """Keeps one subscription to the channels of the ``wanted`` tasks; calls ``on_hint(task)``
     for each hint, and once each channel's subscription is active (a commit before that sent a
-    hint nobody received), and ``on_live(up)`` whenever the subscription comes up or goes down."""
+    hint nobody received), ``on_deltas(task, message)`` for each message of text deltas, and
+    ``on_live(up)`` whenever the subscription comes up or goes down."""
 
     def __init__(
         self,
@@ -45,10 +46,11 @@ class HintListener:
         on_hint: Callable[[uuid.UUID], None],
         on_live: Callable[[bool], None],
         *,
+        on_deltas: Callable[[uuid.UUID, str], None] | None = None,
         tick_s: float = TICK_S,
     ) -> None:
         self.redis = RedisTarget.coerce(redis)
-        self._on_hint, self._on_live = on_hint, on_live
+        self._on_hint, self._on_live, self._on_deltas = on_hint, on_live, on_deltas
         self.tick_s = tick_s
         self.wanted: set[uuid.UUID] = set()
         self._subscribed: set[uuid.UUID] = set()
@@ -143,6 +145,11 @@ class HintListener:
         except ValueError:
             return
         if kind == "message":
+            data = message.get("data")
+            if data:  # text deltas (``fleet.streaming.redis``), not a change hint
+                if self._on_deltas is not None:
+                    self._on_deltas(task_id, data)
+                return
             self.hints += 1
         self._on_hint(task_id)
 

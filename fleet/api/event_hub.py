@@ -10,6 +10,10 @@ With Redis (``hints_url``), whoever commits a change to a task publishes a hint
 every ``idle_s`` seconds (a hint that never came costs that much latency, no event). Without the
 subscription (embedded mode, Redis away) idle tasks are read every ``max_s`` seconds.
 
+Text deltas (``fleet.streaming``) come to the hub pushed, not read: from the hint subscription
+(Redis) or the process's own channel (embedded); the hub hands them to the followers of their
+task, and each stream decides with its ``Cursor`` what to send (``updates``).
+
 An idle follower is one ``Follower`` waiting on its event: no task, timer or store read of its
 own between changes (a keep-alive is a timer handle on the loop). When the server starts to
 shut down (uvicorn's ``should_exit``), the hub ends every stream: clients reconnect elsewhere
@@ -27,11 +31,13 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from starlette.concurrency import run_in_threadpool
 
 from fleet.dispatch.redis_target import RedisTarget
+from fleet.domain.deltas import Cursor, Delta
+from fleet.domain.deltas import decode as decode_deltas
 from fleet.domain.events import Position, TaskEvent
 from fleet.domain.values import Task
 from fleet.store import Store
@@ -40,6 +46,7 @@ from fleet.store.events import Mark, marks_of
 
 if TYPE_CHECKING:
     from fleet.api.event_hints import HintListener
+    from fleet.streaming.local import LocalChannel
 
 log = logging.getLogger(__name__)
 
@@ -76,19 +83,31 @@ class LoopMarks:
         await self._statements.close()
 
 
-class Follower:
-    """One stream's wake-ups: its task may have changed (``changed``, from the hub), or it is
-    to end (``closed``: the client went away, or the server is shutting down)."""
+class DeltaSource(Protocol):
+    """Where the hub reads a task's buffered deltas (a stream joining mid-step, or a gap)."""
 
-    __slots__ = ("_event", "changed", "closed")
+    async def read(self, task_id: uuid.UUID) -> list[Delta]: ...
+
+
+class Follower:
+    """One stream's wake-ups: its task may have changed (``changed``, from the hub), deltas
+    came (``deltas``), or it is to end (``closed``: the client went away, or the server is
+    shutting down)."""
+
+    __slots__ = ("_event", "changed", "closed", "deltas")
 
     def __init__(self) -> None:
         self._event = asyncio.Event()
         self.changed = True  # the first read
         self.closed = False
+        self.deltas: list[Delta] = []
 
     def notify(self) -> None:
         self.changed = True
+        self._event.set()
+
+    def push(self, deltas: list[Delta]) -> None:
+        self.deltas.extend(deltas)
         self._event.set()
 
     def close(self) -> None:
@@ -98,7 +117,7 @@ class Follower:
     async def wait(self, *, until: float | None = None, alarms: Alarms | None = None) -> None:
         """Until notified or closed, or the loop's clock reaches ``until`` (on ``alarms``,
         shared with the followers waiting for the same instant, else a timer of its own)."""
-        if not (self.changed or self.closed):
+        if not (self.changed or self.closed or self.deltas):
             if until is None:
                 await self._event.wait()
             elif alarms is not None:
@@ -194,8 +213,14 @@ class EventHub:
         hints_url: RedisTarget | str | None = None,
         marks: LoopMarks | None = None,
         exiting: Callable[[], bool] = uvicorn_exiting,
+        deltas: DeltaSource | None = None,
+        local: LocalChannel | None = None,
     ) -> None:
         self.store = store
+        #: Where streams read buffered deltas (None: no token streaming).
+        self.deltas: DeltaSource | None = local if local is not None else deltas
+        self._local = local
+        self._unsubscribe: Callable[[], None] | None = None
         #: How a poll reads the marks: on the loop where the store allows (PostgreSQL), else
         #: ``store.event_marks`` on a pool thread.
         self._marks = marks
@@ -212,7 +237,9 @@ class EventHub:
         if hints_url:
             from fleet.api.event_hints import HintListener
 
-            self.hints = HintListener(hints_url, self._hinted, self._hints_live)
+            self.hints = HintListener(
+                hints_url, self._hinted, self._hints_live, on_deltas=self._delta_message
+            )
         #: Store reads made (for tests and the benchmark).
         self.polls = 0
         #: Followers now (streams open).
@@ -231,6 +258,14 @@ class EventHub:
         """``follower`` (or a new one) notified whenever ``task_id`` may have something new."""
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="fleet-event-hub")
+        if self._local is not None and self._unsubscribe is None:
+            loop = asyncio.get_running_loop()
+
+            def delivered(task_id: uuid.UUID, deltas: list[Delta]) -> None:
+                with suppress(RuntimeError):  # the loop closed: nobody streams any more
+                    loop.call_soon_threadsafe(self._delivered, task_id, deltas)
+
+            self._unsubscribe = self._local.subscribe(delivered)
         if self.hints is not None and (self._hints_task is None or self._hints_task.done()):
             self._hints_task = asyncio.create_task(self.hints.run(), name="fleet-event-hints")
         f = follower if follower is not None else Follower()
@@ -256,6 +291,9 @@ class EventHub:
                     self.hints.drop(task_id)
 
     async def close(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
         for task in (self._task, self._hints_task):
             if task is not None:
                 task.cancel()
@@ -264,6 +302,9 @@ class EventHub:
         self._task = self._hints_task = None
         if self._marks is not None:
             await self._marks.close()
+        closing = getattr(self.deltas, "close", None)
+        if closing is not None and self._local is None:
+            await closing()
 
     @property
     def _cap(self) -> float:
@@ -278,6 +319,19 @@ class EventHub:
             w.covered = self.hints is not None and self.hints.live
             w.hinted = True
             self._wake.set()
+
+    def _delta_message(self, task_id: uuid.UUID, message: str) -> None:
+        """A message of text deltas from the hint subscription."""
+        if task_id in self._watches:
+            self._delivered(task_id, decode_deltas(message))
+
+    def _delivered(self, task_id: uuid.UUID, deltas: list[Delta]) -> None:
+        """New deltas of ``task_id``: to each of its followers."""
+        w = self._watches.get(task_id)
+        if w is None or not deltas:
+            return
+        for f in w.subscribers:
+            f.push(deltas)
 
     def _hints_live(self, up: bool) -> None:
         """The hint subscription went down: back to the short clock, every watched task read
@@ -378,10 +432,16 @@ async def updates(
     max_s: float | None = None,
     beat_s: float | None = None,
     follower: Follower | None = None,
-) -> AsyncIterator[TaskEvent | None]:
-    """The task's events after ``after`` as they are stored, until its end (or ``max_s``, or
+    deltas: bool = True,
+) -> AsyncIterator[TaskEvent | Delta | None]:
+    """The task's events after ``after`` as they are stored, and (``deltas``, when the hub has
+    a source of them) its model text as it is written, until its end (or ``max_s``, or
     ``follower`` closed); ``None`` after about ``beat_s / 2`` to ``beat_s`` quiet seconds (a
     keep-alive; see ``_next_beat``).
+
+    A delta is sent only after every stored event before it: the first delta of a step the
+    stream has not seen sends the store's events first, then the buffered deltas from the step's
+    start (or from ``after`` within it): a stream that joins mid-step gets the text so far.
 
     Raises NotFound at once for a missing task; a task deleted later ends the stream.
     """
@@ -390,6 +450,10 @@ async def updates(
     loop = asyncio.get_running_loop()
     deadline = None if max_s is None else loop.time() + max_s
     first = True
+    cursor = Cursor()
+    sync = deltas and hub.deltas is not None  # read the buffer after the first store read
+    #: The delta a sync was made for: still out of sequence after it, its step is skipped.
+    synced_for: Delta | None = None
 
     def next_beat() -> float | None:
         return None if beat_s is None else _next_beat(loop.time(), beat_s)
@@ -397,27 +461,34 @@ async def updates(
     async with hub.watch(task_id, follower) as f:
         beat = next_beat()
         while True:
-            if f.changed:
+            if f.changed or sync:
                 f.changed = False  # before the read: a change during it reads again
                 try:
-                    task, events = await run_in_threadpool(hub.store.task_events, task_id, after)
+                    found, ended = await _read(hub, task_id, after, cursor if sync else None)
                 except NotFound:
                     if first:
                         raise
                     return
-                first = False
-                ended = task.status.terminal
-                # an idle stream holds its position only, not the rows it read (~7 KiB a stream)
-                del task
-                sent = bool(events)
-                events.reverse()
-                while events:
-                    after = events[-1].position
-                    yield events.pop()
+                first = sync = False
+                found.reverse()  # an idle stream holds its position only, not what it read
+                if found:
+                    beat = next_beat()
+                while found:
+                    after = found[-1].position
+                    yield found.pop()
                 if ended:  # its ``end`` was sent (now or before this stream)
                     return
-                if sent:
-                    beat = next_beat()
+            if f.deltas:
+                pending, f.deltas = f.deltas, []
+                send, rest = _live(cursor, pending, after, synced_for)
+                for d in send:
+                    after = d.position
+                    yield d
+                if rest:  # again once the store and the buffer were read
+                    f.deltas[:0] = rest
+                    sync, synced_for = True, rest[0]
+                beat = next_beat()
+                continue
             if f.closed:
                 return
             now = loop.time()
@@ -429,6 +500,42 @@ async def updates(
                 continue
             until = min((t for t in (deadline, beat) if t is not None), default=None)
             await f.wait(until=until, alarms=hub.alarms)
+
+
+async def _read(
+    hub: EventHub, task_id: uuid.UUID, after: Position | None, cursor: Cursor | None
+) -> tuple[list[TaskEvent | Delta], bool]:
+    """The task's stored events after ``after``, then (``cursor`` given) the buffered deltas
+    after them, and whether the task has ended. Raises NotFound."""
+    task, events = await run_in_threadpool(hub.store.task_events, task_id, after)
+    found: list[TaskEvent | Delta] = list(events)
+    if task.status.terminal or cursor is None or hub.deltas is None:
+        return found, task.status.terminal
+    if events:
+        after = events[-1].position
+    found.extend(cursor.catch_up(await hub.deltas.read(task_id), after))
+    return found, False
+
+
+def _live(
+    cursor: Cursor, pending: list[Delta], after: Position | None, synced_for: Delta | None
+) -> tuple[list[Delta], list[Delta]]:
+    """Of the deltas pushed to a stream: those to send now, and from the first that needs the
+    store and the buffer read first, the rest (``synced_for``: the delta a sync was made for
+    already; still out of sequence, its step is skipped: the buffer lost its start)."""
+    send: list[Delta] = []
+    for i, d in enumerate(pending):
+        verdict = cursor.verdict(d, after)
+        if verdict == "send":
+            cursor.sent(d)
+            after = d.position
+            send.append(d)
+        elif verdict == "sync":
+            if d is synced_for:
+                cursor.skip(d)
+                continue
+            return send, pending[i:]
+    return send, []
 
 
 def _next_beat(now: float, beat_s: float) -> float:
@@ -446,8 +553,8 @@ async def follow(
 
     Raises NotFound at once for a missing task; a task deleted later ends the stream.
     """
-    async for ev in updates(hub, task_id, after, max_s=max_s):
-        if ev is not None:
+    async for ev in updates(hub, task_id, after, max_s=max_s, deltas=False):
+        if isinstance(ev, TaskEvent):
             yield ev
 
 

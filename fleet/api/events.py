@@ -31,6 +31,7 @@ from fleet.api.event_hub import EventHub, Follower, updates
 from fleet.api.schemas import problem_responses
 from fleet.api.tasks import _api_caller, _visible
 from fleet.config import Settings
+from fleet.domain.deltas import Delta
 from fleet.domain.events import Position, TaskEvent
 from fleet.errors import Unavailable
 
@@ -46,10 +47,11 @@ HANDOFF = "fleet.event_stream"
 MAX_STREAMS = 10_000
 
 _EVENTS_DOC = (
-    "Server-Sent Events: `status` (queued, running, interrupted, and the final status), `step` "
-    "(a finished model or tool call, as GetRun's steps), `inbox` (a message delivered into the "
-    "running run), `reply`, then `end` (the task). Each `id` resumes the stream as "
-    "`Last-Event-ID`."
+    "Server-Sent Events: `status` (queued, running, interrupted, and the final status), `delta` "
+    "(a piece of a model step's text as the model writes it; `reset` voids the step's text "
+    "before it), `step` (a finished model or tool call, as GetRun's steps: it stands for its "
+    "deltas), `inbox` (a message delivered into the running run), `reply`, then `end` (the "
+    "task). Each `id` resumes the stream as `Last-Event-ID`."
 )
 
 
@@ -155,8 +157,9 @@ class StreamHandoff:
         await stream.stream(method, receive, send)
 
 
-def _event_frame(ev: TaskEvent) -> bytes:
-    data = json.dumps(views.event_json(ev), ensure_ascii=False, separators=(",", ":"))
+def _event_frame(ev: TaskEvent | Delta) -> bytes:
+    shown = views.delta_json(ev) if isinstance(ev, Delta) else views.event_json(ev)
+    data = json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
     return _frame(data, event=ev.kind, id=ev.id)
 
 

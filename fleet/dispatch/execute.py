@@ -130,6 +130,7 @@ class Execution:
             tracer=telemetry.tracer(),
             delegation=d.delegations.port(task, agent) if agent.delegates else None,
             waits=StoreWaits(d.store, task, d.clock, approval_timeout_s=agent.approval_timeout),
+            deltas=d.streaming.run(task, run_id),
         )
         namespace = d.config.deployment(task.deployment).namespace
 

@@ -44,6 +44,7 @@ from fleet.domain.runs import Outcome
 from fleet.domain.values import ACTIVE, CLAIMABLE, Admission, Task, TaskStatus
 from fleet.errors import Conflict, LeaseLost
 from fleet.store import CancelResult, Chain, Claim, Head, Prepared, Started, Store
+from fleet.streaming.sink import Streaming
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,9 @@ class Dispatcher:
             authorize=self.policy,
             hints=self.hints,
         )
+        #: Token streaming: where each run's model text goes as it is written (set up by the
+        #: runtime: Redis in a fleet, this process embedded).
+        self.streaming = Streaming()
         #: The runs this process works on now (what a shutdown waits for).
         self.inflight = InFlight()
         #: Reset, delete, prune; retention and the stored cap on the sweeper's clock.

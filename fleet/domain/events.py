@@ -8,6 +8,13 @@ interrupted or waiting; for the last run ``0`` the reply, ``2`` the final status
 end). The id a client sees is the position as text (``2.5.0``, ``1.end.3``);
 ``Last-Event-ID`` resumes after it.
 
+A model step's text deltas (``fleet.domain.deltas``) are not derived from records: they go from
+the worker to the streams directly. Each has the position ``(k, n, DELTA, s)`` — its run, the
+step it belongs to, and its sequence number in that step — shown as ``k.n.d<s>`` (``2.5.d17``):
+every delta of step *n* sorts after step *n - 1* and before step *n*'s own event, which stands
+for them. An id this server does not know but that names a run and step (``2.5.x``, a later
+release's) resumes at that step, its deltas not sent again, rather than failing the reconnect.
+
 Why nothing is missed and nothing repeats: a record only ever appears at a position after every
 event already derivable. A run's steps are journaled in step order while it runs, fenced (a
 step journaled as ``started`` is held back until it finished, or until its run ended without
@@ -42,7 +49,15 @@ INBOX_KINDS = frozenset({"inbox"})
 #: Run statuses after which the task goes on in a later run: its status event closes the run.
 _PAUSED = frozenset({TaskStatus.INTERRUPTED.value, TaskStatus.WAITING.value})
 
-_ID = re.compile(r"^(\d{1,9})\.(\d{1,9}|end)\.(\d)$")
+#: The sub-position of a text delta: before the step's own event (``sub`` 0).
+DELTA = -1
+#: The highest delta sequence number: ``(k, n, DELTA, LAST_DELTA)`` is after every delta of
+#: step *n* and before its event.
+LAST_DELTA = 999_999_999
+
+_ID = re.compile(r"^(\d{1,9})\.(\d{1,9}|end)\.(\d|d\d{1,9})$")
+#: A run and step this server reads, with a sub-position it does not (a later release's).
+_STEP_ID = re.compile(r"^(\d{1,9})\.(\d{1,9}|end)\.[A-Za-z0-9_-]{1,20}$")
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -52,23 +67,43 @@ class Position:
     attempt: int
     step: int
     sub: int = 0
+    #: A delta's sequence number in its step (``sub`` is ``DELTA``), else 0.
+    seq: int = 0
 
     def __str__(self) -> str:
         step = "end" if self.step == END else str(self.step)
+        if self.sub == DELTA:
+            return f"{self.attempt}.{step}.d{self.seq}"
         return f"{self.attempt}.{step}.{self.sub}"
+
+    @classmethod
+    def delta(cls, attempt: int, step: int, seq: int) -> Position:
+        """The position of delta ``seq`` of run ``attempt``'s step ``step``."""
+        return cls(attempt, step, DELTA, seq)
+
+    @property
+    def is_delta(self) -> bool:
+        return self.sub == DELTA
 
     @classmethod
     def parse(cls, text: str, *, field: str = "Last-Event-ID") -> Position:
         """An event id a stream sent (``2.5.0``); InputError naming ``field`` otherwise."""
         found = _ID.match(text.strip())
         if found is None:
+            later = _STEP_ID.match(text.strip())
+            if later is not None:  # resume at that step: its deltas are not sent again
+                attempt, step = later.groups()
+                return cls.delta(int(attempt), END if step == "end" else int(step), LAST_DELTA)
             raise InputError(
                 f"{field} {text[:40]!r} is not an event id of this stream (like '1.3.0'); "
                 "send the id of the last event you received, or none to start at the beginning",
                 field=field,
             )
         attempt, step, sub = found.groups()
-        return cls(int(attempt), END if step == "end" else int(step), int(sub))
+        n = END if step == "end" else int(step)
+        if sub.startswith("d"):
+            return cls.delta(int(attempt), n, int(sub[1:]))
+        return cls(int(attempt), n, int(sub))
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from pydantic.alias_generators import to_camel
 from fleet.constants import RECENT_SHOWN
 from fleet.domain import delivery, redaction
 from fleet.domain.cost import money
+from fleet.domain.deltas import Delta
 from fleet.domain.events import TaskEvent
 from fleet.domain.lifecycle import fresh_notice
 from fleet.domain.values import Admission, Message, Run, Step, Task, TaskStatus
@@ -262,6 +263,19 @@ def _camel_keys(value: Any) -> Any:
     if isinstance(value, list):
         return [_camel_keys(v) for v in value]
     return value
+
+
+def delta_json(delta: Delta) -> dict[str, Any]:
+    """The data of a ``delta`` event: a piece of a model step's text."""
+    out: dict[str, Any] = {
+        "text": delta.text,
+        "runId": delta.run_id,
+        "attempt": delta.position.attempt,
+        "step": delta.position.step,
+    }
+    if delta.reset:
+        out["reset"] = True
+    return out
 
 
 def event_json(event: TaskEvent) -> dict[str, Any]:

@@ -1,0 +1,65 @@
+"""Deltas within one process (embedded mode: the worker and the API are one process)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import OrderedDict, deque
+from collections.abc import Callable
+
+from fleet.domain.deltas import Delta
+
+#: Called with a task's new deltas, on the publishing thread (the hub moves them to its loop).
+Subscriber = Callable[[uuid.UUID, list[Delta]], None]
+
+
+class LocalChannel:
+    """Each task's recent deltas in memory (at most ``buffer`` a task, the ``tasks`` most
+    recently streamed, each kept ``ttl_s`` after its last delta), and the subscribers told of
+    every new one."""
+
+    def __init__(self, *, buffer: int, ttl_s: float, tasks: int = 1000) -> None:
+        self.buffer, self.ttl_s, self.tasks = buffer, ttl_s, tasks
+        self._lock = threading.Lock()
+        self._buffers: OrderedDict[uuid.UUID, tuple[float, deque[Delta]]] = OrderedDict()
+        self._subscribers: list[Subscriber] = []
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        """Tell ``subscriber`` every delta from now on; returns how to stop."""
+        with self._lock:
+            self._subscribers.append(subscriber)
+
+        def stop() -> None:
+            with self._lock:
+                if subscriber in self._subscribers:
+                    self._subscribers.remove(subscriber)
+
+        return stop
+
+    def publish(self, task_id: uuid.UUID, delta: Delta) -> None:
+        now = time.monotonic()
+        with self._lock:
+            entry = self._buffers.pop(task_id, None)
+            kept = entry[1] if entry is not None else deque(maxlen=self.buffer)
+            kept.append(delta)
+            self._buffers[task_id] = (now + self.ttl_s, kept)
+            while len(self._buffers) > self.tasks or (
+                self._buffers and next(iter(self._buffers.values()))[0] < now
+            ):
+                self._buffers.popitem(last=False)
+            subscribers = list(self._subscribers)
+        for subscriber in subscribers:
+            subscriber(task_id, [delta])
+
+    async def read(self, task_id: uuid.UUID) -> list[Delta]:
+        with self._lock:
+            entry = self._buffers.get(task_id)
+            if entry is None or entry[0] < time.monotonic():
+                return []
+            return list(entry[1])
+
+    def forget(self, task_id: uuid.UUID) -> None:
+        """Drop a task's deltas (its data erased)."""
+        with self._lock:
+            self._buffers.pop(task_id, None)

@@ -1,0 +1,153 @@
+"""Deltas through Redis: published by workers, buffered per task, read by the API.
+
+``RedisChannel.publish`` queues a delta; a thread of the process sends what gathered in
+``WINDOW_S`` in one pipeline: per task, each delta onto the task's stream (``XADD`` with an
+approximate ``MAXLEN``), the stream's TTL renewed, and one message with all of them on the task's
+change-hint channel (``fleet.dispatch.hints``), which the API's hint subscription hands to the
+task's streams (``fleet.api.event_hints``). A change hint is an empty message; a delta message is
+not. What Redis does not take is lost to live watchers only: the journaled step carries the text.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from collections import defaultdict, deque
+from typing import Any
+
+from fleet.constants import DELTAS_KEY
+from fleet.dispatch.hints import channel
+from fleet.dispatch.redis_target import RedisTarget
+from fleet.domain.deltas import Delta, decode, encode
+
+log = logging.getLogger(__name__)
+
+#: Seconds deltas gather before they are sent together (what it adds to a delta's delay).
+WINDOW_S = 0.005
+#: The stream entry's field.
+FIELD = "d"
+
+
+def key(task_id: uuid.UUID | str) -> str:
+    return DELTAS_KEY.format(task=task_id)
+
+
+class RedisChannel:
+    """Publishes deltas from a thread of this process (started on first use, and again in a
+    forked child)."""
+
+    #: Deltas waiting at most; beyond, new ones are dropped (watchers get the journaled step).
+    max_pending = 100_000
+    warn_every_s = 60.0
+
+    def __init__(
+        self, client: Any, *, buffer: int, ttl_s: float, window_s: float = WINDOW_S
+    ) -> None:
+        self._client = client
+        self.buffer, self.ttl_s, self.window_s = buffer, ttl_s, window_s
+        self._pid = -1
+        self._lock = threading.Lock()
+        self._pending: deque[tuple[uuid.UUID, Delta]] = deque()
+        self._ready = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._warned = float("-inf")
+        #: Deltas not sent (backlog, Redis errors): tests and logs.
+        self.lost = 0
+        #: Pipelines sent (the benchmark).
+        self.batches = 0
+
+    def publish(self, task_id: uuid.UUID, delta: Delta) -> None:
+        if self._pid != os.getpid() or self._thread is None or not self._thread.is_alive():
+            self._start()
+        if len(self._pending) >= self.max_pending:
+            self._lose(1, "backlog")
+            return
+        self._pending.append((task_id, delta))
+        if not self._ready.is_set():
+            self._ready.set()
+
+    def flush(self, timeout_s: float = 1.0) -> None:
+        """Wait until what is pending now was sent (tests, a process about to exit)."""
+        deadline = time.monotonic() + timeout_s
+        while self._pending and time.monotonic() < deadline:
+            time.sleep(self.window_s)
+
+    def _start(self) -> None:
+        with self._lock:
+            pid = os.getpid()
+            if self._pid == pid and self._thread is not None and self._thread.is_alive():
+                return
+            if self._pid != pid:  # a forked child: the parent's queue is not ours
+                self._pending = deque()
+                self._ready = threading.Event()
+            self._pid = pid
+            self._thread = threading.Thread(target=self._run, name="fleet-deltas", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        pending, ready = self._pending, self._ready
+        while True:
+            ready.wait()
+            time.sleep(self.window_s)
+            ready.clear()
+            while pending:
+                batch: dict[uuid.UUID, list[Delta]] = defaultdict(list)
+                for _ in range(min(len(pending), 4096)):
+                    task_id, delta = pending.popleft()
+                    batch[task_id].append(delta)
+                self._send(batch)
+
+    def _send(self, batch: dict[uuid.UUID, list[Delta]]) -> None:
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            ttl = max(1, round(self.ttl_s))
+            for task_id, deltas in batch.items():
+                k = key(task_id)
+                for d in deltas:
+                    pipe.xadd(k, {FIELD: encode([d])}, maxlen=self.buffer, approximate=True)
+                pipe.expire(k, ttl)
+                pipe.publish(channel(task_id), encode(deltas))
+            pipe.execute()
+            self.batches += 1
+        except Exception as exc:  # live text only: the journaled step carries it
+            self._lose(sum(len(d) for d in batch.values()), f"{type(exc).__name__}: {exc}")
+
+    def _lose(self, n: int, why: str) -> None:
+        self.lost += n
+        now = time.monotonic()
+        if now - self._warned >= self.warn_every_s:
+            self._warned = now
+            log.warning(
+                "%d text delta(s) not sent to task event streams (%s); their watchers see "
+                "that text when its step is journaled",
+                n,
+                why,
+            )
+
+
+class RedisBuffer:
+    """The API's reads of a task's buffered deltas."""
+
+    def __init__(self, target: RedisTarget | str) -> None:
+        self._client = RedisTarget.coerce(target).async_client(
+            decode_responses=True, socket_connect_timeout=2, socket_timeout=2
+        )
+
+    async def read(self, task_id: uuid.UUID) -> list[Delta]:
+        """The task's buffered deltas in publishing order (none when Redis does not answer:
+        the stream goes on with the journaled steps)."""
+        try:
+            entries = await self._client.xrange(key(task_id))
+        except Exception as exc:
+            log.debug("task events: reading the deltas of %s failed: %s", task_id, exc)
+            return []
+        out: list[Delta] = []
+        for _, fields in entries:
+            out.extend(decode(fields.get(FIELD, "")))
+        return out
+
+    async def close(self) -> None:
+        await self._client.aclose()
