@@ -29,6 +29,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from fleet import views
 from fleet.domain import a2a as rules
+from fleet.domain.deltas import Delta
 from fleet.domain.events import TaskEvent
 from fleet.domain.values import DataPart, TextPart
 from fleet.domain.values import Task as FleetTask
@@ -174,6 +175,43 @@ def stream_events(ev: TaskEvent, asked: Sequence[Wait] = ()) -> list[Event]:
             task_id=str(task.id), context_id=task.key, status=status, metadata=_struct(meta)
         )
     ]
+
+
+class ReplyChunks:
+    """The reply artifact as the model writes it, for one stream: each model step's text in
+    appended chunks (``append``), the first chunk of a step or a reset replacing what was shown
+    (a step that then called tools was not the reply); the final chunk (``lastChunk``) adds only
+    what the streamed text lacks of the reply, or replaces it when it differs."""
+
+    __slots__ = ("_shown", "_step")
+
+    def __init__(self) -> None:
+        self._step: tuple[int, int] | None = None
+        self._shown = ""
+
+    def delta(self, task_id: str, context_id: str, d: Delta) -> TaskArtifactUpdateEvent:
+        fresh = d.reset or d.step_key != self._step
+        self._step = d.step_key
+        self._shown = d.text if fresh else self._shown + d.text
+        return _chunk(task_id, context_id, d.text, append=not fresh, last=False)
+
+    def reply(self, task: FleetTask) -> TaskArtifactUpdateEvent:
+        text = task.reply or ""
+        if self._step is not None and text.startswith(self._shown):
+            return _chunk(str(task.id), task.key, text[len(self._shown) :], append=True, last=True)
+        return _chunk(str(task.id), task.key, text, append=False, last=True)
+
+
+def _chunk(
+    task_id: str, context_id: str, text: str, *, append: bool, last: bool
+) -> TaskArtifactUpdateEvent:
+    return TaskArtifactUpdateEvent(
+        task_id=task_id,
+        context_id=context_id,
+        artifact=Artifact(artifact_id=f"{task_id}-reply", name="reply", parts=[Part(text=text)]),
+        append=append,
+        last_chunk=last,
+    )
 
 
 def asks(event: Event) -> bool:

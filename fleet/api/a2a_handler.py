@@ -51,13 +51,14 @@ from a2a.utils.errors import (
 from google.protobuf.json_format import MessageToDict
 from starlette.concurrency import run_in_threadpool
 
-from fleet.a2a.tasks import asks, stream_events, to_a2a
+from fleet.a2a.tasks import ReplyChunks, asks, stream_events, to_a2a
 from fleet.api import a2a_push as push
 from fleet.api.auth import Caller
 from fleet.api.event_hub import EventHub, follow, snapshot
 from fleet.domain import a2a as rules
 from fleet.domain import delivery as rules_delivery
 from fleet.domain import keys
+from fleet.domain.deltas import Delta
 from fleet.domain.events import TaskEvent
 from fleet.domain.values import Task as FleetTask
 from fleet.domain.values import TaskStatus
@@ -371,8 +372,15 @@ class FleetRequestHandler(RequestHandler):
         yield first
         if task.status.terminal or (stop_asking and asks(first)):
             return
+        chunks = ReplyChunks()
         with a2a_errors():
-            async for ev in follow(self.hub, task_id, position):
+            async for ev in follow(self.hub, task_id, position, deltas=True):
+                if isinstance(ev, Delta):
+                    yield chunks.delta(str(task.id), task.key, ev)
+                    continue
+                if ev.kind == "reply":
+                    yield chunks.reply(ev.task)
+                    continue
                 for out in stream_events(ev, await self._asked_at(ev)):
                     yield out
                     if asks(out):

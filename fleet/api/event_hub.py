@@ -31,7 +31,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, overload
 
 from starlette.concurrency import run_in_threadpool
 
@@ -546,15 +546,43 @@ def _next_beat(now: float, beat_s: float) -> float:
     return _on_grid(now + beat_s * random.uniform(0.5, 1.0), beat_s / BEAT_STEPS)
 
 
+@overload
+def follow(
+    hub: EventHub,
+    task_id: uuid.UUID,
+    after: Position | None,
+    *,
+    max_s: float | None = None,
+    deltas: Literal[False] = False,
+) -> AsyncIterator[TaskEvent]: ...
+
+
+@overload
+def follow(
+    hub: EventHub,
+    task_id: uuid.UUID,
+    after: Position | None,
+    *,
+    max_s: float | None = None,
+    deltas: Literal[True],
+) -> AsyncIterator[TaskEvent | Delta]: ...
+
+
 async def follow(
-    hub: EventHub, task_id: uuid.UUID, after: Position | None, *, max_s: float | None = None
-) -> AsyncIterator[TaskEvent]:
-    """The task's events after ``after`` as they are stored, until its end (or ``max_s``).
+    hub: EventHub,
+    task_id: uuid.UUID,
+    after: Position | None,
+    *,
+    max_s: float | None = None,
+    deltas: bool = False,
+) -> AsyncIterator[TaskEvent | Delta]:
+    """The task's events after ``after`` as they are stored (and, with ``deltas``, its model
+    text as it is written), until its end (or ``max_s``).
 
     Raises NotFound at once for a missing task; a task deleted later ends the stream.
     """
-    async for ev in updates(hub, task_id, after, max_s=max_s, deltas=False):
-        if isinstance(ev, TaskEvent):
+    async for ev in updates(hub, task_id, after, max_s=max_s, deltas=deltas):
+        if ev is not None:
             yield ev
 
 

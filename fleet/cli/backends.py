@@ -9,9 +9,11 @@ whether it talked to the store (embedded or fleet) or to ``fleet serve``.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol, TypedDict, Unpack
 
 import typer
@@ -76,28 +78,53 @@ class LocalTasks(StoreTasks):
 
         tid = uuid.UUID(task_id)
         waker = self.rt.local_waker
+        if on_event is None:
+            if waker is not None:
+                from fleet.dispatch.embedded import run_within
+
+                return task_json(run_within(self.rt.dispatcher, waker, tid, timeout))
+            with status.status(f"waiting for task {task_id}"):
+                return task_json(self.rt.dispatcher.wait(tid, timeout))
+        with self._texts(task_id, on_event):
+            return task_json(self._follow(tid, timeout, on_event))
+
+    def _follow(self, tid: uuid.UUID, timeout: float, on_event: OnEvent) -> Task:
+        """The task once finished, its events handed to ``on_event`` as they are stored."""
+        follower = StoreFollower(self.rt.store, tid, on_event)
+        waker = self.rt.local_waker
         if waker is not None:
             from fleet.dispatch.embedded import run_within
 
-            def work() -> Task:
-                return run_within(self.rt.dispatcher, waker, tid, timeout)
-
-            if on_event is None:
-                return task_json(work())
-            return task_json(StoreFollower(self.rt.store, tid, on_event).alongside(work))
-        if on_event is None:
-            with status.status(f"waiting for task {task_id}"):
-                return task_json(self.rt.dispatcher.wait(tid, timeout))
-        follower = StoreFollower(self.rt.store, tid, on_event)
+            return follower.alongside(lambda: run_within(self.rt.dispatcher, waker, tid, timeout))
         deadline = time.monotonic() + timeout
         pause = POLL_MIN_S
         while True:
             task = follower.poll()
             left = deadline - time.monotonic()
             if task.status.terminal or left <= 0:
-                return task_json(task)
+                return task
             time.sleep(min(pause, left))  # a poll interval, not a synchronization
             pause = min(pause * 2, POLL_MAX_S)
+
+    @contextmanager
+    def _texts(self, task_id: str, on_event: OnEvent) -> Iterator[None]:
+        """The task's text deltas to ``on_event`` (kind ``delta``) from a thread, meanwhile."""
+        done = threading.Event()
+
+        def pump() -> None:
+            try:
+                for data in self.texts_until(task_id, done.is_set):
+                    on_event("delta", data)
+            except Exception:  # the text is a preview: the reply is printed once it ends
+                return
+
+        thread = threading.Thread(target=pump, name="fleet-run-text", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join(timeout=2.0)
 
     def give_up(self, task_id: str) -> View | None:
         if self.rt.local_waker is None:

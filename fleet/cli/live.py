@@ -7,7 +7,7 @@ import json
 import threading
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
 from rich.console import Console
 from rich.text import Text
@@ -75,6 +75,58 @@ def printer(console: Console) -> OnEvent:
             console.print(Text(f"· {line}"), highlight=False)
 
     return show
+
+
+class TextPrinter:
+    """``fleet run``'s reply as the model writes it: each ``delta`` event's text to ``out``
+    as it comes; the live view's lines (``line``) start on a line of their own. A reset or a
+    new model step starts the text on a new line (the text before was a retried call, or a
+    step that went on to call tools)."""
+
+    def __init__(self, out: IO[str], console: Console, live: OnEvent | None = None) -> None:
+        self.out, self.console, self.live = out, console, live
+        self._lock = threading.Lock()
+        self._step: tuple[int, int] | None = None
+        #: The text of the step shown last, from its last reset.
+        self.text = ""
+        self._open = False  # the last thing written is text without its line's end
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        with self._lock:
+            if kind == "delta":
+                self._delta(data)
+            elif self.live is not None and describe(kind, data) is not None:
+                self._end_line()
+                self.live(kind, data)
+
+    def _delta(self, data: dict[str, Any]) -> None:
+        step = (data["attempt"], data["step"])
+        if data.get("reset") or step != self._step:
+            self._end_line()
+            if data.get("reset") and self.text:
+                self.console.print(Text("· the model starts its text again"), highlight=False)
+            self._step, self.text = step, ""
+        text: str = data["text"]
+        self.text += text
+        if text:
+            self.out.write(text)
+            self.out.flush()
+            self._open = not text.endswith("\n")
+
+    def _end_line(self) -> None:
+        if self._open:
+            self.out.write("\n")
+            self.out.flush()
+            self._open = False
+
+    def finish(self, reply: str) -> bool:
+        """The text shown ends the command's output if it was ``reply`` (True), else the
+        line is ended and the reply is printed as usual (False)."""
+        with self._lock:
+            shown = self._step is not None and self.text == reply
+            if (shown and self._open) or not shown:
+                self._end_line()
+            return shown
 
 
 class StoreFollower:

@@ -9,9 +9,21 @@ import typer
 
 from fleet.cli.backends import tasks_for
 from fleet.cli.common import EXIT_FAILED, err, fail, out, print_json
-from fleet.cli.live import printer
+from fleet.cli.live import OnEvent, TextPrinter, printer
 from fleet.domain.keys import blank
 from fleet.domain.values import TaskStatus
+
+
+def _watchers(
+    live: bool | None, stream: bool | None, as_json: bool
+) -> tuple[OnEvent | None, TextPrinter | None]:
+    """The live view (steps on stderr) and the reply's text as it is written (stdout), each
+    on when asked, else when its stream is a terminal (never with ``--json``)."""
+    if live is None:
+        live = err.is_terminal and not as_json
+    on_event = printer(err) if live else None
+    streamed = (out.is_terminal if stream is None else stream) and not as_json
+    return on_event, TextPrinter(out.file, err, on_event) if streamed else None
 
 
 def run(
@@ -58,6 +70,14 @@ def run(
             "and not --json).",
         ),
     ] = None,
+    stream: Annotated[
+        bool | None,
+        typer.Option(
+            "--stream/--no-stream",
+            help="Print the reply as the model writes it (default: when stdout is a terminal "
+            "and not --json); --no-stream waits for it.",
+        ),
+    ] = None,
 ) -> None:
     """Submit a task and print the agent's reply."""
     from fleet.domain.labels import parse_label_args
@@ -88,10 +108,9 @@ def run(
             )
         if admitted.get("notice") and not as_json:
             err.print(f"fleet: {admitted['notice']}", markup=False)  # fresh after a delete
-        if live is None:
-            live = err.is_terminal and not as_json
-        on_event = printer(err) if live else None
-        task = admitted if no_wait else tasks.follow(admitted["id"], timeout, err, on_event)
+        on_event, writer = _watchers(live, stream, as_json)
+        shown = writer if writer is not None else on_event
+        task = admitted if no_wait else tasks.follow(admitted["id"], timeout, err, shown)
         late = None if no_wait or TaskStatus(task["status"]).terminal else task["status"]
         if late is not None:
             ended = tasks.give_up(task["id"])  # embedded: cancelled, as nothing else runs it
@@ -112,6 +131,10 @@ def run(
         print_json(admitted | task)
     elif no_wait or not status.terminal:
         out.print(f"{task['id']} {status.value} {task['conversation']} #{task['seq']}")
+    elif (
+        writer is not None and status == TaskStatus.SUCCEEDED and writer.finish(task["reply"] or "")
+    ):
+        pass  # printed as the model wrote it
     elif status == TaskStatus.SUCCEEDED:
         out.print(task["reply"] or "", markup=False)
     elif status == TaskStatus.SUPERSEDED:

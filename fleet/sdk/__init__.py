@@ -6,6 +6,6 @@ uses it too); task handles and what they read are :mod:`fleet.sdk.tasks`'.
 """
 
 from fleet.sdk.fleet import Conversation, Fleet
-from fleet.sdk.tasks import Message, TaskFailed, TaskHandle, TaskInfo
+from fleet.sdk.tasks import Message, TaskFailed, TaskHandle, TaskInfo, TextChunk
 
-__all__ = ["Conversation", "Fleet", "Message", "TaskFailed", "TaskHandle", "TaskInfo"]
+__all__ = ["Conversation", "Fleet", "Message", "TaskFailed", "TaskHandle", "TaskInfo", "TextChunk"]

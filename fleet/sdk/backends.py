@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 from fleet.constants import DEFAULT_TENANT
@@ -71,6 +72,11 @@ class Backend(Protocol):
 
     def cancel(self, task_id: str) -> View:
         """``{"effect": cancelled|requested|finished, "task": {...}}``."""
+        ...
+
+    def texts(self, task_id: str, timeout: float | None) -> Iterator[View]:
+        """The task's model text as it is written: each ``delta`` event's data (``text``,
+        ``step``, ``attempt``, ``reset``), until the task ends or ``timeout`` passes."""
         ...
 
     def messages(self, conversation_key: str, deployment: str, *, limit: int = 100) -> View:
@@ -175,6 +181,25 @@ class StoreTasks:
             if terminal(view) or pauses.over():
                 return view
             await asyncio.sleep(pauses.pause())
+
+    def texts(self, task_id: str, timeout: float | None) -> Iterator[View]:
+        pauses = _Pauses(timeout)
+        yield from self.texts_until(
+            task_id, lambda: pauses.over() or terminal(self.get_task(task_id))
+        )
+
+    def texts_until(self, task_id: str, ended: Callable[[], bool]) -> Iterator[View]:
+        """``texts`` until ``ended()`` (asked whenever a quarter second passed without text)."""
+        from fleet.streaming.sink import follow
+        from fleet.views import delta_json
+
+        tail = self.rt.dispatcher.streaming.tail(uuid.UUID(task_id))
+        if tail is None:  # not streamed: nothing to show before the end
+            while not ended():
+                time.sleep(0.25)  # a poll interval, not a synchronization
+            return
+        for d in follow(tail, ended):
+            yield delta_json(d)
 
     def cancel(self, task_id: str) -> View:
         from fleet.views import task_json

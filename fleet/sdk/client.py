@@ -297,6 +297,13 @@ class FleetClient(Closing):
             except httpx.HTTPError as exc:
                 raise self._unreachable(exc) from None
 
+    def texts(self, task_id: str, timeout: float | None) -> Iterator[dict[str, Any]]:
+        """The task's model text as it is written: the data of its ``delta`` events, until it
+        ends or ``timeout`` passes."""
+        for ev in self.events(task_id, MAX_WAIT_S if timeout is None else timeout):
+            if ev.kind == "delta":
+                yield ev.data
+
     def list_tasks(
         self,
         *,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import asyncio
+from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -75,6 +76,30 @@ class Message:
             content=view["content"],
             task_id=view.get("taskId"),
             created_at=_when(view.get("createdAt")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TextChunk:
+    """A piece of a model step's text as the model wrote it (``TaskHandle.stream``)."""
+
+    text: str
+    #: The model step it belongs to, and the task's attempt (run) that wrote it.
+    step: int
+    attempt: int
+    #: The text before it that no finished step carried is void: start again with this.
+    reset: bool = False
+
+    def __str__(self) -> str:
+        return self.text
+
+    @classmethod
+    def from_view(cls, view: View) -> TextChunk:
+        return cls(
+            text=view["text"],
+            step=view["step"],
+            attempt=view["attempt"],
+            reset=bool(view.get("reset")),
         )
 
 
@@ -152,6 +177,26 @@ class TaskHandle:
 
     def __await__(self) -> Generator[Any, None, str]:
         return self.await_().__await__()
+
+    def stream(self, timeout: float | None = None) -> Iterator[TextChunk]:
+        """Its model text as the model writes it, until the task ends (or ``timeout`` passes):
+        ``for chunk in handle.stream(): print(chunk.text, end="")``. A chunk with ``reset``
+        voids the unfinished text before it (a retried call); each model step's text is
+        chunks of its ``step`` (a step that then called tools was not the reply). Then
+        ``wait()`` gives the reply (or raises)."""
+        for data in self._backend.texts(self.id, timeout):
+            yield TextChunk.from_view(data)
+
+    async def astream(self, timeout: float | None = None) -> AsyncIterator[TextChunk]:
+        """``stream`` for async code: the event loop goes on between chunks."""
+        chunks = self.stream(timeout)
+        done = object()
+        while True:
+            chunk = await asyncio.to_thread(next, chunks, done)
+            if chunk is done:
+                return
+            assert isinstance(chunk, TextChunk)
+            yield chunk
 
     def cancel(self) -> str:
         """Cancel it: ``cancelled`` (it was queued), ``requested`` (it stops at its next step

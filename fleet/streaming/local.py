@@ -9,6 +9,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 
 from fleet.domain.deltas import Delta
+from fleet.domain.events import Position
 
 #: Called with a task's new deltas, on the publishing thread (the hub moves them to its loop).
 Subscriber = Callable[[uuid.UUID, list[Delta]], None]
@@ -22,6 +23,7 @@ class LocalChannel:
     def __init__(self, *, buffer: int, ttl_s: float, tasks: int = 1000) -> None:
         self.buffer, self.ttl_s, self.tasks = buffer, ttl_s, tasks
         self._lock = threading.Lock()
+        self._published = threading.Condition(self._lock)
         self._buffers: OrderedDict[uuid.UUID, tuple[float, deque[Delta]]] = OrderedDict()
         self._subscribers: list[Subscriber] = []
 
@@ -49,6 +51,7 @@ class LocalChannel:
             ):
                 self._buffers.popitem(last=False)
             subscribers = list(self._subscribers)
+            self._published.notify_all()
         for subscriber in subscribers:
             subscriber(task_id, [delta])
 
@@ -58,6 +61,25 @@ class LocalChannel:
             if entry is None or entry[0] < time.monotonic():
                 return []
             return list(entry[1])
+
+    def tail(self, task_id: uuid.UUID) -> Callable[[Position | None, float], list[Delta]]:
+        """How to read the task's deltas: ``read(after, wait_s)``."""
+        return lambda after, wait_s: self._tail(task_id, after, wait_s)
+
+    def _tail(self, task_id: uuid.UUID, after: Position | None, wait_s: float) -> list[Delta]:
+        """The task's buffered deltas after ``after``; none yet: waits up to ``wait_s`` for
+        one."""
+        with self._lock:
+            found = self._after(task_id, after)
+            if not found and wait_s > 0:
+                self._published.wait(wait_s)
+                found = self._after(task_id, after)
+            return found
+
+    def _after(self, task_id: uuid.UUID, after: Position | None) -> list[Delta]:
+        entry = self._buffers.get(task_id)
+        kept = entry[1] if entry is not None else ()
+        return [d for d in kept if after is None or d.position > after]
 
     def forget(self, task_id: uuid.UUID) -> None:
         """Drop a task's deltas (its data erased)."""

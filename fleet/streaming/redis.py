@@ -22,6 +22,7 @@ from fleet.constants import DELTAS_KEY
 from fleet.dispatch.hints import channel
 from fleet.dispatch.redis_target import RedisTarget
 from fleet.domain.deltas import Delta, decode, encode
+from fleet.domain.events import Position
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,10 @@ class RedisChannel:
         self._pending.append((task_id, delta))
         if not self._ready.is_set():
             self._ready.set()
+
+    def tail(self, task_id: uuid.UUID) -> RedisTail:
+        """How to read the task's deltas in order from its stream."""
+        return RedisTail(self._client, task_id)
 
     def flush(self, timeout_s: float = 1.0) -> None:
         """Wait until what is pending now was sent (tests, a process about to exit)."""
@@ -126,6 +131,25 @@ class RedisChannel:
                 n,
                 why,
             )
+
+
+class RedisTail:
+    """A task's deltas read in order from its stream, from the start, blocking while there are
+    none (``fleet run`` and the SDK against the store in a fleet)."""
+
+    def __init__(self, client: Any, task_id: uuid.UUID) -> None:
+        self._client, self._key, self._last = client, key(task_id), "0"
+
+    def __call__(self, after: Position | None, wait_s: float) -> list[Delta]:
+        block = max(1, round(wait_s * 1000)) if wait_s > 0 else None
+        found = self._client.xread({self._key: self._last}, block=block, count=1000)
+        out: list[Delta] = []
+        for _, entries in found or ():
+            for entry_id, fields in entries:
+                self._last = entry_id
+                raw = fields.get(FIELD) or fields.get(FIELD.encode(), b"")
+                out.extend(d for d in decode(raw) if after is None or d.position > after)
+        return out
 
 
 class RedisBuffer:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from fleet.agents.ports import NO_DELTAS, Deltas
@@ -86,6 +86,25 @@ class RunDeltas:
         self._reset = False
 
 
+#: A task's deltas after a position, waiting up to some seconds for one when there are none.
+Tail = Callable[[Position | None, float], list[Delta]]
+
+
+def follow(tail: Tail, ended: Callable[[], bool], *, idle_s: float = 0.25) -> Iterator[Delta]:
+    """A task's deltas in order as they are written, until ``ended()`` says the task ended
+    (asked whenever ``idle_s`` passed without one)."""
+    after: Position | None = None
+    while True:
+        found = tail(after, idle_s)
+        for d in found:
+            after = d.position
+            yield d
+        if not found and ended():
+            for d in tail(after, 0):  # what came in between
+                yield d
+            return
+
+
 class Passthrough:
     """No redaction (tests of the plumbing)."""
 
@@ -113,3 +132,11 @@ class Streaming:
         if self.channel is None:
             return NO_DELTAS
         return RunDeltas(self.channel, task.id, run_id, task.attempts, self.redactor)
+
+    def tail(self, task_id: uuid.UUID) -> Tail | None:
+        """How to read ``task_id``'s deltas in order in this process (None: not streamed)."""
+        channel = self.channel
+        tail = getattr(channel, "tail", None)
+        if tail is None or channel is None:
+            return None
+        return tail(task_id)  # type: ignore[no-any-return]
