@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 import threading
 import time
 from collections import deque
@@ -175,6 +176,11 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     fake: ScriptedServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # the client closed the connection (a stream it stopped reading): no news
+        super().handle_error(request, client_address)
 
 
 class ScriptedServer:

@@ -122,11 +122,8 @@ class Failures:
     ) -> ModelError:
         """The provider began its answer, then sent an error event instead of the rest."""
         what = f"{kind}: {text}" if kind else text
-        todo = (
-            "retrying may help, or raise model.max_retries"
-            if transient(status)
-            else self._hint(status)
-        )
+        # (the SDK retried only the request: nothing of a stream that began)
+        todo = "retrying may help" if transient(status) else self._hint(status)
         return self.error(
             f"{_where(request)} broke off mid-stream: {what}; {todo}",
             retryable=transient(status),
@@ -137,8 +134,8 @@ class Failures:
         """The stream ended cleanly, but before the model said it had finished."""
         return self.error(
             f"{_where(request)}: the stream ended before the model finished (no {missing}): "
-            "the connection closed early; retrying may help, else check the endpoint and any "
-            "proxy in between",
+            "the connection may have closed early; retrying may help, else check the endpoint "
+            "and any proxy in between",
             retryable=True,
         )
 
