@@ -27,7 +27,7 @@ class ModelChoice(_Strict):
     stream_ms: StrictInt = 0
     #: Overrides ``FLEET_OPENAI_BASE_URL`` / ``FLEET_ANTHROPIC_BASE_URL``.
     base_url: str | None = None
-    #: One attempt's limit.
+    #: One attempt's limit: the wait for the reply to begin, and each pause within its stream.
     timeout: Duration = 60.0
     #: Retries of 429, 5xx, 529 and timeouts: by fleet (honouring Retry-After, sharing a
     #: cooldown) when a ``[[model_limits]]`` entry matches the model or it has ``fallbacks``,
