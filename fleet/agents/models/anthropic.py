@@ -181,7 +181,8 @@ class Events:
         kind = event.type
         if kind == "message_start":
             message = event.message
-            self._model = message.model or self._model
+            if isinstance(message.model, str) and message.model:
+                self._model = message.model
             self._count(message.usage)
         elif kind == "content_block_start":
             block, index = event.content_block, int(event.index)

@@ -50,7 +50,8 @@ class Chunks:
         choices = chunk.choices
         if choices is None and chunk.usage is None:
             raise TypeError("the chunk has neither choices nor usage")
-        self._model = self._model or chunk.model
+        if not self._model and isinstance(chunk.model, str):
+            self._model = chunk.model
         if chunk.usage is not None:
             usage = chunk.usage
             self._usage = Usage(

@@ -9,7 +9,9 @@ timeouts are the SDK's; this module maps messages and tools in, and
 Every call streams (``stream_options.include_usage`` asks for the usage at the end): the reply's
 text is told to a listener as it comes, and :mod:`fleet.agents.models.chunks` puts the reply
 together. A server that refuses ``stream_options`` (some older OpenAI-compatible ones answer 400)
-is not handled: the call fails with that 400.
+is not handled: the call fails with that 400. The SDK's sync stream stops reading at ``[DONE]``
+and closes the response before the chunked body's end, so its HTTP/1.1 connection is not reused
+(openai/openai-python#3440): each call opens a new one.
 """
 
 from __future__ import annotations

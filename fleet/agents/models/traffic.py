@@ -280,7 +280,7 @@ class _Relay:
         self._listen = listen
         #: The attempt under way told text.
         self._told = False
-        #: An earlier attempt told text that the listener was not yet told is void.
+        #: An earlier attempt told text, and the listener was not yet reset since.
         self._void = False
 
     def begin(self) -> None:
