@@ -15,15 +15,19 @@ class ModelChoice(_Strict):
     """One model: the agent's own, or one of its ``fallbacks``."""
 
     #: ``echo`` (offline, deterministic), ``openai`` (any OpenAI-compatible endpoint) or
-    #: ``anthropic`` (``pip install 'fleet[anthropic]'``).
+    #: ``anthropic`` (``pip install 'fleet[anthropic]'``). Each streams its reply's text as it
+    #: comes.
     provider: Literal["echo", "openai", "anthropic"] = "echo"
     #: Provider's model name (``gpt-4o-mini``, ``claude-sonnet-4-5``); ignored by echo.
     name: str | None = None
     #: echo only: simulated latency in ms, fixed (``20``) or a random range (``[0, 50]``).
     delay_ms: StrictInt | tuple[StrictInt, StrictInt] = 0
+    #: echo only: ms between the words of its streamed reply (``30``: a reply you can watch
+    #: being written); 0: no pause.
+    stream_ms: StrictInt = 0
     #: Overrides ``FLEET_OPENAI_BASE_URL`` / ``FLEET_ANTHROPIC_BASE_URL``.
     base_url: str | None = None
-    #: One attempt's limit.
+    #: One attempt's limit: the wait for the reply to begin, and each pause within its stream.
     timeout: Duration = 60.0
     #: Retries of 429, 5xx, 529 and timeouts: by fleet (honouring Retry-After, sharing a
     #: cooldown) when a ``[[model_limits]]`` entry matches the model or it has ``fallbacks``,
@@ -52,6 +56,13 @@ class ModelChoice(_Strict):
             raise ValueError(
                 "must be a non-negative number of ms or a range [low, high] with low <= high"
             )
+        return v
+
+    @field_validator("stream_ms")
+    @classmethod
+    def _pace(cls, v: int) -> int:
+        if v < 0:
+            raise ValueError(f"must be a non-negative number of ms between streamed words, got {v}")
         return v
 
     @property

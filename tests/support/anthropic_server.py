@@ -5,6 +5,8 @@ Faithful enough for the official ``anthropic`` SDK: ``POST /v1/messages`` answer
 ``rate_limit_error``, 529 ``overloaded_error``, ...), scripted ``retry-after`` headers, delays and
 hangs, and the API's 400 for a malformed conversation (a ``tool_use`` without a ``tool_result``
 in the next user message, a result that answers no call, empty content, a bad tool schema).
+A request with ``"stream": true`` gets its answer as the API's event stream
+(:func:`message_events`), or the events a test scripts (:func:`event`).
 
 In tests::
 
@@ -17,6 +19,8 @@ In tests::
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import signal
 import sys
 from typing import Any
@@ -27,7 +31,9 @@ __all__ = [
     "FakeAnthropic",
     "RecordedRequest",
     "error_body",
+    "event",
     "message",
+    "message_events",
     "tool_use",
 ]
 
@@ -199,6 +205,46 @@ def _check_turns(messages: list[Any]) -> str | None:
     return None
 
 
+def event(body: dict[str, Any]) -> str:
+    """One server-sent event frame of the Messages API: ``event: <type>``, ``data: <json>``."""
+    return f"event: {body.get('type')}\ndata: {json.dumps(body)}\n\n"
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def message_events(body: Any) -> list[str]:
+    """The events the API streams for the message ``body``: ``message_start`` (the input usage,
+    one output token), a ``ping``, each block's start, deltas (text word by word, a tool's
+    input as JSON in pieces) and stop, ``message_delta`` (the stop reason, the output tokens)
+    and ``message_stop``. A body that is no message is sent as one event of its type."""
+    if not isinstance(body, dict) or body.get("type") != "message":
+        return [event(body if isinstance(body, dict) else {"type": "unknown", "body": body})]
+    usage = dict(body.get("usage") or {})
+    output = usage.pop("output_tokens", 0)
+    start = {**body, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    frames = [event({"type": "message_start", "message": start}), event({"type": "ping"})]
+    for i, block in enumerate(body.get("content") or ()):
+        if block.get("type") == "tool_use":
+            opened = {**block, "input": {}}
+            raw = json.dumps(block.get("input"))
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(raw, 5)]
+        else:
+            opened = {"type": "text", "text": ""}
+            words = re.findall(r"\S+\s*|\s+", str(block.get("text") or ""))
+            deltas = [{"type": "text_delta", "text": w} for w in words]
+        frames.append(event({"type": "content_block_start", "index": i, "content_block": opened}))
+        frames += [event({"type": "content_block_delta", "index": i, "delta": d}) for d in deltas]
+        frames.append(event({"type": "content_block_stop", "index": i}))
+    stop = {"stop_reason": body.get("stop_reason"), "stop_sequence": body.get("stop_sequence")}
+    frames.append(
+        event({"type": "message_delta", "delta": stop, "usage": {"output_tokens": output}})
+    )
+    frames.append(event({"type": "message_stop"}))
+    return frames
+
+
 class FakeAnthropic(ScriptedServer):
     """Anthropic Messages API server in a background thread (context manager)."""
 
@@ -218,6 +264,9 @@ class FakeAnthropic(ScriptedServer):
 
     def check(self, request: Any) -> str | None:
         return check_request(request)
+
+    def stream_events(self, body: dict[str, Any] | str, request: dict[str, Any]) -> list[str]:
+        return message_events(body)
 
 
 def main(argv: list[str] | None = None) -> None:

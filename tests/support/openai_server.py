@@ -4,6 +4,8 @@ Faithful enough for the official ``openai`` SDK: JSON answers with ``x-request-i
 ``{"error": {"message", "type", "param", "code"}}``, scripted statuses with ``Retry-After`` /
 ``retry-after-ms`` headers, delays and hangs, and the API's 400 for a malformed conversation (a
 tool message that answers no call, a call left unanswered, arguments that are not a string).
+A request with ``"stream": true`` gets its answer as ``chat.completion.chunk`` events, as OpenAI
+streams them (:func:`completion_chunks`), or the events a test scripts (:func:`chunk`).
 
 In tests::
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import signal
 import sys
 import time
@@ -32,11 +35,14 @@ from tests.support.scripted_server import RecordedRequest, ScriptedServer, next_
 __all__ = [
     "FakeOpenAI",
     "RecordedRequest",
+    "chunk",
+    "completion_chunks",
     "default_reply",
     "embedding_of",
     "embeddings_reply",
     "error_body",
     "reply",
+    "sse",
     "tool_call",
 ]
 
@@ -160,6 +166,80 @@ def check_request(body: Any) -> str | None:
     return None
 
 
+def sse(data: Any) -> str:
+    """One server-sent event frame: ``data: <json>`` (a ``str`` is sent as it is)."""
+    return f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n"
+
+
+#: The frame that ends an OpenAI stream.
+DONE = "data: [DONE]\n\n"
+
+
+def chunk(
+    delta: dict[str, Any] | None = None,
+    finish_reason: str | None = None,
+    *,
+    usage: dict[str, int] | None = None,
+    model: str = "fake-model",
+) -> dict[str, Any]:
+    """A ``chat.completion.chunk``: one choice with ``delta`` (none when only ``usage``)."""
+    body: dict[str, Any] = {
+        "id": "chatcmpl-fakestream",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [],
+    }
+    if delta is not None or finish_reason is not None:
+        body["choices"] = [{"index": 0, "delta": delta or {}, "finish_reason": finish_reason}]
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def completion_chunks(body: Any, request: dict[str, Any]) -> list[str]:
+    """The SSE frames OpenAI streams for the chat completion ``body``: the role, the content
+    word by word, each tool call's id and name then its arguments in pieces, the finish
+    reason, the usage when the request asked for it (``stream_options.include_usage``; every
+    other chunk then says ``"usage": null``), and ``[DONE]``. A body that is no chat
+    completion is sent as one event."""
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list) or not choices:
+        return [sse(body), DONE]
+    options = request.get("stream_options")
+    with_usage = isinstance(options, dict) and options.get("include_usage") is True
+    model = str(body.get("model") or "fake-model")
+    message = choices[0].get("message") or {}
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    deltas += [
+        {"content": word} for word in re.findall(r"\S+\s*|\s+", message.get("content") or "")
+    ]
+    for i, call in enumerate(message.get("tool_calls") or ()):
+        fn = call.get("function") or {}
+        start = {"name": fn.get("name"), "arguments": ""}
+        deltas.append(
+            {
+                "tool_calls": [
+                    {"index": i, "id": call.get("id"), "type": "function", "function": start}
+                ]
+            }
+        )
+        for piece in _pieces(str(fn.get("arguments") or ""), 7):
+            deltas.append({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+    frames = [chunk(d, model=model) for d in deltas]
+    frames.append(chunk({}, choices[0].get("finish_reason") or "stop", model=model))
+    if with_usage:
+        for frame in frames:
+            frame["usage"] = None
+        if body.get("usage"):
+            frames.append(chunk(usage=body["usage"], model=model))
+    return [*map(sse, frames), DONE]
+
+
 #: Dimensions of a fake embedding when the request names none.
 EMBEDDING_DIMS = 8
 
@@ -225,6 +305,9 @@ class FakeOpenAI(ScriptedServer):
 
     def check(self, request: Any) -> str | None:
         return check_embeddings(request) if _is_embeddings(request) else check_request(request)
+
+    def stream_events(self, body: dict[str, Any] | str, request: dict[str, Any]) -> list[str]:
+        return completion_chunks(body, request)
 
     def get(self, path: str) -> tuple[int, dict[str, Any]]:
         if path.rstrip("/").endswith("/models"):

@@ -3,22 +3,35 @@
 A subclass names its route and says, like the real API would, what a default answer, an error
 body and a malformed request look like. Tests script answers in order (status, body, headers, a
 delay or a hang) and read back every request the server received.
+
+A request that asks to stream (``"stream": true``) and gets a 2xx is answered with server-sent
+events, chunked: the subclass makes them from the answer's body as its API would, or the script
+gives them as sent (malformed ones included), and says how the stream ends: ``end`` (cleanly),
+``drop`` (the connection closes mid-body) or ``hold`` (comments every few ms until the client
+closes the connection, which :meth:`ScriptedServer.wait_hangup` sees).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 #: Delay that stands for "never answers": a hanging handler is released when the server stops.
 HANG_S = 3600.0
+#: How a streamed answer ends: cleanly, by a dropped connection, or held open until the client
+#: closes it.
+Ending = Literal["end", "drop", "hold"]
+#: Pause between the comments of a held stream.
+HOLD_PING_S = 0.02
 
 _ids = itertools.count(1)
 
@@ -46,6 +59,11 @@ class ScriptedResponse:
     body: dict[str, Any] | str | None = None
     delay_s: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    #: A streamed answer's SSE frames as sent; None: made from ``body``.
+    events: tuple[str, ...] | None = None
+    ending: Ending = "end"
+    #: Pause before each frame after the first.
+    gap_s: float = 0.0
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -96,7 +114,46 @@ class _Handler(BaseHTTPRequestHandler):
             out = fake.default_reply(body)
         else:
             out = fake.error_body(step.status, f"scripted HTTP {step.status}")
+        if step.status < 400 and isinstance(body, dict) and body.get("stream") is True:
+            frames = step.events if step.events is not None else fake.stream_events(out, body)
+            self._stream(step, frames, {**headers, **step.headers})
+            return
         self._send(step.status, out, {**headers, **step.headers})
+
+    def _stream(
+        self, step: ScriptedResponse, frames: Sequence[str], headers: dict[str, str]
+    ) -> None:
+        """``frames`` as a chunked event stream, ended as ``step.ending`` says."""
+        fake = self.server.fake
+        try:
+            self.send_response(step.status)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            for i, frame in enumerate(frames):
+                if i and step.gap_s and fake._stopping.wait(step.gap_s):
+                    break
+                self._chunk(frame.encode())
+            if step.ending == "drop":
+                self.close_connection = True  # no last chunk: the body is cut short
+                return
+            if step.ending == "hold":
+                while not fake._stopping.wait(HOLD_PING_S):
+                    self._chunk(b": keep-alive\n\n")
+                self.close_connection = True
+                return
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+            fake._hung_up.set()  # the client closed the connection
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
 
     def _send(
         self, status: int, body: dict[str, Any] | str, headers: dict[str, str] | None = None
@@ -120,6 +177,11 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     fake: ScriptedServer
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # the client closed the connection (a stream it stopped reading): no news
+        super().handle_error(request, client_address)
+
 
 class ScriptedServer:
     """A JSON API in a background thread (context manager); subclasses speak one protocol."""
@@ -136,6 +198,7 @@ class ScriptedServer:
         self._script: deque[ScriptedResponse] = deque()
         self._requests: list[RecordedRequest] = []
         self._stopping = threading.Event()
+        self._hung_up = threading.Event()
         self._httpd = _Server((host, port), _Handler)
         self._httpd.fake = self
         self._thread: threading.Thread | None = None
@@ -155,6 +218,10 @@ class ScriptedServer:
     def check(self, request: Any) -> str | None:
         """Why the real API would refuse this request body with a 400, or None."""
         return None
+
+    def stream_events(self, body: dict[str, Any] | str, request: dict[str, Any]) -> list[str]:
+        """The SSE frames the API streams for the 2xx answer ``body`` to ``request``."""
+        raise NotImplementedError
 
     def get(self, path: str) -> tuple[int, dict[str, Any]]:
         """The answer to a GET."""
@@ -190,6 +257,16 @@ class ScriptedServer:
         """
         with self._lock:
             self._script.append(ScriptedResponse(status, body, delay_s, dict(headers or {})))
+
+    def stream(self, events: Sequence[str], *, ending: Ending = "end", gap_s: float = 0.0) -> None:
+        """Script a streamed answer of these SSE frames, sent as they are (FIFO, as
+        :meth:`enqueue`)."""
+        with self._lock:
+            self._script.append(ScriptedResponse(events=tuple(events), ending=ending, gap_s=gap_s))
+
+    def wait_hangup(self, timeout: float) -> bool:
+        """Whether a client closed a stream before it ended, waiting up to ``timeout``."""
+        return self._hung_up.wait(timeout)
 
     def hang(self) -> None:
         """Script an answer that never comes (until the server stops)."""

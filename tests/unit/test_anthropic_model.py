@@ -15,7 +15,7 @@ from fleet.agents.models.anthropic import DEFAULT_MAX_TOKENS, AnthropicModel
 from fleet.agents.models.base import UNPARSED_ARGUMENTS, ChatMessage, ToolCall, ToolSpec, Usage
 from fleet.config import ModelConfig, Settings, load_config
 from fleet.errors import ConfigError, ModelError
-from tests.support.anthropic_server import FakeAnthropic, error_body, message, tool_use
+from tests.support.anthropic_server import FakeAnthropic, error_body, event, message, tool_use
 
 API_KEY = "sk-ant-test-very-secret-4242"
 
@@ -97,6 +97,7 @@ def test_plain_reply_system_and_usage(server: FakeAnthropic, make_model: MakeMod
         "max_tokens": DEFAULT_MAX_TOKENS,
         "system": "You are terse.\n\nAnswer in English.",
         "messages": [{"role": "user", "content": "Capital of France?"}],
+        "stream": True,
     }
     assert "anthropic-version" in req.headers
     assert "authorization" not in req.headers  # no key configured: none sent
@@ -317,10 +318,22 @@ def test_401_is_readable_and_never_shows_the_key(
     assert API_KEY in sent.get("x-api-key", "") + sent.get("authorization", "")
 
 
-def test_body_that_is_not_a_message(server: FakeAnthropic, make_model: MakeModel) -> None:
-    server.enqueue(body={"type": "something_else"})
-    with pytest.raises(ModelError, match="not a Messages API message"):
+def test_an_event_without_its_fields_is_unreadable(
+    server: FakeAnthropic, make_model: MakeModel
+) -> None:
+    server.stream([event({"type": "content_block_start", "index": 0})])  # no content_block
+    with pytest.raises(ModelError, match="not a Messages API stream event") as info:
         make_model().complete(user("hi"))
+    assert info.value.retryable is False
+
+
+def test_a_stream_of_something_else_is_cut_short(
+    server: FakeAnthropic, make_model: MakeModel
+) -> None:
+    server.enqueue(body={"type": "something_else"})  # an event type fleet passes over
+    with pytest.raises(ModelError, match="the stream ended before the model finished") as info:
+        make_model(max_retries=0).complete(user("hi"))
+    assert info.value.retryable is True
 
 
 # -- config and build --------------------------------------------------------------------

@@ -379,6 +379,13 @@ def _max(name: str) -> int:
         ("agents/a.toml", "[model]\ndelay_ms = [50, 10]\n", "model.delay_ms", "low <= high"),
         (
             "agents/a.toml",
+            "[model]\nstream_ms = -5\n",
+            "model.stream_ms",
+            "non-negative number of ms between streamed words, got -5",
+        ),
+        ("agents/a.toml", '[model]\nstream_ms = "30"\n', "model.stream_ms", "integer"),
+        (
+            "agents/a.toml",
             '[model]\ntimeout = "1 minute"\n',
             "model.timeout",
             "expected a duration",

@@ -91,6 +91,8 @@ def test_plain_reply_with_usage(server: FakeOpenAI, make_model: MakeModel) -> No
         ],
         "temperature": 0.25,
         "max_completion_tokens": 64,
+        "stream": True,
+        "stream_options": {"include_usage": True},
     }
     assert "authorization" not in req.headers  # no key configured: none sent
 

@@ -90,7 +90,7 @@ def _adapter(cfg: ModelChoice, settings: Settings, *, sdk_retries: bool = True) 
     if cfg.provider == "echo":
         from fleet.agents.models.echo import EchoModel
 
-        return EchoModel(cfg.delay_ms)
+        return EchoModel(cfg.delay_ms, stream_ms=cfg.stream_ms)
     if cfg.provider == "anthropic":
         # importable: ModelConfig refuses provider "anthropic" when the extra is not installed
         from fleet.agents.models.anthropic import DEFAULT_MAX_TOKENS, AnthropicModel

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -120,7 +120,7 @@ class Listener(Protocol):
         ...
 
 
-def streams(model: object) -> bool:
+def streams(model: object) -> TypeGuard[StreamingModel]:
     """Whether ``model.complete`` takes ``listen`` (fleet's adapters say so with ``streams``)."""
     return getattr(model, "streams", False) is True
 
@@ -139,6 +139,21 @@ class Model(Protocol):
 
     def complete(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
+    ) -> ModelResponse: ...
+
+
+class StreamingModel(Model, Protocol):
+    """A model that streams (``streams = True``): ``complete`` tells ``listen`` the reply's
+    text as it comes, then returns the whole reply, once."""
+
+    streams: bool
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        *,
+        listen: Listener | None = None,
     ) -> ModelResponse: ...
 
 

@@ -6,28 +6,61 @@ exercising the tool loop, each line ``/tool NAME {json}`` of the last user text,
 stands among other lines, asks for that tool once (all such lines: one step), then it replies; a
 ``/loop NAME {json}`` line, the only command of the text, asks for it on every step (so the step
 limit ends the run). A command naming a tool the model was not given is text.
+
+It streams: the reply is told to a listener word by word (each word with the whitespace after
+it), ``stream_ms`` apart, listened to or not; a tool-call reply has no text to tell.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from collections.abc import Sequence
 
-from fleet.agents.models.base import ChatMessage, ModelResponse, ToolCall, ToolSpec, Usage
+from fleet.agents.models.base import (
+    ChatMessage,
+    Listener,
+    ModelResponse,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+
+#: A word and the whitespace after it, or the whitespace a text starts with.
+_WORD = re.compile(r"\S+\s*|\s+")
+
+
+def words(text: str) -> list[str]:
+    """``text`` cut into the chunks echo streams; joined, they are ``text`` again."""
+    return _WORD.findall(text)
 
 
 class EchoModel:
     name = "echo"
     provider = "echo"
+    streams = True
 
-    def __init__(self, delay_ms: int | tuple[int, int] = 0, *, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        delay_ms: int | tuple[int, int] = 0,
+        *,
+        stream_ms: int = 0,
+        seed: int | None = None,
+    ) -> None:
+        if stream_ms < 0:
+            raise ValueError(f"stream_ms must be >= 0, got {stream_ms}")
         self._delay = (delay_ms, delay_ms) if isinstance(delay_ms, int) else delay_ms
+        self._stream_s = stream_ms / 1000.0
         self._random = random.Random(seed)
 
     def complete(
-        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        *,
+        listen: Listener | None = None,
     ) -> ModelResponse:
         low, high = self._delay
         if high > 0:
@@ -56,13 +89,23 @@ class EchoModel:
                 finish_reason="tool_calls",
                 provider=self.provider,
             )
+        reply = f"echo: {text} [history: {history}]"
+        self._write(reply, listen)
         return ModelResponse(
-            message=ChatMessage(role="assistant", content=f"echo: {text} [history: {history}]"),
+            message=ChatMessage(role="assistant", content=reply),
             usage=usage,
             model=self.name,
             finish_reason="stop",
             provider=self.provider,
         )
+
+    def _write(self, reply: str, listen: Listener | None) -> None:
+        """Tell ``listen`` the reply word by word, ``stream_ms`` between words."""
+        for i, chunk in enumerate(words(reply)):
+            if i and self._stream_s > 0:
+                time.sleep(self._stream_s)
+            if listen is not None:
+                listen.text(chunk)
 
     @staticmethod
     def _tool_calls(

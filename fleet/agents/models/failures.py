@@ -117,6 +117,37 @@ class Failures:
             retryable=True,
         )
 
+    def broke_off(
+        self, request: httpx2.Request, kind: str | None, text: str, status: int
+    ) -> ModelError:
+        """The provider began its answer, then sent an error event instead of the rest."""
+        what = f"{kind}: {text}" if kind else text
+        # (the SDK retried only the request: nothing of a stream that began)
+        todo = "retrying may help" if transient(status) else self._hint(status)
+        return self.error(
+            f"{_where(request)} broke off mid-stream: {what}; {todo}",
+            retryable=transient(status),
+            status_code=status,
+        )
+
+    def cut_short(self, request: httpx2.Request, missing: str) -> ModelError:
+        """The stream ended cleanly, but before the model said it had finished."""
+        return self.error(
+            f"{_where(request)}: the stream ended before the model finished (no {missing}): "
+            "the connection may have closed early; retrying may help, else check the endpoint "
+            "and any proxy in between",
+            retryable=True,
+        )
+
+    def not_json(self, exc: ValueError) -> ModelError:
+        """A stream event whose data is not JSON (or not UTF-8)."""
+        doc = getattr(exc, "doc", None)
+        shown = f": {excerpt(doc)}" if isinstance(doc, str) else ""
+        return self.error(
+            f"the endpoint sent a stream event that is not JSON ({type(exc).__name__}: "
+            f"{excerpt(str(exc))}){shown}"
+        )
+
     def _hint(self, status: int) -> str:
         if status == 401:
             return f"check the API key ({self._key_setting})"

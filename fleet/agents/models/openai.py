@@ -2,9 +2,16 @@
 
 Any ``base_url`` works: OpenAI, Azure OpenAI (its ``…/openai/v1`` URL and key), vLLM, Ollama,
 LiteLLM. Retries (429, 408, 409, 5xx, timeouts, refused connections), ``Retry-After`` and
-timeouts are the SDK's; this module maps messages and tools in and the reply out, and
+timeouts are the SDK's; this module maps messages and tools in, and
 :class:`~fleet.agents.models.sdk.SDKModel` turns the SDK's exceptions into readable
 :class:`~fleet.errors.ModelError` messages.
+
+Every call streams (``stream_options.include_usage`` asks for the usage at the end): the reply's
+text is told to a listener as it comes, and :mod:`fleet.agents.models.chunks` puts the reply
+together. A server that refuses ``stream_options`` (some older OpenAI-compatible ones answer 400)
+is not handled: the call fails with that 400. The SDK's sync stream stops reading at ``[DONE]``
+and closes the response before the chunked body's end, so its HTTP/1.1 connection is not reused
+(openai/openai-python#3440): each call opens a new one.
 """
 
 from __future__ import annotations
@@ -15,7 +22,6 @@ from typing import Any, Unpack
 
 import openai
 from openai.types.chat import (
-    ChatCompletion,
     ChatCompletionFunctionToolParam,
     ChatCompletionMessageParam,
     ChatCompletionMessageToolCallUnionParam,
@@ -23,21 +29,22 @@ from openai.types.chat import (
 
 from fleet.agents.models.base import (
     ChatMessage,
+    Listener,
     ModelResponse,
     ToolCall,
     ToolSpec,
-    Usage,
-    decode_arguments,
     names_back,
     wire_name,
 )
+from fleet.agents.models.chunks import Chunks
 from fleet.agents.models.sdk import Endpoint, SDKErrors, SDKModel
 
 
 class OpenAIModel(SDKModel[openai.OpenAI]):
-    """Synchronous chat completions with tools, through ``openai.OpenAI``."""
+    """Synchronous chat completions with tools, streamed, through ``openai.OpenAI``."""
 
     provider = "openai"
+    streams = True
     key_setting = "FLEET_OPENAI_API_KEY"
     errors = SDKErrors(
         openai.APITimeoutError, openai.APIConnectionError, openai.APIStatusError, openai.OpenAIError
@@ -55,7 +62,11 @@ class OpenAIModel(SDKModel[openai.OpenAI]):
         self.max_tokens = max_tokens
 
     def complete(
-        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        *,
+        listen: Listener | None = None,
     ) -> ModelResponse:
         wire = [self._message(m) for m in messages]
         extra: dict[str, Any] = {}
@@ -68,12 +79,19 @@ class OpenAIModel(SDKModel[openai.OpenAI]):
             # OpenAI's current name (its newer models refuse ``max_tokens``); vLLM and LiteLLM
             # take it too, while Ollama and LM Studio still read only ``max_tokens``.
             extra["max_completion_tokens"] = self.max_tokens
-        completion = self._send(
+        stream = self._send(
             lambda: self._client.chat.completions.create(
-                model=self.model, messages=wire, extra_headers=self._headers, **extra
+                model=self.model,
+                messages=wire,
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_headers=self._headers,
+                **extra,
             )
         )
-        return self._parse(completion, names_back(tools))
+        reply = Chunks(names_back(tools))
+        self._read(stream, reply, listen)
+        return reply.response(self.model, self.provider)
 
     # -- request -----------------------------------------------------------------------
 
@@ -97,30 +115,6 @@ class OpenAIModel(SDKModel[openai.OpenAI]):
         ]
         return {"role": "assistant", "content": m.content or None, "tool_calls": calls}
 
-    # -- response ----------------------------------------------------------------------
-
-    def _parse(self, completion: ChatCompletion, back: dict[str, str]) -> ModelResponse:
-        # The SDK builds response objects without validating them: a server that is not quite
-        # OpenAI's may leave fields out, which shows up here as a missing attribute.
-        try:
-            choice = completion.choices[0]
-            msg = choice.message
-            calls = tuple(_tool_call(i, raw, back) for i, raw in enumerate(msg.tool_calls or ()))
-            content = msg.content or ""
-            usage = completion.usage
-            return ModelResponse(
-                message=ChatMessage(role="assistant", content=content, tool_calls=calls),
-                usage=Usage(
-                    prompt_tokens=(usage.prompt_tokens or 0) if usage else 0,
-                    completion_tokens=(usage.completion_tokens or 0) if usage else 0,
-                ),
-                model=getattr(completion, "model", None) or self.model,
-                finish_reason=choice.finish_reason,
-                provider=self.provider,
-            )
-        except (AttributeError, IndexError, TypeError, ValueError) as exc:
-            raise self._unreadable("a chat completion", completion, exc) from None
-
 
 def _tool(t: ToolSpec) -> ChatCompletionFunctionToolParam:
     return {
@@ -136,13 +130,3 @@ def _tool(t: ToolSpec) -> ChatCompletionFunctionToolParam:
 def _arguments_json(call: ToolCall) -> str:
     raw = call.unparsed
     return raw if raw is not None else json.dumps(call.arguments)
-
-
-def _tool_call(index: int, raw: Any, back: dict[str, str]) -> ToolCall:
-    fn = raw.function  # a custom (non-function) tool call has none: we only offer functions
-    name = str(fn.name or "")
-    return ToolCall(
-        id=str(raw.id or f"call_{index}"),
-        name=back.get(name, name),
-        arguments=decode_arguments(fn.arguments),
-    )

@@ -1,17 +1,19 @@
 """What the adapters on the official ``openai`` and ``anthropic`` SDKs share.
 
 Both SDKs are generated alike: a client built from a key, base URL, timeout and retry count; an
-``omit`` sentinel that drops a header from a request; and one exception hierarchy (timeout, a
-connection error, an error status, the SDK's root error). :class:`SDKModel` builds the client
-from fleet's settings alone and turns those exceptions into readable ModelErrors.
+``omit`` sentinel that drops a header from a request; one exception hierarchy (timeout, a
+connection error, an error status, the SDK's root error); and a ``Stream`` of server-sent events
+that closes its HTTP response. :class:`SDKModel` builds the client from fleet's settings alone,
+turns those exceptions into readable ModelErrors, and reads a stream into an :class:`Assembly`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import closing
 from typing import Any, ClassVar, Generic, NamedTuple, NotRequired, Protocol, TypedDict, TypeVar
 
-from fleet.agents.models.base import ChatMessage
+from fleet.agents.models.base import ChatMessage, Listener
 from fleet.agents.models.failures import Failures, error_kind, excerpt
 from fleet.domain.model_errors import Verdict, classify
 from fleet.errors import ModelError
@@ -21,8 +23,57 @@ class _Client(Protocol):
     def close(self) -> None: ...
 
 
+class Stream(Iterable[Any], Protocol):
+    """An SDK's stream: its events, the HTTP response they come on, and ``close``."""
+
+    @property
+    def response(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class Assembly(Protocol):
+    """A reply put together from a stream's events, one provider's event shapes."""
+
+    #: What an event should be, for errors: ``a chat completion chunk``.
+    what: str
+    #: What says the model finished, for errors: ``finish_reason``.
+    end: str
+
+    def add(self, event: Any) -> str:
+        """Take one event in; the reply text it adds ("" if none). Raises AttributeError,
+        TypeError, ... on an event it cannot read."""
+        ...
+
+    @property
+    def finished(self) -> bool:
+        """Whether the model said it finished (a stream without it was cut short)."""
+        ...
+
+
 C = TypeVar("C", bound=_Client)
 R = TypeVar("R")
+
+#: The end of a stream (an event may be None: ``data: null``).
+_END = object()
+#: Errors an assembly raises on an event without what it should have.
+_UNREADABLE = (AttributeError, IndexError, KeyError, TypeError, ValueError)
+#: The HTTP status each error type (or code) has outside a stream, in Anthropic's and OpenAI's
+#: error docs: an error event in a stream that began with 200 is sorted as that status, an
+#: unknown type as a server error (the provider accepted the request, then failed).
+STREAM_ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "rate_limit_exceeded": 429,
+    "insufficient_quota": 429,
+    "api_error": 500,
+    "server_error": 500,
+    "overloaded_error": 529,
+}
 
 
 class SDKErrors(NamedTuple):
@@ -88,20 +139,75 @@ class SDKModel(Generic[C]):
 
     def _send(self, request: Callable[[], R]) -> R:
         """``request()``, with the SDK's failures (after its retries) as ModelErrors."""
-        errors = self.errors
         try:
             return request()
-        except errors.timeout as exc:
+        except self.errors.root as exc:
+            raise self._failed(exc) from None
+
+    def _failed(self, exc: Any) -> ModelError:
+        """The ModelError for one of the SDK's exceptions."""
+        errors = self.errors
+        if isinstance(exc, errors.timeout):  # a connection error too: first
             error = self._failures.timed_out(exc.request, self.timeout_s)
-            raise sorted_as(error, classify(timeout=True)) from None
-        except errors.connection as exc:
+            return sorted_as(error, classify(timeout=True))
+        if isinstance(exc, errors.connection):
             error = self._failures.unreachable(exc.request, exc.__cause__)
-            raise sorted_as(error, classify(connection=True)) from None
-        except errors.status as exc:
-            raise sorted_as(self._failures.rejected(exc.response), verdict_of(exc)) from None
+            return sorted_as(error, classify(connection=True))
+        if isinstance(exc, errors.status):
+            return sorted_as(self._failures.rejected(exc.response), verdict_of(exc))
+        error = self._failures.error(f"the request failed: {excerpt(str(exc))}")
+        return sorted_as(error, classify())
+
+    def _read(self, stream: Stream, reply: Assembly, listen: Listener | None) -> None:
+        """Every event of ``stream`` into ``reply``, its text told to ``listen`` as it comes.
+
+        The SDK's failures on the way are ModelErrors as :meth:`_send` makes them (an error
+        event is :meth:`_broke_off`), an event ``reply`` cannot read is :meth:`_unreadable`,
+        and a stream that ends before the model finished is a retryable error: nothing half
+        put together is returned. Whatever happens the stream is closed, so an exception from
+        ``listen.text`` (which passes untouched) ends the call at once.
+        """
+        with closing(stream):
+            events = iter(stream)
+            while (event := self._next(events)) is not _END:
+                try:
+                    text = reply.add(event)
+                except _UNREADABLE as exc:
+                    raise self._unreadable(reply.what, event, exc) from None
+                if text and listen is not None:
+                    listen.text(text)
+        if not reply.finished:
+            error = self._failures.cut_short(stream.response.request, reply.end)
+            raise sorted_as(error, classify(connection=True))
+
+    def _next(self, events: Iterator[Any]) -> Any:
+        """The stream's next event, ``_END`` after its last."""
+        errors = self.errors
+        try:
+            return next(events, _END)
         except errors.root as exc:
-            error = self._failures.error(f"the request failed: {excerpt(str(exc))}")
-            raise sorted_as(error, classify()) from None
+            if isinstance(exc, (errors.timeout, errors.connection)) or (
+                isinstance(exc, errors.status) and exc.response.status_code >= 400
+            ):
+                raise self._failed(exc) from None
+            # an error event: Anthropic's is a status error with the stream's 200, OpenAI's
+            # a plain API error
+            raise self._broke_off(exc) from None
+        except ValueError as exc:  # a data line that is not JSON, or not UTF-8
+            raise self._failures.not_json(exc) from None
+
+    def _broke_off(self, exc: Any) -> ModelError:
+        """The error for an error event in a stream: sorted as its type's HTTP status."""
+        body = getattr(exc, "body", None)
+        inner = body.get("error") if isinstance(body, dict) else None
+        err = inner if isinstance(inner, dict) else body if isinstance(body, dict) else {}
+        kinds = [k for k in (err.get("code"), err.get("type")) if isinstance(k, str) and k]
+        kind = kinds[0] if kinds else None
+        status = next((STREAM_ERROR_STATUS[k] for k in kinds if k in STREAM_ERROR_STATUS), 500)
+        message = err.get("message")
+        text = excerpt(message if isinstance(message, str) else str(exc))
+        error = self._failures.broke_off(exc.request, kind, text, status)
+        return sorted_as(error, classify(status=status, error_type=kind))
 
     def _answered_call(self, m: ChatMessage) -> str:
         """The id of the call a tool message answers."""

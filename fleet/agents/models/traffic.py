@@ -8,6 +8,11 @@ on the call's limits, shared by every process, then tries again once it passed; 
 timeouts) tries again after a backoff of its own; ``fail`` (a wrong request) ends the call. Once a
 model's retries are spent on wait or switch, the next of ``fallbacks`` is tried, under its own
 limits. The response says which configured model answered and how long the call waited.
+
+A listener is told the reply's text through every attempt: text an attempt told before it failed
+is void, so the listener is reset before the next attempt's first text (or, if the answer has
+none, once it came). What the listener raises ends the call as it is, never taken for the
+model's failure.
 """
 
 from __future__ import annotations
@@ -20,7 +25,14 @@ from dataclasses import dataclass
 
 from fleet.agents import tokens
 from fleet.agents.capacity import Capacity, Wait
-from fleet.agents.models.base import ChatMessage, Model, ModelResponse, ToolSpec
+from fleet.agents.models.base import (
+    ChatMessage,
+    Listener,
+    Model,
+    ModelResponse,
+    ToolSpec,
+    streams,
+)
 from fleet.domain import model_errors
 from fleet.domain.model_limits import Limit, past_max_wait_advice
 from fleet.errors import ModelError
@@ -80,6 +92,8 @@ class ManagedModel:
         first = self.candidates[0].model
         self.name = first.name
         self.provider = getattr(first, "provider", None) or self.name.partition(":")[0]
+        #: ``complete`` takes ``listen`` when the model itself (the first candidate) streams.
+        self.streams = streams(first)
 
     def close(self) -> None:
         """Close every candidate's SDK client."""
@@ -95,15 +109,31 @@ class ManagedModel:
         *,
         waiting: Waiting | None = None,
         stop: Stop | None = None,
+        listen: Listener | None = None,
     ) -> ModelResponse:
         """The first answer of the candidates in order; ModelError when none answered (at
-        once for a ``fail``); Stopped when ``stop`` said so while it waited."""
+        once for a ``fail``); Stopped when ``stop`` said so while it waited; whatever
+        ``listen`` raised."""
+        relay = _Relay(listen) if listen is not None else None
+        try:
+            return self._complete(messages, tools, waiting, stop, relay)
+        except _Heard as heard:
+            raise heard.error from None
+
+    def _complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        waiting: Waiting | None,
+        stop: Stop | None,
+        relay: _Relay | None,
+    ) -> ModelResponse:
         tried: list[str] = []
         waited = 0.0
         last: ModelError | None = None
         for cand in self.candidates:
             try:
-                resp, spent = self._call(cand, messages, tools, waiting, stop)
+                resp, spent = self._call(cand, messages, tools, waiting, stop, relay=relay)
             except _Failed as failed:
                 waited += failed.waited_s
                 last = failed.error
@@ -111,6 +141,8 @@ class ManagedModel:
                 if failed.error.action == "fail":
                     raise failed.error from None
                 continue
+            if relay is not None:
+                relay.settle()
             return resp.model_copy(
                 update={
                     "answered_by": cand.model.name,
@@ -135,6 +167,8 @@ class ManagedModel:
         tools: Sequence[ToolSpec],
         waiting: Waiting | None,
         stop: Stop | None,
+        *,
+        relay: _Relay | None,
     ) -> tuple[ModelResponse, float]:
         """One candidate's answer and the seconds it waited; raises _Failed once its retries
         are spent (or at once on a ``fail``, or a wait past ``max_wait``)."""
@@ -144,7 +178,7 @@ class ManagedModel:
             grant, spent = self._place(cand, estimate, waiting, stop)
             waited += spent
             try:
-                resp = cand.model.complete(messages, tools)
+                resp = _attempt(cand.model, messages, tools, relay)
             except ModelError as exc:
                 self.capacity.release(cand.limits, grant, 0)
                 if exc.action == "fail" or attempt >= cand.max_retries:
@@ -213,6 +247,78 @@ class ManagedModel:
         finally:
             if ended is not None:  # the shown wait is over: how long it lasted
                 ended(self._clock() - started)
+
+
+def _attempt(
+    model: Model,
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    relay: _Relay | None,
+) -> ModelResponse:
+    """One call of one candidate, its text told to ``relay``: as it comes when the candidate
+    streams, else all of it once it answered."""
+    if relay is None:
+        return model.complete(messages, tools)
+    relay.begin()
+    if streams(model):
+        return model.complete(messages, tools, listen=relay)
+    resp = model.complete(messages, tools)
+    if resp.message.content:
+        relay.text(resp.message.content)
+    return resp
+
+
+class _Relay:
+    """The caller's listener as a call's attempts tell it.
+
+    Text an attempt told before it failed is void: the listener is reset before the next
+    attempt's first text, or, when the answer has none, once it came (:meth:`settle`). What
+    the listener raises comes out as :class:`_Heard`, which no retry takes for a failure.
+    """
+
+    def __init__(self, listen: Listener) -> None:
+        self._listen = listen
+        #: The attempt under way told text.
+        self._told = False
+        #: An earlier attempt told text, and the listener was not yet reset since.
+        self._void = False
+
+    def begin(self) -> None:
+        """An attempt begins: what the one before told (if anything) is void."""
+        self._void = self._void or self._told
+        self._told = False
+
+    def text(self, chunk: str) -> None:
+        self.settle()
+        self._told = True
+        _heard(self._listen.text, chunk)
+
+    def reset(self) -> None:
+        """The candidate itself starts over."""
+        self._void = self._told = False
+        _heard(self._listen.reset)
+
+    def settle(self) -> None:
+        """A reset still owed is made."""
+        if self._void:
+            self._void = False
+            _heard(self._listen.reset)
+
+
+class _Heard(Exception):
+    """What the listener raised, carried past the retries to the caller."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _heard(tell: Callable[..., None], *args: str) -> None:
+    """``tell(*args)``, what it raises carried as :class:`_Heard`."""
+    try:
+        tell(*args)
+    except Exception as exc:
+        raise _Heard(exc) from exc
 
 
 class _Failed(Exception):
