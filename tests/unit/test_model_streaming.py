@@ -126,7 +126,7 @@ def failure(call: Callable[[], ModelResponse]) -> ModelError:
 
 
 def test_every_adapter_streams() -> None:
-    assert streams(EchoModel()) and EchoModel.streams
+    assert streams(EchoModel(stream_ms=1)) and not streams(EchoModel()), "instant echo: whole"
     assert OpenAIModel.streams is True and AnthropicModel.streams is True
     assert not streams(object())
 

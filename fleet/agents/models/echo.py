@@ -7,8 +7,9 @@ stands among other lines, asks for that tool once (all such lines: one step), th
 ``/loop NAME {json}`` line, the only command of the text, asks for it on every step (so the step
 limit ends the run). A command naming a tool the model was not given is text.
 
-It streams: the reply is told to a listener word by word (each word with the whitespace after
-it), ``stream_ms`` apart, listened to or not; a tool-call reply has no text to tell.
+With ``stream_ms`` it streams: the reply is told to a listener word by word (each word with the
+whitespace after it), ``stream_ms`` apart, listened to or not; a tool-call reply has no text to
+tell. With ``stream_ms`` 0 it does not stream (``streams`` False): the reply comes whole.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ def words(text: str) -> list[str]:
 class EchoModel:
     name = "echo"
     provider = "echo"
-    streams = True
 
     def __init__(
         self,
@@ -53,6 +53,9 @@ class EchoModel:
             raise ValueError(f"stream_ms must be >= 0, got {stream_ms}")
         self._delay = (delay_ms, delay_ms) if isinstance(delay_ms, int) else delay_ms
         self._stream_s = stream_ms / 1000.0
+        #: With ``stream_ms`` 0 the reply comes whole, as a model that does not stream: the
+        #: instant echo of tests and benchmarks shows no deltas.
+        self.streams = stream_ms > 0
         self._random = random.Random(seed)
 
     def complete(
