@@ -225,3 +225,6 @@ class RunPorts:
     waits: Waits | None = None
     #: Where model text goes as it is written (token streaming); nowhere by default.
     deltas: Deltas = NO_DELTAS
+    #: ``on_stop(fn)``: call ``fn`` (from another thread) once the run must stop, at once if it
+    #: must already; returns how to take it back. A model call in flight hangs up through it.
+    on_stop: Callable[[Callable[[], None]], Callable[[], None]] = lambda fn: lambda: None

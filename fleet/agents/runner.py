@@ -24,8 +24,16 @@ from typing import Any
 from fleet.agents import tokens, waiting
 from fleet.agents.budget import fit as budget_fit
 from fleet.agents.capacity import Wait
-from fleet.agents.models.base import ChatMessage, Model, ModelResponse, ToolCall, streams
-from fleet.agents.models.traffic import ManagedModel, Stopped
+from fleet.agents.models.base import (
+    Abort,
+    ChatMessage,
+    Model,
+    ModelResponse,
+    Stopped,
+    ToolCall,
+    streams,
+)
+from fleet.agents.models.traffic import ManagedModel
 from fleet.agents.ports import Delegation, Journal, MemoryJournal, RunPorts
 from fleet.agents.steps import Steps, inbox_texts
 from fleet.agents.tools import delegation, executor
@@ -269,14 +277,17 @@ def _call_model(
 
 
 class _Listen:
-    """A streaming call's text, told to the run's deltas as it comes; the call stops (``Stopped``
-    from the model's stream) as soon as the run must stop: a cancel or an interrupt aborts a
-    model call in flight instead of waiting for its step to end."""
+    """A streaming call's text, told to the run's deltas as it comes; the call stops as soon as
+    the run must stop: at its next chunk (``Stopped`` from ``text``), or at once while it waits
+    for one (``opened``: the run's stop hangs its connection up). A cancel or an interrupt
+    aborts a model call in flight instead of waiting for its step to end."""
 
-    __slots__ = ("steps",)
+    __slots__ = ("_unhook", "aborted", "steps")
 
     def __init__(self, steps: Steps) -> None:
         self.steps = steps
+        self.aborted = False
+        self._unhook: Callable[[], None] | None = None
 
     def text(self, chunk: str) -> None:
         ports = self.steps.ports
@@ -286,6 +297,19 @@ class _Listen:
 
     def reset(self) -> None:
         self.steps.ports.deltas.reset(self.steps.count + 1)
+
+    def opened(self, abort: Abort | None) -> None:
+        """The call in flight can be ended with ``abort`` (None: it is over)."""
+        if self._unhook is not None:
+            self._unhook()
+            self._unhook = None
+        if abort is not None and not self.steps.reporting:
+
+            def stop() -> None:
+                self.aborted = True
+                abort()
+
+            self._unhook = self.steps.ports.on_stop(stop)
 
 
 def _complete(

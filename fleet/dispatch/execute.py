@@ -133,6 +133,7 @@ class Execution:
             delegation=d.delegations.port(task, agent) if agent.delegates else None,
             waits=StoreWaits(d.store, task, d.clock, approval_timeout_s=agent.approval_timeout),
             deltas=d.streaming.run(task, run_id),
+            on_stop=lambda fn: d.stops.on_stop(task.id, fn),
         )
         namespace = d.config.deployment(task.deployment).namespace
 

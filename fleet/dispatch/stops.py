@@ -32,6 +32,7 @@ class StopWatch:
         self._read, self.poll_s = read, poll_s
         self._lock = threading.Lock()
         self._watched: dict[uuid.UUID, threading.Event] = {}
+        self._hooks: dict[uuid.UUID, list[Callable[[], None]]] = {}
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._pid = -1
@@ -52,6 +53,24 @@ class StopWatch:
     def unwatch(self, task_id: uuid.UUID) -> None:
         with self._lock:
             self._watched.pop(task_id, None)
+            self._hooks.pop(task_id, None)
+
+    def on_stop(self, task_id: uuid.UUID, fn: Callable[[], None]) -> Callable[[], None]:
+        """Call ``fn`` once ``task_id`` is asked to stop (now, if it was already); returns how
+        to take it back."""
+        with self._lock:
+            event = self._watched.get(task_id)
+            if event is None or not event.is_set():
+                self._hooks.setdefault(task_id, []).append(fn)
+                return lambda: self._unhook(task_id, fn)
+        fn()
+        return lambda: None
+
+    def _unhook(self, task_id: uuid.UUID, fn: Callable[[], None]) -> None:
+        with self._lock:
+            hooks = self._hooks.get(task_id)
+            if hooks is not None and fn in hooks:
+                hooks.remove(fn)
 
     def _run(self) -> None:
         while True:
@@ -69,7 +88,14 @@ class StopWatch:
                 stop = set()
             for task_id in stop:
                 event = watched.get(task_id)
-                if event is not None:
+                if event is not None and not event.is_set():
                     event.set()
+                    with self._lock:
+                        hooks = self._hooks.pop(task_id, [])
+                    for fn in hooks:
+                        try:
+                            fn()
+                        except Exception:  # a hang-up that failed: the next chunk stops it
+                            log.debug("a stop hook of %s failed", task_id, exc_info=True)
             self._wake.clear()
             self._wake.wait(self.poll_s)

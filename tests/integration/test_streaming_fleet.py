@@ -16,7 +16,7 @@ from a2a.types import Message, Part, Role, SendMessageRequest, StreamResponse
 
 from fleet.sdk.client import Event, FleetClient
 from tests.conftest import AGENTS, DEPLOYMENTS
-from tests.support.fleet import Fleet, running_fleet
+from tests.support.fleet import Fleet, running_fleet, wait_for
 from tests.support.intake import A2A, caller_toml, write_intake_config
 from tests.support.openai_server import DONE, FakeOpenAI, chunk, sse
 
@@ -185,3 +185,19 @@ def test_a_stream_broken_mid_way_is_retried_and_watchers_start_the_text_again(
     assert len(resets) == 1 and resets[0]["text"] == "The ", deltas
     assert joined(events) == reply
     assert len(provider.requests) == 2, "one retry"
+
+
+def test_a_cancel_hangs_up_a_model_call_waiting_for_its_first_token(
+    base: str, provider: FakeOpenAI
+) -> None:
+    """The provider answered with its headers and then nothing: the cancel does not wait for a
+    first token that may never come; the worker hangs the call up."""
+    provider.stream([], ending="hold")
+    with client(base) as c:
+        task = c.submit("flaky", "think hard")
+        wait_for(lambda: len(provider.requests) == 1, 30, what="the model call to start")
+        assert c.cancel(task["id"])["effect"] == "requested"
+        done = c.wait(task["id"], 30)
+    assert done["status"] == "cancelled", done
+    assert provider.wait_hangup(5), "the call's connection was closed"
+    assert len(provider.requests) == 1, "a stop is no failure to retry"

@@ -5,6 +5,7 @@ ends the call at once; a stream that breaks off returns nothing."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,7 +15,15 @@ import pytest
 from fleet.agents import models
 from fleet.agents.capacity import LocalCapacity
 from fleet.agents.models.anthropic import AnthropicModel
-from fleet.agents.models.base import ChatMessage, ModelResponse, ToolCall, ToolSpec, Usage, streams
+from fleet.agents.models.base import (
+    ChatMessage,
+    ModelResponse,
+    Stopped,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    streams,
+)
 from fleet.agents.models.echo import EchoModel, words
 from fleet.agents.models.openai import OpenAIModel
 from fleet.agents.models.traffic import Candidate, ManagedModel
@@ -612,3 +621,50 @@ def test_what_the_listener_raises_is_no_model_failure(
     assert caught.value is error  # as the listener raised it: not retried, no fallback
     assert len(openai_server.requests) == 1
     assert heard.texts == ["one "]
+
+
+class Hangs:
+    """A listener told how to abort the call in flight; aborts it once asked to."""
+
+    def __init__(self) -> None:
+        self.abort: Callable[[], None] | None = None
+        self.given = threading.Event()
+        self.aborted = False
+
+    def text(self, chunk: str) -> None:
+        return None
+
+    def reset(self) -> None:
+        return None
+
+    def opened(self, abort: Callable[[], None] | None) -> None:
+        if abort is not None:
+            self.abort = abort
+            self.given.set()
+
+
+def test_a_call_waiting_for_its_first_token_is_hung_up_by_its_run(openai_server: Any) -> None:
+    """The provider sent its headers and nothing since: the run's stop hangs the call up at
+    once, and it ends as stopped, not as a failure to retry."""
+    openai_server.stream([], ending="hold")
+    model = OpenAIModel(model="m", base_url=openai_server.base_url, max_retries=0)
+    heard = Hangs()
+    outcome: dict[str, BaseException] = {}
+
+    def call() -> None:
+        try:
+            model.complete(HELLO, listen=heard)
+        except BaseException as exc:
+            outcome["raised"] = exc
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    assert heard.given.wait(10), "the adapter said how to abort it"
+    heard.aborted = True
+    assert heard.abort is not None
+    heard.abort()
+    thread.join(10)
+    assert not thread.is_alive(), "the call ended"
+    assert isinstance(outcome.get("raised"), Stopped), outcome
+    assert openai_server.wait_hangup(5), "the provider saw the connection go"
+    model.close()

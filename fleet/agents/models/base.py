@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -118,6 +118,24 @@ class Listener(Protocol):
     def reset(self) -> None:
         """The text told so far is void: the call starts over (a retry, a fallback)."""
         ...
+
+
+#: How to end a model call in flight from another thread (its connection hung up).
+Abort = Callable[[], None]
+
+
+class Stopped(Exception):
+    """A model call ended because its run must stop (a cancel, an interrupt, a lost lease):
+    while it waited for capacity, or aborted in flight."""
+
+
+def opened(listen: object, abort: Abort | None) -> bool:
+    """Tell ``listen`` (if it wants to know: an ``opened`` method) how to abort the call now
+    in flight, or (None) that it is over; whether it was aborted meanwhile."""
+    tell = getattr(listen, "opened", None)
+    if tell is not None:
+        tell(abort)
+    return bool(getattr(listen, "aborted", False))
 
 
 def streams(model: object) -> TypeGuard[StreamingModel]:

@@ -9,11 +9,12 @@ turns those exceptions into readable ModelErrors, and reads a stream into an :cl
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import closing
+from contextlib import closing, suppress
 from typing import Any, ClassVar, Generic, NamedTuple, NotRequired, Protocol, TypedDict, TypeVar
 
-from fleet.agents.models.base import ChatMessage, Listener
+from fleet.agents.models.base import ChatMessage, Listener, Stopped, opened
 from fleet.agents.models.failures import Failures, error_kind, excerpt
 from fleet.domain.model_errors import Verdict, classify
 from fleet.errors import ModelError
@@ -168,14 +169,22 @@ class SDKModel(Generic[C]):
         ``listen.text`` (which passes untouched) ends the call at once.
         """
         with closing(stream):
-            events = iter(stream)
-            while (event := self._next(events)) is not _END:
-                try:
-                    text = reply.add(event)
-                except _UNREADABLE as exc:
-                    raise self._unreadable(reply.what, event, exc) from None
-                if text and listen is not None:
-                    listen.text(text)
+            opened(listen, lambda: hang_up(stream.response))
+            try:
+                events = iter(stream)
+                while (event := self._next(events)) is not _END:
+                    try:
+                        text = reply.add(event)
+                    except _UNREADABLE as exc:
+                        raise self._unreadable(reply.what, event, exc) from None
+                    if text and listen is not None:
+                        listen.text(text)
+            except ModelError:
+                if opened(listen, None):  # hung up because the run must stop: no failure
+                    raise Stopped("the run must stop (the model call was aborted)") from None
+                raise
+            finally:
+                opened(listen, None)
         if not reply.finished:
             error = self._failures.cut_short(stream.response.request, reply.end)
             raise sorted_as(error, classify(connection=True))
@@ -242,3 +251,13 @@ def sorted_as(error: ModelError, verdict: Verdict) -> ModelError:
     error.retryable = verdict.action != "fail"
     error.retry_after_s = verdict.retry_after_s
     return error
+
+
+def hang_up(response: Any) -> None:
+    """End a response being read on another thread: shut its socket down (a read blocked on
+    it returns at once and the SDK raises a connection error)."""
+    network = getattr(response, "extensions", {}).get("network_stream")
+    sock = network.get_extra_info("socket") if network is not None else None
+    if sock is not None:
+        with suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)

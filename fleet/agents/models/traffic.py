@@ -26,11 +26,14 @@ from dataclasses import dataclass
 from fleet.agents import tokens
 from fleet.agents.capacity import Capacity, Wait
 from fleet.agents.models.base import (
+    Abort,
     ChatMessage,
     Listener,
     Model,
     ModelResponse,
+    Stopped,
     ToolSpec,
+    opened,
     streams,
 )
 from fleet.domain import model_errors
@@ -51,10 +54,6 @@ Waiting = Callable[[Wait, str], Callable[[float], None] | None]
 Stop = Callable[[], bool]
 #: Longest a waiting call sleeps before it asks ``stop`` again.
 STOP_POLL_S = 0.5
-
-
-class Stopped(Exception):
-    """A call stopped waiting for capacity because its run must stop."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +296,14 @@ class _Relay:
         """The candidate itself starts over."""
         self._void = self._told = False
         _heard(self._listen.reset)
+
+    def opened(self, abort: Abort | None) -> None:
+        """How to hang up the attempt in flight: for the caller's listener to use."""
+        opened(self._listen, abort)
+
+    @property
+    def aborted(self) -> bool:
+        return bool(getattr(self._listen, "aborted", False))
 
     def settle(self) -> None:
         """A reset still owed is made."""
