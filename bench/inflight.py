@@ -7,7 +7,7 @@ worker(s) and a ``fleet beat`` on a database and a redis-server of the bench's o
 submits its tasks (each on its own conversation) as fast as one process admits them:
 
   many      ``fleet worker -c 1 --runs R`` with ``--tasks`` tasks
-  prefork   ``fleet worker -c 8`` (one run per process) with ``--prefork-tasks`` tasks
+  prefork   ``fleet worker -c 8 --runs 1`` (one run per process) with ``--prefork-tasks`` tasks
   fast      ``fleet worker -c 1 --runs R`` at ``--fast-delay`` a turn: turns/s one process
             sustains
 
@@ -188,7 +188,12 @@ def main(argv: list[str] | None = None) -> None:
         many_args = ["-c", "1", "--runs", str(args.runs)]
         phases = [
             bench.phase("many", many_args, args.tasks, args.delay),
-            bench.phase("prefork", ["-c", str(args.prefork)], args.prefork_tasks, args.delay),
+            bench.phase(
+                "prefork",
+                ["-c", str(args.prefork), "--runs", "1"],
+                args.prefork_tasks,
+                args.delay,
+            ),
             bench.phase("fast", many_args, args.tasks, args.fast_delay),
         ]
     print(f"model: every call answered after {args.delay:g} s ({args.fast_delay:g} s: fast)")

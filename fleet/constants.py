@@ -112,6 +112,26 @@ PREVIEW_CHARS = 80
 #: ``recent.count`` says how many the window held, ``injected`` lists them all).
 RECENT_SHOWN = 50
 
+#: Runs one worker process holds in flight (``fleet worker --runs``; the Procfile and the Helm
+#: chart say the same): a thread each, waiting on its model with no connection held.
+DEFAULT_RUNS = 100
+#: The most runs ``fleet worker --runs`` and embedded ``fleet serve --runs`` let one process
+#: hold (a thread each: beyond this, more processes serve better than more threads).
+MAX_RUNS = 10_000
+#: Embedded mode (``fleet serve``, the SDK): runs in flight when ``FLEET_EMBEDDED_CONCURRENCY``
+#: is not set (a thread each, started as they are needed).
+DEFAULT_EMBEDDED_RUNS = 100
+#: Embedded mode: the most runs in flight. Waiting runs cost a thread and no connection, but
+#: SQLite takes one writer at a time, so every run's commits (claim, each step, settle) queue
+#: for its one lock: measured, one process held 1,000 runs on 10-second turns in 200 MiB and
+#: took about 100 turns a second at 2 s. Beyond that, run a fleet (PostgreSQL, workers).
+MAX_EMBEDDED_RUNS = 1_000
+#: The fewest connections a process's store works with (``FLEET_DATABASE_POOL_SIZE``): a drain
+#: on a process's main thread (a prefork pool process) keeps one connection between its
+#: statements and opens each transaction on a second; no thread holds more at once, and a
+#: drain on another thread (runs in flight) takes one per statement or transaction.
+MIN_DATABASE_POOL_SIZE = 2
+
 #: The tenant of the open API (no callers configured) and of the shared ``api`` scope.
 DEFAULT_TENANT = "default"
 #: A tenant's ``weight`` (its turns in the round-robin of free capacity): at most this.

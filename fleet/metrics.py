@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from datetime import datetime
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from fleet.domain.values import Admission, Task, TaskStatus
 
@@ -76,6 +77,12 @@ TENANT_TOKENS = Counter(
     "Model tokens (prompt + completion) the runs of a tenant used, as the models report them.",
     ["tenant"],
 )
+
+#: A worker process's load (``worker_load``), made in worker processes only: the API's
+#: ``/metrics`` shows no worker gauges at zero. Summed over the live processes of a worker's
+#: metrics endpoint (Prometheus multiprocess mode ``livesum``: no ``pid`` label).
+_LOAD: dict[str, Gauge] = {}
+_LOAD_LOCK = threading.Lock()
 
 #: The tenants metrics may name (the configured ones): the label's values stay bounded.
 _TENANTS: set[str] = {"default"}
@@ -150,3 +157,24 @@ def quota_refused(tenant: str, quota: str) -> None:
 def tokens(tenant: str, count: int) -> None:
     if count:
         TENANT_TOKENS.labels(tenant_label(tenant)).inc(count)
+
+
+def worker_load(in_flight: int, slots: int) -> None:
+    """This worker process holds ``in_flight`` runs of its ``slots`` (``--runs``; 1 for a
+    prefork pool process)."""
+    with _LOAD_LOCK:
+        if not _LOAD:
+            _LOAD["runs"] = Gauge(
+                "fleet_worker_runs_in_flight",
+                "Runs the worker's processes hold now: executing a step, or waiting on their "
+                "model or a tool.",
+                multiprocess_mode="livesum",
+            )
+            _LOAD["free"] = Gauge(
+                "fleet_worker_free_slots",
+                "Runs the worker's processes could take on top (their --runs less the runs in "
+                "flight).",
+                multiprocess_mode="livesum",
+            )
+    _LOAD["runs"].set(in_flight)
+    _LOAD["free"].set(max(0, slots - in_flight))

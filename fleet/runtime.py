@@ -51,6 +51,7 @@ class Runtime:
     _closed: bool = field(default=False, repr=False)
     #: This process's entry in the fleet's registry (``register``), removed on close.
     membership: Any = field(default=None, repr=False)
+    _load_shown: bool = field(default=False, repr=False)
 
     def register(self, role: str, *, slots: int = 0) -> None:
         """Enter this process in the fleet's registry (``fleet workers ls``) as ``role``, with
@@ -60,6 +61,9 @@ class Runtime:
         from fleet.dispatch.registry import join
 
         inflight = self.dispatcher.inflight
+        if role == "worker" and not self._load_shown:  # its /metrics gauges
+            self._load_shown = True
+            inflight.watch(lambda held: metrics.worker_load(held, slots))
 
         def load() -> tuple[int, int]:
             held = inflight.count()

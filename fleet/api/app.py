@@ -82,8 +82,9 @@ def _event_hub(rt: Runtime) -> EventHub:
 def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> FastAPI:
     """An app over ``runtime`` (built from the environment at start-up when not given).
 
-    In embedded mode (no Redis) the app also runs what it admits, on a pool of threads
-    (``FLEET_EMBEDDED_CONCURRENCY`` conversations at once, each in order);
+    In embedded mode (no Redis) the app also runs what it admits, a thread a run
+    (``FLEET_EMBEDDED_CONCURRENCY`` runs in flight, ``fleet serve --runs``; each conversation
+    in order);
     ``run_embedded=False`` leaves admitted tasks queued (API-shape tests).
     """
 

@@ -20,6 +20,7 @@ from fleet.cli.common import (
     print_json,
     refuse_server,
 )
+from fleet.constants import DEFAULT_EMBEDDED_RUNS, DEFAULT_RUNS, MAX_EMBEDDED_RUNS, MAX_RUNS
 
 if TYPE_CHECKING:
     from fleet.runtime import Runtime
@@ -180,8 +181,13 @@ def check(
         raise typer.Exit(EXIT_BAD_INPUT if bad_input else EXIT_FAILED)
 
 
-#: The most runs in flight ``fleet worker --runs`` lets one process hold.
-MAX_RUNS = 10_000
+def _check_runs(runs: int) -> None:
+    """``fleet worker --runs`` out of range: one line, exit 2."""
+    if not 1 <= runs <= MAX_RUNS:
+        fail(
+            f"--runs {runs}: a worker process holds 1 to {MAX_RUNS:,} runs in flight; "
+            f"e.g. {DEFAULT_RUNS}"
+        )
 
 
 def worker(
@@ -195,11 +201,11 @@ def worker(
         typer.Option(
             "--runs",
             envvar="FLEET_WORKER_RUNS",
-            help="Runs one worker process holds in flight at once (1: a process per run, "
-            "Celery's prefork pool; more: a thread per run, Celery's thread pool, the runs "
-            "sharing the process's FLEET_DATABASE_POOL_SIZE connections).",
+            help="Runs one worker process holds in flight at once, a thread each, sharing the "
+            "process's FLEET_DATABASE_POOL_SIZE connections (a run waiting on its model or a "
+            "tool holds none); 1: a process per run (Celery's prefork pool).",
         ),
-    ] = 1,
+    ] = DEFAULT_RUNS,
     beat: Annotated[
         bool,
         typer.Option("--beat", help="Also run the sweeper (`fleet beat`) as a child process."),
@@ -218,12 +224,12 @@ def worker(
         ),
     ] = None,
 ) -> None:
-    """Run a Celery worker that drains conversations (needs FLEET_REDIS_URL)."""
+    """Run a Celery worker that drains conversations (needs FLEET_REDIS_URL): --concurrency
+    processes, each holding --runs runs in flight (a thread a run; --runs 1: a process a run)."""
     refuse_server(ctx, _RUNS_HERE)
     if name is not None and (not name.strip() or any(c.isspace() for c in name)):
         fail(f"--name {name!r}: a node name is one word without spaces, e.g. fleet1@%h")
-    if not 1 <= runs <= MAX_RUNS:
-        fail(f"--runs {runs}: a worker process holds 1 to {MAX_RUNS:,} runs in flight; e.g. 100")
+    _check_runs(runs)
     _serve_metrics(metrics_port)
     if runs > 1 and concurrency > 1:  # a process each, every one with its threads
         _processes(concurrency, runs, loglevel, name, sweeper=loglevel if beat else None)
@@ -246,36 +252,16 @@ def worker(
 
 
 def _processes(count: int, runs: int, loglevel: str, name: str | None, sweeper: str | None) -> None:
-    """``--concurrency N --runs M``: N worker processes of M runs each (``fleet worker -c 1``
-    children, named ``<name>-<i>@host``), stopped together; this process forwards SIGTERM and
-    SIGINT and serves their metrics (``--metrics-port``) if asked."""
-    import signal
+    """``--concurrency N --runs M``: N worker processes of M runs each, started and stopped
+    together (``fleet.cli.group``); this process serves their metrics (``--metrics-port``)."""
+    from fleet.cli import group
 
     _need_fleet_mode()
-    node, _, host = (name or "fleet@%h").partition("@")
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("FLEET_METRICS_PORT", "FLEET_WORKER_RUNS")
-    }
-    argv = [sys.executable, "-m", "fleet.cli", "worker", "-c", "1", "--runs", str(runs)]
-    children = [
-        subprocess.Popen(
-            [*argv, "--loglevel", loglevel, "--name", f"{node}-{i}@{host or '%h'}"], env=env
-        )
-        for i in range(1, count + 1)
-    ]
+    commands = [group.child_argv(i, runs, loglevel, name) for i in range(1, count + 1)]
     if sweeper is not None:
         beat = [sys.executable, "-m", "fleet.cli", "beat", "--loglevel", sweeper]
-        children.append(subprocess.Popen([*beat, "--parent-pid", str(os.getpid())], env=env))
-
-    def forward(signum: int, _frame: object) -> None:
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signum)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, forward)
-    codes = [child.wait() for child in children]
-    if any(codes):
+        commands.append([*beat, "--parent-pid", str(os.getpid())])
+    if group.run(commands):
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -286,14 +272,18 @@ def serve(
     port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8080,
     workers: Annotated[int, typer.Option("--workers", min=1, help="uvicorn processes.")] = 1,
     loglevel: Annotated[str, typer.Option("--loglevel")] = "info",
-    concurrency: Annotated[
+    runs: Annotated[
         int | None,
         typer.Option(
-            "--concurrency",
-            min=1,
-            max=32,
-            help="Embedded mode: conversations run at once (FLEET_EMBEDDED_CONCURRENCY, 4).",
+            "--runs",
+            help="Embedded mode: runs this process holds in flight, a thread each "
+            f"(FLEET_EMBEDDED_CONCURRENCY, {DEFAULT_EMBEDDED_RUNS}; at most "
+            f"{MAX_EMBEDDED_RUNS:,}).",
         ),
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option("--concurrency", hidden=True, help="The older spelling of --runs."),
     ] = None,
     metrics_port: Annotated[
         int | None,
@@ -311,12 +301,9 @@ def serve(
     refuse_server(ctx, _RUNS_HERE)
     import uvicorn
 
-    if concurrency is not None:
-        from fleet.config import load_settings
-
-        if not load_settings().embedded:
-            fail("--concurrency is for embedded mode; in a fleet, `fleet worker --concurrency`")
-        os.environ["FLEET_EMBEDDED_CONCURRENCY"] = str(concurrency)  # read by the app's runtime
+    runs = _embedded_runs(runs, concurrency)
+    if runs is not None:
+        os.environ["FLEET_EMBEDDED_CONCURRENCY"] = str(runs)  # read by the app's runtime
 
     if metrics_port is not None:
         if metrics_port == port:
@@ -364,6 +351,31 @@ def serve(
         if metrics_server is not None:
             metrics_server.close()
             rt.close()
+
+
+def _embedded_runs(runs: int | None, concurrency: int | None) -> int | None:
+    """``fleet serve --runs`` (or its older spelling ``--concurrency``), checked: embedded mode
+    only, 1 to ``MAX_EMBEDDED_RUNS``."""
+    if concurrency is not None:
+        if runs is not None:
+            fail("--concurrency is the older spelling of --runs: give one of them")
+        runs = concurrency
+    if runs is None:
+        return None
+    flag = "--runs" if concurrency is None else "--concurrency"
+    from fleet.config import load_settings
+
+    if not load_settings().embedded:
+        fail(
+            f"{flag} is for embedded mode; in a fleet, `fleet worker --runs` sets a worker "
+            "process's runs in flight"
+        )
+    if not 1 <= runs <= MAX_EMBEDDED_RUNS:
+        fail(
+            f"{flag} {runs}: an embedded fleet serve holds 1 to {MAX_EMBEDDED_RUNS:,} runs in "
+            f"flight; e.g. {DEFAULT_EMBEDDED_RUNS}"
+        )
+    return runs
 
 
 def beat_cmd(

@@ -22,7 +22,14 @@ from fleet.config.base import (
     _at_least,
     _reason,
 )
-from fleet.constants import DEFAULT_MAX_DELEGATION_DEPTH, FAIR_HOLD_S, MIN_UI_SECRET_BYTES
+from fleet.constants import (
+    DEFAULT_EMBEDDED_RUNS,
+    DEFAULT_MAX_DELEGATION_DEPTH,
+    FAIR_HOLD_S,
+    MAX_EMBEDDED_RUNS,
+    MIN_DATABASE_POOL_SIZE,
+    MIN_UI_SECRET_BYTES,
+)
 from fleet.errors import ConfigError, raise_all
 
 
@@ -60,8 +67,18 @@ class Settings(BaseSettings):
     database_pooler: Literal["none", "transaction", "session"] | None = None
     #: The most PostgreSQL connections one process holds, however many runs it has in flight:
     #: a run takes one per statement or transaction, never while it waits on a model or a tool.
-    #: At least 2; raise it when statements wait for a free connection ("database busy").
-    database_pool_size: int = Field(default=10, ge=2, le=1000)
+    #: At least 2 (a prefork pool process's drain keeps one and opens each transaction on a
+    #: second); raise it when statements wait for a free connection ("database busy").
+    database_pool_size: Annotated[
+        int,
+        Field(le=1000),
+        _at_least(
+            MIN_DATABASE_POOL_SIZE,
+            f"must be at least {MIN_DATABASE_POOL_SIZE}: a worker's drain keeps one connection "
+            "and opens each transaction on a second; set FLEET_DATABASE_POOL_SIZE="
+            f"{MIN_DATABASE_POOL_SIZE} or more (default 10)",
+        ),
+    ] = 10
     #: URL ``fleet migrate`` uses instead of ``database_url`` (a direct or session-mode
     #: connection to the same database); unset: ``database_url``.
     migrate_database_url: str | None = None
@@ -127,9 +144,10 @@ class Settings(BaseSettings):
     #: On SIGTERM (or Ctrl-C) a run's current step may take this long to finish before its task
     #: is handed back anyway; ``fleet serve`` drains in-flight requests for as long.
     shutdown_grace: Annotated[Duration, _at_least(0, "must be zero or more seconds")] = 10.0
-    #: Embedded ``fleet serve`` and the SDK: conversations run at once (threads, each draining
-    #: one conversation, in order).
-    embedded_concurrency: int = Field(default=4, ge=1, le=32)
+    #: Embedded ``fleet serve`` (``--runs``) and the SDK: runs this process holds in flight at
+    #: once, a thread each (started as needed) draining one conversation in order; a run
+    #: waiting on its model or a tool holds no database connection.
+    embedded_concurrency: int = Field(default=DEFAULT_EMBEDDED_RUNS, ge=1, le=MAX_EMBEDDED_RUNS)
     #: How many delegations deep (``call_agent``, ``start_agent``) a chain of tasks may go;
     #: ``0`` refuses every delegation.
     max_delegation_depth: int = Field(default=DEFAULT_MAX_DELEGATION_DEPTH, ge=0, le=20)

@@ -103,7 +103,9 @@ def give_up(dispatcher: Dispatcher, task_id: uuid.UUID, grace_s: float = GIVE_UP
 class EmbeddedLoop:
     """Runs woken conversations in this process on a bounded pool of threads (embedded ``serve``,
     the SDK): each thread drains one conversation under the local lease, so a conversation's
-    tasks still run one at a time in order while up to ``concurrency`` conversations overlap.
+    tasks still run one at a time in order while up to ``concurrency`` conversations overlap
+    (the runs in flight of this process: ``fleet serve --runs``). A thread starts when a
+    conversation finds none idle, so a large bound costs nothing until it is used.
 
     It also sweeps every ``sweep_interval``, so work left by a crashed process or admitted by
     another process on the same SQLite file is started too.
@@ -124,14 +126,11 @@ class EmbeddedLoop:
         self._again: dict[uuid.UUID, Turn] = {}
         self._work: queue.SimpleQueue[Turn | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="fleet-embedded", daemon=True)
-        self._drainers = [
-            threading.Thread(target=self._drain_loop, name=f"fleet-drain-{i}", daemon=True)
-            for i in range(self.concurrency)
-        ]
+        #: The drain threads started so far: each one either idle or draining one of ``_busy``.
+        self._drainers: list[threading.Thread] = []
+        self._idle = 0
 
     def start(self) -> None:
-        for t in self._drainers:
-            t.start()
         self._thread.start()
 
     def stop(self, grace_s: float | None = None) -> int:
@@ -146,9 +145,11 @@ class EmbeddedLoop:
         deadline = time.monotonic() + JOIN_S
         if self._thread.is_alive():
             self._thread.join(JOIN_S)
-        for _ in self._drainers:
+        with self._lock:
+            drainers = list(self._drainers)
+        for _ in drainers:
             self._work.put(None)
-        for t in self._drainers:  # an abandoned step's thread is left behind (a daemon)
+        for t in drainers:  # an abandoned step's thread is left behind (a daemon)
             if t.is_alive():
                 t.join(max(0.0, deadline - time.monotonic()))
         return abandoned
@@ -189,6 +190,16 @@ class EmbeddedLoop:
                     self._waker.done(turn.conversation_id)
                     continue
                 self._busy.add(turn.conversation_id)
+                if self._idle:
+                    self._idle -= 1  # an idle thread takes it
+                else:  # all are draining, and fewer than ``concurrency``: one more
+                    drainer = threading.Thread(
+                        target=self._drain_loop,
+                        name=f"fleet-drain-{len(self._drainers)}",
+                        daemon=True,
+                    )
+                    self._drainers.append(drainer)
+                    drainer.start()
             self._work.put(turn)
 
     def _drain_loop(self) -> None:
@@ -201,6 +212,7 @@ class EmbeddedLoop:
             finally:
                 with self._lock:
                     self._busy.discard(conversation)
+                    self._idle += 1
                     again = self._again.pop(conversation, None)
                 self._waker.done(conversation)
                 if again is not None:

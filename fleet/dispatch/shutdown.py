@@ -54,10 +54,26 @@ class InFlight:
     def __init__(self) -> None:
         self._runs: dict[uuid.UUID, Running] = {}
         self._changed = threading.Condition()
+        self._watchers: list[Callable[[int], None]] = []
+
+    def watch(self, told: Callable[[int], None]) -> None:
+        """Tell ``told`` how many runs there are now, and again after each change (under the
+        lock, so the last count told is the count)."""
+        with self._changed:
+            self._watchers.append(told)
+            told(len(self._runs))
+
+    def _tell(self) -> None:
+        for told in self._watchers:
+            try:
+                told(len(self._runs))
+            except Exception:  # a gauge must never stop a run
+                log.debug("a watcher of the runs in flight failed", exc_info=True)
 
     def add(self, started: Started, handle: LeaseHandle) -> None:
         with self._changed:
             self._runs[started.run_id] = Running(started, handle)
+            self._tell()
 
     def settling(self, run_id: uuid.UUID) -> None:
         """The run has its outcome and is storing it (it is not abandoned then)."""
@@ -72,7 +88,8 @@ class InFlight:
 
     def remove(self, run_id: uuid.UUID) -> None:
         with self._changed:
-            self._runs.pop(run_id, None)
+            if self._runs.pop(run_id, None) is not None:
+                self._tell()
             self._changed.notify_all()
 
     def wait_empty(self, timeout_s: float) -> list[Running]:

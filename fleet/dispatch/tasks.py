@@ -16,6 +16,7 @@ from celery.signals import (
     worker_process_init,
     worker_process_shutdown,
     worker_ready,
+    worker_shutdown,
     worker_shutting_down,
 )
 
@@ -137,6 +138,15 @@ def _close(**_: Any) -> None:
     telemetry.shutdown()
     if "rt" in _process:
         _process["rt"].close()
+
+
+@worker_shutdown.connect  # type: ignore[untyped-decorator]
+def _close_here(**_: Any) -> None:
+    """The worker's main process is done (its pool stopped): a worker whose runs ran on its
+    threads closes their runtime too, leaving the fleet's registry now rather than when its
+    entry expires. (A prefork worker's main process builds none.)"""
+    if "rt" in _process:
+        _close()
 
 
 def _outage_logged(task: Callable[P, R]) -> Callable[P, R | None]:

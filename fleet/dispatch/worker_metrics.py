@@ -12,9 +12,14 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from fleet.dispatch.pids import pid_alive
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
 
 #: The environment variable prometheus_client reads to switch to multiprocess mode.
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -49,9 +54,29 @@ def _alive(values: Path) -> bool:
 def serve(port: int, host: str = "0.0.0.0") -> Path:
     """Switch to multiprocess mode and serve the sum of this process tree's metrics."""
     folder = prepare_multiprocess()
-    from prometheus_client import CollectorRegistry, multiprocess, start_http_server
+    from prometheus_client import CollectorRegistry, start_http_server
 
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry, path=str(folder))  # type: ignore[no-untyped-call]
+    registry.register(_LiveSum(folder))
     start_http_server(port, addr=host, registry=registry)
     return folder
+
+
+class _LiveSum:
+    """The folder's sum, without the gauges of processes that are gone (a pool process killed
+    or replaced): a ``livesum`` gauge such as ``fleet_worker_runs_in_flight`` counts live
+    processes only, as counters count every process that ever ran."""
+
+    def __init__(self, folder: Path) -> None:
+        from prometheus_client import multiprocess
+
+        self.folder = folder
+        self.inner: Any = multiprocess.MultiProcessCollector(  # type: ignore[no-untyped-call]
+            None, path=str(folder)
+        )
+
+    def collect(self) -> Iterator[Metric]:
+        for values in self.folder.glob("gauge_live*_*.db"):
+            if not _alive(values):
+                values.unlink(missing_ok=True)
+        yield from self.inner.collect()

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Unpack
 
+from fleet.constants import MAX_EMBEDDED_RUNS
 from fleet.domain.keys import blank
 from fleet.errors import FleetError, InputError
 from fleet.sdk.backends import Backend, Input, StoreTasks, Submission, View, messages_of
@@ -106,7 +107,8 @@ class Fleet(Closing):
     """Entry point of the SDK; close it (or use ``with``) to stop its threads and connections.
 
     - ``Fleet()``: embedded without ``FLEET_REDIS_URL`` (SQLite in ``FLEET_HOME``, tasks run on
-      ``concurrency`` threads here: ``FLEET_EMBEDDED_CONCURRENCY``, 4); with it, fleet mode
+      up to ``concurrency`` runs in flight here, a thread each: ``FLEET_EMBEDDED_CONCURRENCY``,
+      100); with it, fleet mode
       (the store of ``FLEET_DATABASE_URL``; ``fleet worker`` processes run the tasks).
     - ``Fleet(server=URL, api_key=KEY)`` (or ``FLEET_SERVER`` / ``FLEET_API_KEY``): a
       ``fleet serve`` over HTTP.
@@ -133,9 +135,11 @@ class Fleet(Closing):
             if v is not None
         }
         if concurrency is not None:
-            if not 1 <= concurrency <= 32:
+            if not 1 <= concurrency <= MAX_EMBEDDED_RUNS:
                 raise InputError(
-                    f"concurrency must be 1 to 32, got {concurrency}", field="concurrency"
+                    f"concurrency (runs in flight) must be 1 to {MAX_EMBEDDED_RUNS}, "
+                    f"got {concurrency}",
+                    field="concurrency",
                 )
             overrides["embedded_concurrency"] = concurrency
         settings = load_settings(**overrides)

@@ -316,6 +316,17 @@ def test_metrics_from_the_api_and_from_a_worker_metrics_port(fleet: Fleet, tmp_p
     assert (
         metric(text, 'fleet_run_duration_seconds_count{deployment="chat",status="succeeded"}') == 3
     )
+    # two processes of 100 runs in flight each (the default --runs), summed, all free again
+    load = wait_for(
+        lambda: (
+            (text := httpx.get(f"http://127.0.0.1:{port}/metrics").text)
+            and metric(text, "fleet_worker_runs_in_flight") == 0
+            and text
+        ),
+        10,
+        what="the runs to leave the worker's gauges",
+    )
+    assert metric(load, "fleet_worker_free_slots") == 200
 
 
 # -- outages --------------------------------------------------------------------------------------

@@ -432,6 +432,8 @@ def test_worker_beat_runs_the_sweeper_as_a_child_and_stops_it(
             "worker",
             "-c",
             "1",
+            "--runs",
+            "1",  # a prefork pool: the test kills the pool process that runs the task
             "--beat",
             "-n",
             f"{name}@%h",

@@ -277,21 +277,28 @@ def test_stop_ends_the_drain_threads(tmp_path: Path) -> None:
     rt.close()
 
 
-def test_serve_concurrency_is_refused_in_a_fleet_and_out_of_range(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("flag", ["--runs", "--concurrency"])
+def test_serve_runs_is_refused_in_a_fleet_and_out_of_range(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], flag: str
 ) -> None:
+    """``--runs`` (``--concurrency``, its older spelling) is embedded mode's runs in flight."""
     from fleet.cli import main
 
     monkeypatch.setenv("FLEET_REDIS_URL", "redis://127.0.0.1:1/0")
-    assert main(["serve", "--concurrency", "2"]) == 2
-    err = capsys.readouterr().err
-    assert (
-        err
-        == "fleet: --concurrency is for embedded mode; in a fleet, `fleet worker --concurrency`\n"
+    assert main(["serve", flag, "2"]) == 2
+    assert capsys.readouterr().err == (
+        f"fleet: {flag} is for embedded mode; in a fleet, `fleet worker --runs` sets a worker "
+        "process's runs in flight\n"
     )
     monkeypatch.delenv("FLEET_REDIS_URL")
-    assert main(["serve", "--concurrency", "0"]) == 2
-    assert "--concurrency" in capsys.readouterr().err
+    for bad in ("0", "-1", "1001"):
+        assert main(["serve", flag, bad]) == 2
+        assert capsys.readouterr().err == (
+            f"fleet: {flag} {bad}: an embedded fleet serve holds 1 to 1,000 runs in flight; "
+            "e.g. 100\n"
+        )
+    assert main(["serve", "--runs", "5", "--concurrency", "5"]) == 2
+    assert "older spelling of --runs" in capsys.readouterr().err
 
 
 def test_the_pool_size_comes_from_the_setting(

@@ -206,6 +206,39 @@ def test_worker_grace_period_follows_the_shutdown_grace(render: Any) -> None:
     assert command[command.index("--runs") + 1] == str(values["worker"]["runs"])
 
 
+#: Measured with ``bench.inflight`` (docs/performance/benchmarks.md): an idle worker process's
+#: memory, and what each run in flight adds (rounded up).
+IDLE_WORKER_MIB, MIB_PER_RUN = 120, 0.3
+
+
+def _mib(quantity: str) -> float:
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024}
+    return float(quantity[:-2]) * units[quantity[-2:]]
+
+
+def test_a_worker_pod_holds_100_runs_a_process_within_its_memory(render: Any) -> None:
+    """By default each worker process holds 100 runs in flight, and the pod's memory request
+    covers its processes at that (an idle process plus 0.3 MiB a run), its limit twice it."""
+    (container,) = _component(render(""), "Deployment", "worker")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    command = container["command"]
+    processes = int(command[command.index("--concurrency") + 1])
+    runs = int(command[command.index("--runs") + 1])
+    assert runs >= 100
+    need = processes * (IDLE_WORKER_MIB + runs * MIB_PER_RUN)
+    request = _mib(container["resources"]["requests"]["memory"])
+    limit = _mib(container["resources"]["limits"]["memory"])
+    assert need <= request and 2 * need <= limit, (need, request, limit)
+
+
+def test_the_pool_size_reaches_every_container(render: Any) -> None:
+    for sets, expected in [("", "10"), ("database.poolSize=25", "25")]:
+        for doc in [d for d in render(sets) if d["kind"] in WORKLOADS]:
+            for container in _containers(doc):
+                assert _env(container)["FLEET_DATABASE_POOL_SIZE"] == expected, sets
+
+
 @pytest.mark.parametrize("sets", [*VALUES.values()], ids=[*VALUES.keys()])
 def test_every_container_gets_the_store_and_broker(render: Any, sets: str) -> None:
     workloads = [d for d in render(sets) if d["kind"] in WORKLOADS]
@@ -404,6 +437,9 @@ def test_an_inline_migrations_url_needs_the_other_urls_too(chart: helm.Chart) ->
         ("database.tls.secretName=Not_A_Name", "/database/tls/secretName"),
         ("api.metricsPort=8080", "/api/metricsPort"),  # the API's own port
         ("api.metricsPort=70000", "/api/metricsPort"),
+        ("worker.runs=0", "/worker/runs"),
+        ("worker.runs=10001", "/worker/runs"),
+        ("database.poolSize=1", "/database/poolSize"),
     ],
 )
 def test_bad_values_fail_rendering_naming_the_value(

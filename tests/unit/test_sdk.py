@@ -291,7 +291,7 @@ def test_bad_settings_and_a_closed_fleet_are_refused(
     tmp_path: Path, config: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("FLEET_REDIS_URL", raising=False)
-    with pytest.raises(InputError, match="concurrency must be 1 to 32"):
+    with pytest.raises(InputError, match=r"concurrency \(runs in flight\) must be 1 to 1000"):
         Fleet(home=tmp_path / "home", config_dir=config, concurrency=0)
     with pytest.raises(InputError, match="concurrency is for embedded mode"):
         Fleet("http://127.0.0.1:1", concurrency=2)

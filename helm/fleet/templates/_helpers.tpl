@@ -81,6 +81,8 @@ key: {{ $key }}
 - name: FLEET_DATABASE_POOLER
   value: {{ . | quote }}
 {{- end }}
+- name: FLEET_DATABASE_POOL_SIZE
+  value: {{ .Values.database.poolSize | quote }}
 {{- include "fleet.pgTlsEnv" . }}
 - name: FLEET_REDIS_URL
   valueFrom:
