@@ -209,6 +209,7 @@ def _report(model: Model, convo: list[ChatMessage], steps: Steps) -> Outcome:
     if not steps.ports.report_on_interrupt or steps.ports.budget() is not None:
         return steps.outcome(TaskStatus.SUPERSEDED, error=why)
     note = ChatMessage(role="user", content=INTERRUPT_NOTE, name="fleet_interrupt")
+    steps.reporting = True  # the interrupt is what asks for this call: it must not stop it
     msg = _call_model(model, [*convo, note], [], steps)
     reply = None if isinstance(msg, str) else (msg.content or None)
     return steps.outcome(TaskStatus.SUPERSEDED, reply=reply, error=why)
@@ -279,7 +280,7 @@ class _Listen:
 
     def text(self, chunk: str) -> None:
         ports = self.steps.ports
-        if ports.watch():
+        if not self.steps.reporting and ports.watch():
             raise Stopped("the run must stop (cancelled, interrupted or its lease lost)")
         ports.deltas.text(self.steps.count + 1, chunk)
 

@@ -34,6 +34,8 @@ class Steps:
         self.cost_micros: int | None = None
         #: Managed model calls by the configured model that answered: calls and tokens.
         self.models: dict[str, dict[str, int]] = {}
+        #: The run's last model call reports after an interrupt: a stop request does not end it.
+        self.reporting = False
 
     def next_step(self) -> int:
         self.count += 1

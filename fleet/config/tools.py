@@ -41,6 +41,9 @@ class ToolRef(_Strict):
     #: ``"required"``: each call waits for a person's approval before it runs (the task goes
     #: ``waiting``, holding no worker; the agent's ``approval_timeout`` bounds the wait).
     approval: Literal["required"] | None = None
+    #: ``process``: the (sync, Python) tool runs in a child process of the worker, for work that
+    #: holds the CPU; ``thread`` (default): on a thread, for work that waits.
+    isolation: Literal["thread", "process"] = "thread"
 
     @field_validator("tool")
     @classmethod
@@ -56,6 +59,15 @@ class ToolRef(_Strict):
     @property
     def builtin(self) -> bool:
         return ":" not in self.tool
+
+    @model_validator(mode="after")
+    def _isolated_function(self) -> ToolRef:
+        if self.isolation == "process" and self.builtin:
+            raise ValueError(
+                f"tool {self.tool!r}: isolation = 'process' is for Python function tools "
+                "('package.module:function'); built-ins run on a thread"
+            )
+        return self
 
 
 _MCP_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")

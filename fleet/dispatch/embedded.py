@@ -22,7 +22,7 @@ IDLE_POLL_S = 0.1
 #: After the runs are handed back, how long ``stop`` waits for its threads to end.
 JOIN_S = 2.0
 #: How long a run cancelled by ``give_up`` may take to stop before it is handed back (a tool
-#: call sees the cancel within ``CANCEL_POLL_S``; a model call may not look at all).
+#: call sees the cancel within ``stops.POLL_S``; a model call may not look at all).
 GIVE_UP_GRACE_S = 2.0
 
 

@@ -92,6 +92,7 @@ class Execution:
                     TaskStatus.FAILED, None, f"internal error: {type(exc).__name__}: {exc}", {}
                 )
         finally:
+            self.d.stops.unwatch(task.id)
             ctx.cancelled.set()  # a tool left running (ignored its stop) learns the run is over
         if handle.lost.is_set():
             raise LeaseLost(f"lease on conversation {task.conversation_id} was lost mid-run")
@@ -116,6 +117,7 @@ class Execution:
             previous=d.store.journal(task.id) if task.attempts > 1 else (),
             stopping=d.stopping.is_set,
             changed=d.hints.changed,
+            stop=d.stops.watch(task.id),
         )
         conversations = d.config.deployment(task.deployment).conversations
         ports = RunPorts(

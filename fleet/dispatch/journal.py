@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -12,11 +12,8 @@ from fleet.dispatch.shutdown import HandBack
 from fleet.domain import shutdown
 from fleet.domain.runs import Signals, TraceRow
 from fleet.domain.values import Task
-from fleet.errors import LeaseLost, Unavailable
+from fleet.errors import LeaseLost
 from fleet.store import Store
-
-#: How often a running tool's watch asks the store whether a cancel was requested (seconds).
-CANCEL_POLL_S = 0.5
 
 
 class StoreJournal:
@@ -33,6 +30,7 @@ class StoreJournal:
         previous: Sequence[TraceRow] = (),
         stopping: Callable[[], bool] = lambda: False,
         changed: Callable[[uuid.UUID], None] = lambda task_id: None,
+        stop: threading.Event | None = None,
     ) -> None:
         self._store = store
         self._task = task
@@ -42,7 +40,8 @@ class StoreJournal:
         self._previous = previous
         self._stopping = stopping
         self._changed = changed
-        self._next_poll = 0.0
+        #: Set by the process's ``StopWatch`` once the task was asked to stop.
+        self._stop = stop or threading.Event()
 
     def replay(self) -> Sequence[TraceRow]:
         return self._previous
@@ -63,14 +62,6 @@ class StoreJournal:
         return signals
 
     def must_stop(self) -> bool:
-        """Lease lost, or (asked of the store at most every CANCEL_POLL_S) a cancel requested."""
-        if self._handle.lost.is_set():
-            return True
-        now = time.monotonic()
-        if now < self._next_poll:
-            return False
-        self._next_poll = now + CANCEL_POLL_S
-        try:  # a cancel or an interrupt: either stops the tool; the next commit says which
-            return self._store.cancel_requested(self._task.id)
-        except Unavailable:  # the store is down: let the tool go on; the next commit decides
-            return False
+        """Lease lost, or a cancel or an interrupt requested (the process's ``StopWatch`` reads
+        them for all its runs); the next commit says which."""
+        return self._handle.lost.is_set() or self._stop.is_set()

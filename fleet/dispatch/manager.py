@@ -36,6 +36,7 @@ from fleet.dispatch.quotas import Quotas
 from fleet.dispatch.recovery import SweepReport
 from fleet.dispatch.shutdown import HandBack, InFlight, stop_runs
 from fleet.dispatch.sources import RunSources
+from fleet.dispatch.stops import StopWatch
 from fleet.dispatch.turns import Turns, take_turns
 from fleet.dispatch.waits import Waiting
 from fleet.dispatch.waker import Waker
@@ -108,6 +109,8 @@ class Dispatcher:
         #: Token streaming: where each run's model text goes as it is written (set up by the
         #: runtime: Redis in a fleet, this process embedded).
         self.streaming = Streaming()
+        #: Whether its runs were asked to stop: one read for all of them (cancel, interrupt).
+        self.stops = StopWatch(store.stop_requested)
         #: The runs this process works on now (what a shutdown waits for).
         self.inflight = InFlight()
         #: Reset, delete, prune; retention and the stored cap on the sweeper's clock.

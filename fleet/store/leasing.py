@@ -7,11 +7,11 @@ recovery) the number or the status has moved on and the write matches no row: ``
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -214,6 +214,22 @@ class LeasingStore(PgHotPath):
                 select(t.c.cancel_requested, t.c.interrupt_requested).where(t.c.id == task_id)
             ).first()
         return found is not None and bool(found.cancel_requested or found.interrupt_requested)
+
+    def stop_requested(self, task_ids: Collection[uuid.UUID]) -> set[uuid.UUID]:
+        """Those of ``task_ids`` asked to stop (a cancel or an interrupt): one statement per
+        500 ids."""
+        ids = list(task_ids)
+        found: set[uuid.UUID] = set()
+        with self.read() as conn:
+            for i in range(0, len(ids), 500):
+                rows = conn.execute(
+                    select(t.c.id).where(
+                        t.c.id.in_(ids[i : i + 500]),
+                        or_(t.c.cancel_requested, t.c.interrupt_requested),
+                    )
+                )
+                found.update(row.id for row in rows)
+        return found
 
     def settle(
         self,

@@ -32,10 +32,12 @@ AGENTS = {
     "blocker": 'tools = ["tests.support.shop_tools:block", "tests.support.shop_tools:spin"]\n'
     'model = "echo"\n',
     "quick": '[model]\nprovider = "echo"\ndelay_ms = 400\n',
+    # a reply written a word every 200 ms: 30 words, six seconds a model step
+    "writer": '[model]\nprovider = "echo"\nstream_ms = 200\n',
 }
-DEPLOYMENTS = {name: f'agent = "{name}"\n' for name in ("counter", "blocker", "quick")} | {
-    "desk": 'agent = "slow"\n'
-}
+DEPLOYMENTS = {
+    name: f'agent = "{name}"\n' for name in ("counter", "blocker", "quick", "writer")
+} | {"desk": 'agent = "slow"\n'}
 
 
 @pytest.fixture
@@ -202,3 +204,35 @@ def test_a_blocking_tool_does_not_hold_up_the_other_runs_model_calls(
         steps = rt.store.get_run(run.id).steps
         model = [s.duration_ms for s in steps if s.kind == "model"]
         assert model and max(model) <= 400 + 50, model
+
+
+def test_a_cancel_among_many_runs_aborts_its_model_call_in_flight(
+    rt: Runtime, fleet: Fleet, tmp_path: Path
+) -> None:
+    """Forty runs write their replies (six seconds of streaming each); one is cancelled: its
+    model call stops mid-stream and the task ends while every other run is still writing."""
+    _worker(fleet, tmp_path, "writers")
+    words = " ".join(f"w{i}" for i in range(28))
+    tasks = [rt.dispatcher.submit("writer", words, key=f"w{i}").task for i in range(40)]
+    wait_for(lambda: _running(rt) == len(tasks), 60, interval=0.05, what="every run writing")
+    victim, others = tasks[17], [t for t in tasks if t is not tasks[17]]
+    assert rt.dispatcher.cancel(victim.id).effect == "requested"
+    wait_for(
+        lambda: rt.store.get_task(victim.id).status.terminal,
+        30,
+        interval=0.05,
+        what="the cancelled task to end",
+    )
+    assert rt.store.get_task(victim.id).status == TaskStatus.CANCELLED
+    still = [t for t in others if rt.store.get_task(t.id).status == TaskStatus.RUNNING]
+    assert len(still) == len(others), "it ended mid-stream, while the others still wrote"
+    (run,) = rt.store.runs_of(victim.id)
+    (step,) = [s for s in rt.store.get_run(run.id).steps if s.kind == "model"]
+    assert step.error is not None and "must stop" in step.error, step
+    wait_for(
+        lambda: all(rt.store.get_task(t.id).status.terminal for t in others),
+        60,
+        interval=0.2,
+        what="the others to finish",
+    )
+    assert {rt.store.get_task(t.id).status for t in others} == {TaskStatus.SUCCEEDED}

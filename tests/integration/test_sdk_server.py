@@ -68,8 +68,9 @@ def server(tmp_path: Path) -> Iterator[str]:
         {
             "echo": 'model = "echo"\n',
             "tools": 'model = "echo"\ntools = ["wait", "current_time"]\nmax_steps = 4\n',
+            "streamer": '[model]\nprovider = "echo"\nstream_ms = 40\n',
         },
-        {"chat": 'agent = "echo"\n', "tooly": 'agent = "tools"\n'},
+        {"chat": 'agent = "echo"\n', "tooly": 'agent = "tools"\n', "talk": 'agent = "streamer"\n'},
     )
     with running_fleet(
         tmp_path,
@@ -190,3 +191,21 @@ def answers(proc: Proc, url: str) -> bool:
         return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_server_mode_streams_the_text_as_it_is_written(server: str) -> None:
+    """Through an embedded ``fleet serve`` (SQLite, no Redis: the text buffered in its process),
+    sync and async."""
+    words = " ".join(f"w{i}" for i in range(12))
+    with Fleet(server=server) as sdk:
+        handle = sdk.conversation("talk").submit(words)
+        chunks = list(handle.stream(timeout=30))
+        assert len(chunks) > 5 and "".join(c.text for c in chunks) == handle.wait(5)
+        assert {c.step for c in chunks} == {1} and not any(c.reset for c in chunks)
+
+        async def go() -> tuple[list[str], str]:
+            later = await sdk.conversation("talk").asubmit(words)
+            return [c.text async for c in later.astream(timeout=30)], await later
+
+        texts, reply = asyncio.run(go())
+        assert len(texts) > 5 and "".join(texts) == reply

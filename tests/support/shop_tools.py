@@ -84,3 +84,8 @@ def count_then_hang(seconds: float, ctx: ToolContext) -> str:
 def report(lines: int) -> str:
     """A long report: ``lines`` numbered lines (outgrows a small token budget)."""
     return "\n".join(f"line {i}: all parcels accounted for" for i in range(1, lines + 1))
+
+
+def where(ctx: ToolContext) -> str:
+    """The process this call ran in, and the run it was told of."""
+    return f"pid {os.getpid()} task {ctx.task_id}"

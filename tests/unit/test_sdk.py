@@ -22,8 +22,10 @@ AGENTS = {
     "echo": 'model = "echo"\n',
     "slow": '[model]\nprovider = "echo"\ndelay_ms = 300\n',
     "tools": 'model = "echo"\ntools = ["wait", "current_time"]\nmax_steps = 4\n',
+    "streamer": '[model]\nprovider = "echo"\nstream_ms = 30\n',
 }
 DEPLOYMENTS = {
+    "talk": 'agent = "streamer"\n',
     "chat": 'agent = "echo"\n',
     "slow": 'agent = "slow"\n',
     "tooly": 'agent = "tools"\n',
@@ -307,3 +309,20 @@ def test_close_stops_the_threads(tmp_path: Path, config: Path) -> None:
         f.conversation("chat", key="k").run("x")
         assert any(t.name.startswith("fleet-drain-") for t in threading.enumerate())
     assert not any(t.name.startswith("fleet-drain-") for t in threading.enumerate())
+
+
+def test_a_handle_streams_the_text_as_it_is_written(sdk: Fleet) -> None:
+    """Embedded: the text comes from this process's runs, sync and async; what the chunks join
+    to is the reply."""
+    words = " ".join(f"w{i}" for i in range(12))
+    handle = sdk.conversation("talk").submit(words)
+    chunks = list(handle.stream(timeout=30))
+    assert len(chunks) > 5 and "".join(str(c) for c in chunks) == handle.wait(5)
+    assert {(c.attempt, c.step) for c in chunks} == {(1, 1)}
+
+    async def go() -> tuple[list[str], str]:
+        later = await sdk.conversation("talk").asubmit(words)
+        return [c.text async for c in later.astream(timeout=30)], await later
+
+    texts, reply = asyncio.run(go())
+    assert len(texts) > 5 and "".join(texts) == reply

@@ -95,6 +95,9 @@ class Tool:
     #: A call waits for a person's approval before it runs (``approval = "required"``, or an
     #: MCP server's ``approval`` globs).
     approval: bool = False
+    #: ``process``: a sync Python tool runs in a child process (CPU-heavy work), not on a
+    #: thread of the worker (``fleet.agents.tools.isolated``).
+    isolation: Literal["thread", "process"] = "thread"
 
     def __post_init__(self) -> None:
         if (self.fn is None) == (self.afn is None):

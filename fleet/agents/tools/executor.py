@@ -21,6 +21,7 @@ from typing import Any
 
 from fleet import logs
 from fleet.agents import aio
+from fleet.agents.tools import isolated
 from fleet.agents.tools.base import Park, Tool, ToolContext, ToolError
 from fleet.domain.waits import Request
 
@@ -71,6 +72,8 @@ def call(
     """Run ``tool`` once; every failure is a result the model sees, except a stop."""
     if tool.afn is not None:
         future: Future[str] = aio.submit(_awaited(tool, args, ctx, logs.current()))
+    elif tool.isolation == "process":
+        future = isolated.POOL.submit(tool.origin, args, ctx)
     else:
         future = _in_thread(tool, args, ctx)
     deadline = time.monotonic() + timeout_s
@@ -108,8 +111,10 @@ async def _awaited(
 
 
 def _stop(future: Future[str], ctx: ToolContext) -> None:
-    """Tell the tool to stop; give a sync tool a moment to notice, then leave it behind."""
+    """Tell the tool to stop; give a sync tool a moment to notice, then leave it behind (a tool
+    in a process of its own is killed)."""
     ctx.cancelled.set()
+    isolated.POOL.kill(future)
     if future.cancel():
         return
     try:

@@ -98,6 +98,13 @@ def build(agent: AgentConfig, config_root: Path) -> Toolbox:
                 )
                 if ref.approval == "required":
                     tool = dataclasses.replace(tool, approval=True)
+                if ref.isolation == "process":
+                    if tool.afn is not None:
+                        raise ToolLoadError(
+                            f"{ref.tool!r} is async: it waits without holding the worker, so "
+                            "isolation = 'process' is for sync tools; leave it out"
+                        )
+                    tool = dataclasses.replace(tool, isolation="process")
         except ToolLoadError as exc:
             raise ToolLoadError(f"{where}: {exc}") from None
         if tool.name in FLEET_TOOL_NAMES:
