@@ -53,6 +53,8 @@ class EventStore(StoreBase):
 
         attempt = after.attempt if after is not None else 0
         step = after.step if after is not None else -1
+        if after is not None and after.is_delta:  # step n's deltas come before its own event
+            step -= 1
         joined = and_(
             tr.c.run_id == r.c.id,
             or_(r.c.attempt > attempt, tr.c.step > step),

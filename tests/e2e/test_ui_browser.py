@@ -33,6 +33,9 @@ SHOP_AGENT = """
     model = "echo"
     tools = ["wait", { tool = "tests.support.shop_tools:count", approval = "required" }]
 """
+#: The echo model writing its reply a word every 80 ms: fifty words, about 4 s a reply.
+STREAMER = '[model]\nprovider = "echo"\nstream_ms = 80\n'
+WORDS = " ".join(f"w{i}" for i in range(50))
 
 
 def chromium() -> str:
@@ -46,7 +49,9 @@ def chromium() -> str:
 def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("ui")
     config = write_config(
-        tmp / "config", {**AGENTS, "shop": SHOP_AGENT}, {**DEPLOYMENTS, "shop": 'agent = "shop"\n'}
+        tmp / "config",
+        {**AGENTS, "shop": SHOP_AGENT, "streamer": STREAMER},
+        {**DEPLOYMENTS, "shop": 'agent = "shop"\n', "talk": 'agent = "streamer"\n'},
     )
     (config / "callers").mkdir()
     for name, key, extra in (
@@ -140,6 +145,46 @@ def steps_stored(api: httpx.Client, task_id: str) -> int:
     if not runs:
         return 0
     return len(api.get(f"/v1/runs/{runs[-1]['id']}").json()["steps"])
+
+
+def first_run(api: httpx.Client, task_id: str) -> str:
+    runs: list[dict[str, Any]] = wait_for(
+        lambda: api.get(f"/v1/tasks/{task_id}/runs").json()["runs"], 30, what="the task's run"
+    )
+    return str(runs[0]["id"])
+
+
+def writing_caught(page: Any, api: httpx.Client, item: str, task_id: str, reply: str) -> None:
+    """The *writing…* element ``item`` holds a part of ``reply`` while the task runs, then
+    grows: the page shows the step's text as the model writes it."""
+    text = f"{item} .text"
+    page.locator(text).filter(has_text="w1").wait_for()
+    label, shown = page.locator(item).evaluate(
+        "el => [el.textContent, el.querySelector('.text').textContent]"
+    )
+    assert api.get(f"/v1/tasks/{task_id}").json()["status"] == "running"
+    assert reply.startswith(shown) and len(shown) < len(reply), shown
+    assert "writing\u2026" in label
+    page.wait_for_function(
+        "([text, n]) => (document.querySelector(text)?.textContent.length ?? 0) > n",
+        arg=[text, len(shown)],
+    )
+
+
+def seen_to_succeed(page: Any) -> None:
+    """The page heard its task's ``end`` event (it announces it)."""
+    announced = page.locator("#announce").filter(has_text="Task finished: succeeded")
+    announced.wait_for(state="attached")
+
+
+def reply_once(page: Any, reply: str) -> None:
+    """Once the page has seen the task end: no growing text, and the reply shown once."""
+    seen_to_succeed(page)
+    page.wait_for_function(
+        "reply => !document.querySelector('[data-writing]')"
+        " && document.body.innerText.split(reply).length === 2",
+        arg=reply,
+    )
 
 
 def test_sign_in_then_the_overview_at_both_widths(browser: Any, base: str) -> None:
@@ -286,3 +331,36 @@ def test_a_task_that_starts_waiting_shows_its_approval_buttons_without_a_reload(
     sign_in(phone)
     phone.goto("/ui/approvals")
     assert fits(phone)
+
+
+def test_a_model_step_shows_its_text_growing_while_it_runs(
+    browser: Any, base: str, api: httpx.Client
+) -> None:
+    """Token streaming: the run page shows the model's text growing in a "writing…" row of its
+    timeline before the task ends; the step's own row then stands for it (the reply once, no
+    growing text left). The conversation page shows it in its live steps the same way."""
+    reply = f"echo: {WORDS} [history: 0]"
+    assert len(reply) < 400, "the step row shows it whole"
+    page = page_at(browser, base)
+    sign_in(page)
+
+    task = submit(api, "talk", WORDS, "stream-1")
+    run_id = first_run(api, task["id"])
+    page.goto(f"/ui/runs/{run_id}")
+    writing_caught(page, api, "#step-rows tr.writing", task["id"], reply)
+    assert api.get(f"/v1/tasks/{task['id']}?wait=30").json()["reply"] == reply
+    reply_once(page, reply)
+    rows = page.locator("#step-rows tr")
+    assert rows.count() == 1 and reply in rows.inner_text()
+
+    task = submit(api, "talk", WORDS, "stream-2")
+    first_run(api, task["id"])
+    page.goto(f"/ui/tasks/{task['id']}")
+    page.get_by_role("heading", name="api:app:stream-2").wait_for()
+    writing_caught(page, api, "#live-steps li.writing", task["id"], reply)
+    assert api.get(f"/v1/tasks/{task['id']}?wait=30").json()["reply"] == reply
+    seen_to_succeed(page)
+    steps = page.get_by_role("list", name="Steps of task #1")
+    steps.get_by_text("reply: " + reply).wait_for()
+    assert steps.locator("[data-writing]").count() == 0
+    assert steps.get_by_text("step 1: model").count() == 1

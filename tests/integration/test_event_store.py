@@ -78,6 +78,23 @@ def test_a_follower_sees_every_event_once_through_a_crash_and_a_retry(store: Sto
     assert step_two.step is not None and step_two.step.output == TOOL_CALL.output
 
 
+def test_a_follower_after_a_steps_deltas_gets_that_steps_event(store: Store) -> None:
+    """A stream that sent step n's text (``1.n.d<s>``) reads step n's own event next: it
+    stands for that text (a read that skipped step n lost it)."""
+    task = store.admit(sub("hello"), T0).task
+    first = start(store, task.conversation_id, "host:1")
+    store.checkpoint(first.task, first.run_id, [MODEL_CALL], T0)
+    _, events = store.task_events(task.id, Position.delta(1, 1, 7))
+    assert [e.id for e in events] == ["1.1.0"]
+    final: TraceRow = row(2, "model", "echo", output={"content": "done", "finish_reason": "stop"})
+    outcome = Outcome(TaskStatus.SUCCEEDED, "done", None, {"steps": 2}, traces=[final])
+    store.settle(first.task, first.run_id, outcome, T0 + timedelta(seconds=5))
+    _, events = store.task_events(task.id, Position.delta(1, 2, 3))
+    assert [e.id for e in events] == ["1.2.0", "1.end.0", "1.end.2", "1.end.3"]
+    _, events = store.task_events(task.id, Position.parse("1.2.x1"))  # a later release's id
+    assert [e.id for e in events] == ["1.2.0", "1.end.0", "1.end.2", "1.end.3"]
+
+
 def test_marks_of_several_tasks_in_one_read_and_a_missing_one(store: Store) -> None:
     a = store.admit(sub("a", key="a"), T0).task
     b = store.admit(sub("b", key="b"), T0).task

@@ -89,10 +89,11 @@ def test_deltas_come_before_their_step_and_join_to_the_reply(base: str) -> None:
     kinds = [e.kind for e in events]
     deltas = [e for e in events if e.kind == "delta"]
     assert len(deltas) >= 10, f"the reply came in pieces: {kinds}"
-    # the step's text comes before what stands for it (its step event, or the reply of a run
-    # whose one step is stored with its settle)
-    after = kinds.index("reply")
-    assert kinds[:2] == ["status", "status"] and set(kinds[2:after]) == {"delta"}, kinds
+    # the step's text comes before what stands for it: its step event, then the reply (a run
+    # whose one step is stored with its settle too: a stream after its deltas reads the step)
+    step = kinds.index("step")
+    assert kinds[:2] == ["status", "status"] and set(kinds[2:step]) == {"delta"}, kinds
+    assert kinds[step:] == ["step", "reply", "status", "end"], kinds
     reply = events[-1].data["task"]["reply"]
     assert joined(events) == reply == f"echo: {WORDS} [history: 0]"
     assert [e.id for e in deltas] == [f"1.1.d{i}" for i in range(1, len(deltas) + 1)]

@@ -127,6 +127,71 @@
     return li;
   }
 
+  // -- the text a model step is writing ------------------------------------------------------
+  // A step's deltas since the last reset are its text so far; its step event (or the reply,
+  // or the task's end) then stands for them. Each list shows at most one such text: a row of
+  // the run page's timeline, an item of the conversation page's live steps.
+  function writingKey(d) {
+    return d.attempt + "." + d.step;
+  }
+
+  function writingRow(d) {
+    const tr = document.createElement("tr");
+    tr.className = "writing";
+    tr.dataset.writing = writingKey(d);
+    const th = cell("th", String(d.step), "num");
+    th.scope = "row";
+    tr.appendChild(th);
+    const call = document.createElement("td");
+    call.appendChild(cell("span", "model", "kind model"));
+    call.appendChild(cell("span", "writing\u2026", "mark"));
+    tr.appendChild(call);
+    tr.appendChild(cell("td", NONE));
+    tr.appendChild(cell("td", cell("pre", "", "text")));
+    tr.appendChild(cell("td", NONE, "num"));
+    tr.appendChild(cell("td", NONE, "num"));
+    tr.appendChild(cell("td", NONE));
+    return tr;
+  }
+
+  function writingItem(d) {
+    const li = document.createElement("li");
+    li.className = "writing";
+    li.dataset.writing = writingKey(d);
+    li.appendChild(document.createTextNode("step " + d.step + ": model"));
+    li.appendChild(cell("span", "writing\u2026", "mark"));
+    li.appendChild(document.createTextNode(" "));
+    li.appendChild(cell("span", "", "text"));
+    return li;
+  }
+
+  // Add a delta's text to its step's element in `list` (made by `make` on its first delta). A
+  // reset voids the text before it; another step's element goes (its text is void, or stood
+  // for already). Model text is untrusted: text nodes only.
+  function write(list, d, make) {
+    let el = list.querySelector("[data-writing]");
+    if (el && el.dataset.writing !== writingKey(d)) {
+      el.remove();
+      el = null;
+    }
+    if (!el) {
+      el = make(d);
+      list.appendChild(el);
+    }
+    const out = el.querySelector(".text");
+    if (d.reset) out.textContent = d.text;
+    else out.appendChild(document.createTextNode(d.text));
+    if (out.scrollHeight > out.clientHeight) out.scrollTop = out.scrollHeight;
+  }
+
+  // Remove the text being written in `list`: any, or only that of step `key` ("attempt.step").
+  function written(list, key) {
+    if (!list) return;
+    list.querySelectorAll("[data-writing]").forEach(function (el) {
+      if (key === undefined || el.dataset.writing === key) el.remove();
+    });
+  }
+
   // -- following a task ---------------------------------------------------------------------
   // The event (by id) whose "waiting" status each task's page was read again for.
   const refreshedOn = {};
@@ -177,6 +242,12 @@
         other.hidden = false;
       }
       announce("Task " + d.status);
+      // An attempt that ends (interrupted, or the task's final status) voids the text its
+      // unfinished step was writing.
+      if (d.status !== "running") {
+        written(document.getElementById("step-rows"));
+        written(document.getElementById("live-steps"));
+      }
       // A task that starts waiting shows what it waits for (the approvals' buttons): the
       // page's sections are read again and followed again. Once per event: a section that
       // follows its task from the start sees the same event again.
@@ -189,16 +260,28 @@
       }
     });
 
+    source.addEventListener("delta", function (e) {
+      const d = data(e);
+      const rows = document.getElementById("step-rows");
+      if (rows && rows.dataset.run === d.runId) write(rows, d, writingRow);
+      const list = document.getElementById("live-steps");
+      if (list && list.dataset.task === section.dataset.task) write(list, d, writingItem);
+    });
+
     const onStep = function (e) {
       const s = data(e);
       const rows = document.getElementById("step-rows");
+      const list = document.getElementById("live-steps");
+      if (e.type === "step") {  // it stands for the text its deltas wrote
+        written(rows, writingKey(s));
+        written(list, writingKey(s));
+      }
       if (rows && rows.dataset.run === s.runId) {
         const row = stepRow(s);
         const old = rows.querySelector('tr[data-step="' + s.step + '"]');
         if (old) old.replaceWith(row);
         else rows.appendChild(row);
       }
-      const list = document.getElementById("live-steps");
       if (list && list.dataset.task === s.taskId) {
         const old = list.querySelector('li[data-step="' + s.step + '"]');
         if (!old) list.appendChild(stepItem(s));
@@ -211,6 +294,8 @@
     source.addEventListener("reply", function (e) {
       const d = data(e);
       const list = document.getElementById("live-steps");
+      written(document.getElementById("step-rows"));
+      written(list);
       if (list && list.dataset.task === d.taskId) {
         list.appendChild(cell("li", "reply: " + d.reply, "fresh reply"));
       }
@@ -219,6 +304,8 @@
     source.addEventListener("end", function (e) {
       source.close();
       const d = data(e);
+      written(document.getElementById("step-rows"));
+      written(document.getElementById("live-steps"));
       announce("Task finished: " + d.task.status);
       const ids = (section.dataset.refresh || "").split(" ").filter(Boolean);
       if (ids.length) refresh(ids);
