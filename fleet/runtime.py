@@ -255,7 +255,9 @@ def build(
 
 
 def _streaming(settings: Settings, store: Store) -> Streaming:
-    """Token streaming: onto Redis in a fleet, within this process embedded."""
+    """Token streaming: onto Redis in a fleet, within this process embedded; the text
+    redacted as the store redacts the journal."""
+    from fleet.domain.stream_redaction import StreamRedactor
     from fleet.streaming.sink import Streaming
 
     channel: Channel
@@ -269,7 +271,7 @@ def _streaming(settings: Settings, store: Store) -> Streaming:
         channel = RedisChannel(
             hints_client(settings), buffer=settings.delta_buffer, ttl_s=settings.delta_ttl
         )
-    return Streaming(channel)
+    return Streaming(channel, lambda: StreamRedactor(store.redactor))
 
 
 def _target(settings: Settings) -> RedisTarget:

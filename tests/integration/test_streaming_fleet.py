@@ -14,6 +14,7 @@ import httpx
 import pytest
 from a2a.types import Message, Part, Role, SendMessageRequest, StreamResponse
 
+from fleet.constants import REDACTED
 from fleet.sdk.client import Event, FleetClient
 from tests.conftest import AGENTS, DEPLOYMENTS
 from tests.support.fleet import Fleet, running_fleet, wait_for
@@ -22,6 +23,8 @@ from tests.support.openai_server import DONE, FakeOpenAI, chunk, sse
 
 pytestmark = [pytest.mark.fleet, pytest.mark.timeout(180)]
 
+#: The provider's key, configured: redacted wherever it would be stored, shown or streamed.
+SECRET = "fleet-test-secret-0123456789"
 #: Twenty words: the echo model writes its reply a word every 60 ms (~1.4 s a reply).
 WORDS = " ".join(f"word{i}" for i in range(20))
 KEYS = {
@@ -58,7 +61,12 @@ def fleet(tmp_path: Path, pg_url: str, redis_url: str, provider: FakeOpenAI) -> 
     assert set(AGENTS) <= {p.stem for p in agents.iterdir()}
     assert set(DEPLOYMENTS) < {p.stem for p in (config / "deployments").iterdir()}
     with running_fleet(
-        tmp_path, database_url=pg_url, redis_url=redis_url, config_dir=config, sweep_interval=1.0
+        tmp_path,
+        database_url=pg_url,
+        redis_url=redis_url,
+        config_dir=config,
+        sweep_interval=1.0,
+        openai_api_key=SECRET,  # a configured secret: the redactor knows it
     ) as fleet:
         fleet.worker("w1", concurrency=1)
         yield fleet
@@ -202,3 +210,21 @@ def test_a_cancel_hangs_up_a_model_call_waiting_for_its_first_token(
     assert done["status"] == "cancelled", done
     assert provider.wait_hangup(5), "the call's connection was closed"
     assert len(provider.requests) == 1, "a stop is no failure to retry"
+
+
+def test_a_secret_split_over_two_chunks_never_reaches_a_watcher(
+    base: str, provider: FakeOpenAI
+) -> None:
+    """The model writes the configured key across two chunks: no delta holds any of it, and
+    the deltas join to the journaled (redacted) reply."""
+    said = ["The key is ", SECRET[:9], SECRET[9:] + " and ", "that is all."]
+    frames = [sse(chunk({"content": w})) for w in said]
+    provider.stream([*frames, sse(chunk({}, "stop")), DONE], gap_s=0.2)
+    with client(base) as c:
+        task = c.submit("flaky", "tell me")
+        events = list(c.events(task["id"], 60))
+    deltas = [e.data["text"] for e in events if e.kind == "delta"]
+    reply = events[-1].data["task"]["reply"]
+    assert reply == f"The key is {REDACTED} and that is all."
+    assert len(deltas) >= 2 and joined(events) == reply, deltas
+    assert not any(SECRET[:6] in d or SECRET[-6:] in d for d in deltas), deltas
