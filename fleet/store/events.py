@@ -53,6 +53,8 @@ class EventStore(StoreBase):
 
         attempt = after.attempt if after is not None else 0
         step = after.step if after is not None else -1
+        if after is not None and after.is_delta:
+            step -= 1  # after a delta of step n, step n's own event is still to come
         joined = and_(
             tr.c.run_id == r.c.id,
             or_(r.c.attempt > attempt, tr.c.step > step),

@@ -6,6 +6,9 @@ approximate ``MAXLEN``), the stream's TTL renewed, and one message with all of t
 change-hint channel (``fleet.dispatch.hints``), which the API's hint subscription hands to the
 task's streams (``fleet.api.event_hints``). A change hint is an empty message; a delta message is
 not. What Redis does not take is lost to live watchers only: the journaled step carries the text.
+A run that ends a model call waits for its deltas to be sent (``barrier``, which sends at once)
+before it journals the step: a delta that reached a stream after its step's event would be
+dropped there, and the deltas joined would miss it.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds deltas gather before they are sent together (what it adds to a delta's delay).
 WINDOW_S = 0.005
+#: Longest a run waits for its deltas to be sent before it journals their step (seconds).
+BARRIER_S = 1.0
 #: The stream entry's field.
 FIELD = "d"
 
@@ -51,8 +56,11 @@ class RedisChannel:
         self.buffer, self.ttl_s, self.window_s = buffer, ttl_s, window_s
         self._pid = -1
         self._lock = threading.Lock()
-        self._pending: deque[tuple[uuid.UUID, Delta]] = deque()
+        #: Deltas to send, and barriers (``None``, an event set once those before it went).
+        self._pending: deque[tuple[uuid.UUID | None, Any]] = deque()
         self._ready = threading.Event()
+        #: Set by a barrier: send now, without gathering for ``window_s``.
+        self._now = threading.Event()
         self._thread: threading.Thread | None = None
         self._warned = float("-inf")
         #: Deltas not sent (backlog, Redis errors): tests and logs.
@@ -69,6 +77,19 @@ class RedisChannel:
         self._pending.append((task_id, delta))
         if not self._ready.is_set():
             self._ready.set()
+
+    def barrier(self, timeout_s: float = BARRIER_S) -> None:
+        """Wait until every delta published before now was sent (or failed to be), at most
+        ``timeout_s``: a run calls it at the end of a model call, before the step is journaled,
+        so the step's last text reaches Redis (and the API's streams) before its event can
+        (after it, a stream would drop that text as older than the event)."""
+        if self._pid != os.getpid() or self._thread is None or not self._thread.is_alive():
+            return  # nothing published from this process yet
+        done = threading.Event()
+        self._pending.append((None, done))
+        self._now.set()
+        self._ready.set()
+        done.wait(timeout_s)
 
     def tail(self, task_id: uuid.UUID) -> RedisTail:
         """How to read the task's deltas in order from its stream."""
@@ -88,22 +109,31 @@ class RedisChannel:
             if self._pid != pid:  # a forked child: the parent's queue is not ours
                 self._pending = deque()
                 self._ready = threading.Event()
+                self._now = threading.Event()
             self._pid = pid
             self._thread = threading.Thread(target=self._run, name="fleet-deltas", daemon=True)
             self._thread.start()
 
     def _run(self) -> None:
-        pending, ready = self._pending, self._ready
+        pending, ready, now = self._pending, self._ready, self._now
         while True:
             ready.wait()
-            time.sleep(self.window_s)
+            if now.wait(self.window_s):
+                now.clear()
             ready.clear()
             while pending:
                 batch: dict[uuid.UUID, list[Delta]] = defaultdict(list)
+                passed: list[threading.Event] = []
                 for _ in range(min(len(pending), 4096)):
-                    task_id, delta = pending.popleft()
-                    batch[task_id].append(delta)
-                self._send(batch)
+                    task_id, item = pending.popleft()
+                    if task_id is None:
+                        passed.append(item)
+                    else:
+                        batch[task_id].append(item)
+                if batch:
+                    self._send(batch)
+                for done in passed:
+                    done.set()
 
     def _send(self, batch: dict[uuid.UUID, list[Delta]]) -> None:
         try:

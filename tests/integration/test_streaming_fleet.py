@@ -23,7 +23,11 @@ pytestmark = [pytest.mark.fleet, pytest.mark.timeout(180)]
 
 #: Twenty words: the echo model writes its reply a word every 60 ms (~1.4 s a reply).
 WORDS = " ".join(f"word{i}" for i in range(20))
-KEYS = {"alpha": "alpha-key-" + "a" * 24, "bravo": "bravo-key-" + "b" * 24, "a2a": "a2a-" + "c" * 24}
+KEYS = {
+    "alpha": "alpha-key-" + "a" * 24,
+    "bravo": "bravo-key-" + "b" * 24,
+    "a2a": "a2a-" + "c" * 24,
+}
 ENV = {f"FLEET_TEST_{name.upper()}": key for name, key in KEYS.items()}
 CALLERS = {
     "alpha": caller_toml("api", "FLEET_TEST_ALPHA"),
@@ -131,9 +135,7 @@ def _request(text: str) -> SendMessageRequest:
 @pytest.mark.parametrize("version", ["1.0", "0.3"])
 def test_a2a_streams_the_reply_as_appended_artifact_chunks(base: str, version: str) -> None:
     async def go() -> list[StreamResponse]:
-        async with A2A(
-            base, "talk", key=KEYS["a2a"], version=version, streaming=True
-        ) as caller:
+        async with A2A(base, "talk", key=KEYS["a2a"], version=version, streaming=True) as caller:
             return [ev async for ev in caller.client.send_message(_request(WORDS))]
 
     events = asyncio.run(go())
