@@ -12,7 +12,7 @@ the bench's own, the agent on that model (``provider = "openai"``, ``max_retries
             event and the model holds all of the phase's requests, then lets them go: every
             chunk goes out while its client listens. For each ``delta`` event, each chunk in it
             has the latency arrival - the time stamped into it; the first delta of a task is
-            measured from the first chunk. ``1 stream``: ``--single`` tasks one after another;
+            measured from the first chunk, and each task's last chunk is shown apart too. ``1 stream``: ``--single`` tasks one after another;
             ``N streams``: ``--streams`` tasks at once (``--rounds`` times), their first chunks
             at a random point of the first ``--gap`` (streams of different callers are not in
             step). A subscriber of the bench's own on the tasks' Redis channels times the same
@@ -87,6 +87,8 @@ class Latency:
     deltas: int = 0
     first: list[float] = field(default_factory=list)
     every: list[float] = field(default_factory=list)
+    #: Each task's last chunk (it comes while the tasks end: their final events are read).
+    last: list[float] = field(default_factory=list)
     mismatched: list[str] = field(default_factory=list)
     #: From the model to Redis (the worker's part): chunk 0 of each task, and every chunk.
     to_redis_first: list[float] = field(default_factory=list)
@@ -98,6 +100,7 @@ class Latency:
         """Read one client's frames (after the phase: nothing is parsed while it streams)."""
         self.tasks += 1
         text, reply, first = "", None, True
+        final = (-1, 0.0)
         for at, frame in w.frames:
             fields = dict(
                 line.split(": ", 1) for line in frame.decode().split("\n") if ": " in line
@@ -107,13 +110,16 @@ class Latency:
                 data = json.loads(fields["data"])
                 self.deltas += 1
                 text = data["text"] if data.get("reset") else text + data["text"]
-                stamps = [float(t) for _, t in STAMP.findall(data["text"])]
+                stamps = [(int(i), (at - float(t)) * 1000) for i, t in STAMP.findall(data["text"])]
                 if stamps and first:
-                    self.first.append((at - stamps[0]) * 1000)
+                    self.first.append(stamps[0][1])
                     first = False
-                self.every.extend((at - t) * 1000 for t in stamps)
+                self.every.extend(ms for _, ms in stamps)
+                final = max([final, *stamps])
             elif kind == "end":
                 reply = json.loads(fields["data"])["task"].get("reply")
+        if final[0] >= 0:
+            self.last.append(final[1])
         if first:
             self.mismatched.append(f"{w.task_id}: no delta")
         elif text != reply:
@@ -143,6 +149,7 @@ class Latency:
             f"joined deltas != reply: {len(self.mismatched)}",
             f"  first delta  {figs(self.first)}   (goal: median <= 100 ms, p99 <= 300 ms)",
             f"  every delta  {figs(self.every)}   (goal: p99 <= 300 ms)",
+            f"    last chunk {figs(self.last)}",
             f"  of which model -> Redis (the worker): first {figs(self.to_redis_first)}",
             f"                                        every {figs(self.to_redis)}",
             f"  CPU s over the phase: {cpu}",
@@ -333,7 +340,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cost-tasks", type=int, default=1000)
     parser.add_argument("--cost-gap", type=float, default=0.005, help="cost: seconds a chunk")
     parser.add_argument(
-        "--cost-rounds", type=int, default=2, help="cost: rounds of one phase on, one off"
+        "--cost-rounds", type=int, default=4, help="cost: rounds of one phase on, one off"
     )
     args = parser.parse_args(argv)
     began = time.monotonic()
@@ -384,10 +391,12 @@ def main(argv: list[str] | None = None) -> None:
     def ratio(part: Callable[[Cost], float]) -> float:
         return statistics.mean(map(part, on)) / statistics.mean(map(part, off))
 
+    pairs = [a.worker_ms / b.worker_ms for a, b in zip(on, off, strict=True)]
     print(
         f"streaming on/off, CPU per task (mean of {len(on)} phase(s) each): "
         f"worker {ratio(lambda c: c.worker_ms):.3f}x, worker + redis-server "
-        f"{ratio(lambda c: c.worker_ms + c.redis_ms):.3f}x   (goal: <= 1.1x)"
+        f"{ratio(lambda c: c.worker_ms + c.redis_ms):.3f}x   (goal: <= 1.1x); worker, each "
+        f"round: {', '.join(f'{p:.3f}' for p in pairs)}"
     )
     print(f"the bench took {time.monotonic() - began:.0f} s")
 
