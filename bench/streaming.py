@@ -12,14 +12,15 @@ the bench's own, the agent on that model (``provider = "openai"``, ``max_retries
             event and the model holds all of the phase's requests, then lets them go: every
             chunk goes out while its client listens. For each ``delta`` event, each chunk in it
             has the latency arrival - the time stamped into it; the first delta of a task is
-            measured from the first chunk, and each task's last chunk is shown apart too. ``1 stream``: ``--single`` tasks one after another;
-            ``N streams``: ``--streams`` tasks at once (``--rounds`` times), their first chunks
-            at a random point of the first ``--gap`` (streams of different callers are not in
-            step). A subscriber of the bench's own on the tasks' Redis channels times the same
-            chunks from the model to Redis (the worker's part of the latency). Each task's
-            deltas joined must equal its reply (from the ``end`` event); mismatches are counted.
-            Two rounds (1 task, then 10) warm the processes up first, not counted; each phase
-            prints the CPU seconds it cost each process (and the bench's client).
+            measured from the first chunk, and each task's last chunk is shown apart too.
+            ``1 stream``: ``--single`` tasks one after another; ``N streams``: ``--streams``
+            tasks at once (``--rounds`` times), their first chunks at a random point of the
+            first ``--gap`` (streams of different callers are not in step). A subscriber of the
+            bench's own on the tasks' Redis channels times the same chunks from the model to
+            Redis (the worker's part of the latency). Each task's deltas joined must equal its
+            reply (from the ``end`` event); mismatches are counted. Two rounds (1 task, then
+            10) warm the processes up first, not counted; each phase prints the CPU seconds it
+            cost each process (and the bench's client).
   cost      ``--cost-tasks`` tasks nobody watches, the model at ``--cost-gap`` a chunk, on a
             fresh worker with ``FLEET_STREAM_DELTAS=true`` and one with ``false`` (each after
             ``WARMUP`` tasks of its own), ``--cost-rounds`` times, in the order on, off, off,

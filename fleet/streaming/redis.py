@@ -1,10 +1,11 @@
 """Deltas through Redis: published by workers, buffered per task, read by the API.
 
 ``RedisChannel.publish`` queues a delta; a thread of the process sends what gathered in
-``WINDOW_S`` in one pipeline: per task, each delta onto the task's stream (``XADD`` with an
-approximate ``MAXLEN``), the stream's TTL renewed, and one message with all of them on the task's
-change-hint channel (``fleet.dispatch.hints``), which the API's hint subscription hands to the
-task's streams (``fleet.api.event_hints``). A change hint is an empty message; a delta message is
+``WINDOW_S`` in one pipeline: per task, its deltas as one entry of the task's stream (``XADD``
+with an approximate ``MAXLEN``: at least that many deltas kept), the stream's TTL renewed when it
+was not within a tenth of it, and the same text as one message on the task's change-hint channel
+(``fleet.dispatch.hints``), which the API's hint subscription hands to the task's streams
+(``fleet.api.event_hints``). A change hint is an empty message; a delta message is
 not. What Redis does not take is lost to live watchers only: the journaled step carries the text.
 A run that ends a model call waits for its deltas to be sent (``barrier``, which sends at once)
 before it journals the step: a delta that reached a stream after its step's event would be
@@ -67,6 +68,9 @@ class RedisChannel:
         self.lost = 0
         #: Pipelines sent (the benchmark).
         self.batches = 0
+        #: When each task's key had its TTL set last (the thread's), and when to drop old ones.
+        self._renewed: dict[uuid.UUID, float] = {}
+        self._prune_at = 0.0
 
     def publish(self, task_id: uuid.UUID, delta: Delta) -> None:
         if self._pid != os.getpid() or self._thread is None or not self._thread.is_alive():
@@ -110,6 +114,7 @@ class RedisChannel:
                 self._pending = deque()
                 self._ready = threading.Event()
                 self._now = threading.Event()
+                self._renewed = {}
             self._pid = pid
             self._thread = threading.Thread(target=self._run, name="fleet-deltas", daemon=True)
             self._thread.start()
@@ -136,19 +141,32 @@ class RedisChannel:
                     done.set()
 
     def _send(self, batch: dict[uuid.UUID, list[Delta]]) -> None:
+        """Per task, its deltas as one stream entry and one message (the same text), and its
+        key's TTL set again if it was not within the last tenth of the TTL (so the buffer
+        outlives the task's last delta by 0.9 to 1 times the TTL)."""
+        now = time.monotonic()
+        renewed, every = self._renewed, self.ttl_s / 10
+        if now >= self._prune_at:  # entries that old renew next time anyway
+            self._renewed = renewed = {t: at for t, at in renewed.items() if now - at < every}
+            self._prune_at = now + every
+        renewing: list[uuid.UUID] = []
         try:
             pipe = self._client.pipeline(transaction=False)
             ttl = max(1, round(self.ttl_s))
             for task_id, deltas in batch.items():
-                k = key(task_id)
-                for d in deltas:
-                    pipe.xadd(k, {FIELD: encode([d])}, maxlen=self.buffer, approximate=True)
-                pipe.expire(k, ttl)
-                pipe.publish(channel(task_id), encode(deltas))
+                k, message = key(task_id), encode(deltas)
+                pipe.xadd(k, {FIELD: message}, maxlen=self.buffer, approximate=True)
+                if now - renewed.get(task_id, float("-inf")) >= every:
+                    pipe.expire(k, ttl)
+                    renewing.append(task_id)
+                pipe.publish(channel(task_id), message)
             pipe.execute()
             self.batches += 1
         except Exception as exc:  # live text only: the journaled step carries it
             self._lose(sum(len(d) for d in batch.values()), f"{type(exc).__name__}: {exc}")
+            return
+        for task_id in renewing:
+            renewed[task_id] = now
 
     def _lose(self, n: int, why: str) -> None:
         self.lost += n

@@ -11,7 +11,7 @@ import pytest
 from fleet.domain.deltas import Cursor, Delta, decode, encode, joined
 from fleet.domain.events import DELTA, END, LAST_DELTA, Position
 from fleet.errors import InputError
-from fleet.streaming.redis import RedisChannel
+from fleet.streaming.redis import RedisChannel, key
 from fleet.streaming.sink import Passthrough, RunDeltas
 
 RUN = str(uuid.UUID(int=7))
@@ -200,7 +200,7 @@ class _Pipe:
         self.sent, self.calls = sent, []  # type: list[tuple[str, str]]
 
     def xadd(self, key: str, fields: dict[str, str], **_: object) -> None:
-        self.calls.append(("xadd", key))
+        self.calls.append(("xadd", fields["d"]))
 
     def expire(self, key: str, ttl: int) -> None:
         self.calls.append(("expire", key))
@@ -248,3 +248,22 @@ def test_the_sink_ends_a_step_that_streamed_with_the_channels_barrier() -> None:
     sink.text(2, "Hi")
     sink.end(2)
     assert ch.barriers == 1
+
+
+def test_a_send_is_one_entry_and_one_message_a_task_and_renews_the_ttl_once_a_tenth() -> None:
+    client = _Client()
+    channel = RedisChannel(client, buffer=10, ttl_s=60, window_s=30.0)
+    task = uuid.uuid4()
+    two = [d(1, 1, 1, "a"), d(1, 1, 2, "b")]
+    channel._send({task: two})
+    channel._send({task: [d(1, 1, 3, "c")]})
+    assert client.sent == [
+        ("xadd", encode(two)),
+        ("expire", key(task)),
+        ("publish", encode(two)),
+        ("xadd", encode([d(1, 1, 3, "c")])),
+        ("publish", encode([d(1, 1, 3, "c")])),
+    ], "the TTL set again only once a tenth of it passed"
+    channel._renewed[task] -= 6.0  # a tenth of the TTL later
+    channel._send({task: [d(1, 1, 4, "d")]})
+    assert ("expire", key(task)) in client.sent[5:]
