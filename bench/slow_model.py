@@ -1,59 +1,150 @@
 """A fake OpenAI-compatible model that answers every chat completion after ``--delay`` seconds
 (a real model's latency), holding any number of requests at once (asyncio), and counts them:
 ``GET /stats`` gives the requests answered, in flight now, and the most in flight at once;
-``POST /stats`` resets them and sets the delay (``{"delay": 2.0}``).
+``POST /stats`` resets them and sets the pace (``{"delay": 2.0}``; see below for the rest).
 
-Run: ``python -m bench.slow_model --port P --delay 10`` (``bench.inflight`` starts it).
+A ``stream: true`` request (fleet's adapters stream every call) is answered as OpenAI streams:
+``data:`` lines of ``chat.completion.chunk`` objects, the text in ``chunks`` content chunks
+``gap`` seconds apart (``chunks`` 0: the whole reply in one), a finish chunk, a usage chunk
+when the request asks ``stream_options.include_usage``, then ``data: [DONE]``. With ``chunks``
+set, each chunk's text is ``"<i:t> "``: its index and the time it was sent (``time.time()``),
+so a client measures each piece's latency without state shared with the model (a word ending
+with a space: a streaming redactor has no reason to hold it back). ``phase``: each stream waits
+a random fraction of ``gap`` before its first chunk, so many streams do not send in step.
+``hold``: requests wait (in flight) until ``POST /release``.
+Other requests get the whole reply in one JSON body.
+
+Run: ``python -m bench.slow_model --port P --delay 10`` (``bench.inflight`` and
+``bench.streaming`` start it).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import random
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-state: dict[str, float] = {"delay": 10.0, "answered": 0, "in_flight": 0, "peak": 0}
+state: dict[str, float] = {
+    "delay": 10.0,
+    "chunks": 0,
+    "gap": 0.0,
+    "phase": 0,
+    "hold": 0,
+    "answered": 0,
+    "in_flight": 0,
+    "peak": 0,
+}
+#: Set while requests may go on (``hold`` clears it).
+released = asyncio.Event()
+released.set()
+USAGE = {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}
 
 
-async def completion(request: Request) -> JSONResponse:
+async def completion(request: Request) -> Response:
     body: dict[str, Any] = await request.json()
     state["in_flight"] += 1
     state["peak"] = max(state["peak"], state["in_flight"])
     try:
+        await released.wait()
         await asyncio.sleep(state["delay"])
-    finally:
+    except BaseException:
         state["in_flight"] -= 1
-    state["answered"] += 1
+        raise
     said = str(body.get("messages", [{}])[-1].get("content", ""))[:40]
+    reply = f"slow: {said}"
+    name = f"chatcmpl-{int(state['answered'] + state['in_flight'])}"
+    if body.get("stream"):
+        usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return StreamingResponse(
+            _stream(name, str(body.get("model", "slow")), reply, usage),
+            media_type="text/event-stream",
+        )
+    state["in_flight"] -= 1
+    state["answered"] += 1
     return JSONResponse(
         {
-            "id": f"chatcmpl-{int(state['answered'])}",
+            "id": name,
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model", "slow"),
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": f"slow: {said}"},
+                    "message": {"role": "assistant", "content": reply},
                     "finish_reason": "stop",
                 }
             ],
-            "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25},
+            "usage": USAGE,
         }
     )
+
+
+def _data(obj: object) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+async def _stream(name: str, model: str, reply: str, usage: bool) -> AsyncIterator[bytes]:
+    chunks, gap = int(state["chunks"]), state["gap"]
+    head = {"id": name, "object": "chat.completion.chunk", "created": int(time.time())}
+    head["model"] = model
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return _data({**head, "choices": [choice]})
+
+    try:
+        if not chunks:
+            yield chunk({"role": "assistant", "content": reply})
+        else:
+            if state["phase"]:
+                await asyncio.sleep(random.uniform(0, gap))
+            for i in range(chunks):
+                if i:
+                    await asyncio.sleep(gap)
+                delta = {"content": f"<{i}:{time.time():.6f}> "}
+                yield chunk({"role": "assistant", **delta} if i == 0 else delta)
+        yield chunk({}, "stop")
+        if usage:
+            yield _data({**head, "choices": [], "usage": USAGE})
+        yield b"data: [DONE]\n\n"
+        state["answered"] += 1
+    finally:
+        state["in_flight"] -= 1
 
 
 async def stats(request: Request) -> JSONResponse:
     if request.method == "POST":
         given = await request.json()
-        state.update(answered=0, in_flight=0, peak=0, delay=float(given.get("delay", 10.0)))
+        state.update(
+            answered=0,
+            peak=state["in_flight"],
+            delay=float(given.get("delay", 10.0)),
+            chunks=int(given.get("chunks", 0)),
+            gap=float(given.get("gap", 0.0)),
+            phase=int(bool(given.get("phase", False))),
+            hold=int(bool(given.get("hold", False))),
+        )
+        if state["hold"]:
+            released.clear()
+        else:
+            released.set()
+    return JSONResponse(state)
+
+
+async def release(request: Request) -> JSONResponse:
+    """The requests held (``hold``) go on, and later ones do not wait."""
+    state["hold"] = 0
+    released.set()
     return JSONResponse(state)
 
 
@@ -61,6 +152,7 @@ app = Starlette(
     routes=[
         Route("/v1/chat/completions", completion, methods=["POST"]),
         Route("/stats", stats, methods=["GET", "POST"]),
+        Route("/release", release, methods=["POST"]),
     ]
 )
 

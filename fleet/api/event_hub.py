@@ -441,7 +441,10 @@ async def updates(
 
     A delta is sent only after every stored event before it: the first delta of a step the
     stream has not seen sends the store's events first, then the buffered deltas from the step's
-    start (or from ``after`` within it): a stream that joins mid-step gets the text so far.
+    start (or from ``after`` within it): a stream that joins mid-step gets the text so far. (A
+    step's first delta right after the event before that step, the stream sent already, goes
+    at once: nothing can lie between them.) Deltas that came before a read of the store go
+    before what it finds: they are older, and the step's event after them would void them.
 
     Raises NotFound at once for a missing task; a task deleted later ends the stream.
     """
@@ -461,6 +464,19 @@ async def updates(
     async with hub.watch(task_id, follower) as f:
         beat = next_beat()
         while True:
+            if f.deltas and not sync:
+                # Before a read of the store: text that came before the read is older than
+                # what the read finds (its step's event would make it late, and dropped).
+                pending, f.deltas = f.deltas, []
+                send, rest = _live(cursor, pending, after, synced_for)
+                for d in send:
+                    after = d.position
+                    yield d
+                if rest:  # again once the store and the buffer were read
+                    f.deltas[:0] = rest
+                    sync, synced_for = True, rest[0]
+                beat = next_beat()
+                continue
             if f.changed or sync:
                 f.changed = False  # before the read: a change during it reads again
                 try:
@@ -478,17 +494,7 @@ async def updates(
                     yield found.pop()
                 if ended:  # its ``end`` was sent (now or before this stream)
                     return
-            if f.deltas:
-                pending, f.deltas = f.deltas, []
-                send, rest = _live(cursor, pending, after, synced_for)
-                for d in send:
-                    after = d.position
-                    yield d
-                if rest:  # again once the store and the buffer were read
-                    f.deltas[:0] = rest
-                    sync, synced_for = True, rest[0]
-                beat = next_beat()
-                continue
+                continue  # (deltas that came during the read: next)
             if f.closed:
                 return
             now = loop.time()

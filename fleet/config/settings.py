@@ -180,9 +180,11 @@ class Settings(BaseSettings):
     #: events); off: watchers see each step's text once it is journaled.
     stream_deltas: bool = True
     #: A task's recent deltas kept for streams that join mid-step or reconnect (per task, the
-    #: newest ones; a stream that missed older ones gets the finished step's text instead).
+    #: newest entries, each the deltas a worker sent at once; a stream that missed older ones
+    #: gets the finished step's text instead).
     delta_buffer: int = Field(default=2000, ge=10, le=100_000)
-    #: Seconds a task's delta buffer outlives its last delta.
+    #: Seconds a task's delta buffer outlives its last delta (up to a tenth less: the TTL is
+    #: set again at most once a tenth of it).
     delta_ttl: PositiveDuration = 300.0
     #: Signs the operator UI's session cookies, at least 32 bytes (``openssl rand -hex 32``);
     #: unset: a random one per process (sessions end when it restarts; set it when several API

@@ -115,6 +115,8 @@ class Cursor:
         if after is not None and delta.position <= after:
             return "drop"
         if delta.step_key != self.step:
+            if delta.position.seq == 1 and after == _before(delta.position):
+                return "send"  # the step's first delta, right after the event before it
             return "sync"  # a new step: its earlier events must be read (and sent) first
         if self.skipping:
             return "drop"
@@ -155,6 +157,13 @@ class Cursor:
                 out.append(d)
                 self.seq = d.position.seq
         return out
+
+
+def _before(position: Position) -> Position:
+    """The event right before a delta's step: step *n - 1*'s own event (for step 1 its run's
+    start). Nothing lies between them and the step's first delta, so a stream that sent it
+    sends that delta as it comes, without reading the store and the buffer first."""
+    return Position(position.attempt, position.step - 1)
 
 
 def _start(group: Sequence[Delta], need: int | None) -> int | None:

@@ -20,6 +20,10 @@ class Channel(Protocol):
         thread where that costs a round trip)."""
         ...
 
+    # A channel that sends off the caller's thread also has ``barrier()``: it returns once
+    # what was published before was sent (``RunDeltas.end`` calls it before the step is
+    # journaled, so no delta reaches watchers after its step's event).
+
 
 class Redacting(Protocol):
     """A streaming redactor: ``feed`` what comes, what is safe to show now out."""
@@ -69,6 +73,9 @@ class RunDeltas:
         self._send(self._redacting.flush())
         if self._reset and self._seq:  # reset, then nothing new: an empty delta says so
             self._publish("")
+        barrier = getattr(self._channel, "barrier", None)
+        if self._seq and barrier is not None:  # the text is out before its step is journaled
+            barrier()
 
     def _at(self, step: int) -> None:
         if step != self._step:

@@ -74,6 +74,11 @@ def test_a_follower_sees_every_event_once_through_a_crash_and_a_retry(store: Sto
     for i, ev in enumerate(everything):
         _, rest = store.task_events(task.id, ev.position)
         assert [e.id for e in rest] == [e.id for e in everything[i + 1 :]]
+        if ev.kind == "step":  # after a delta of that step: the step's event comes next
+            _, rest = store.task_events(
+                task.id, Position.delta(ev.position.attempt, ev.position.step, 5)
+            )
+            assert [e.id for e in rest] == [e.id for e in everything[i:]]
     step_two = next(e for e in everything if e.id == "2.2.0")
     assert step_two.step is not None and step_two.step.output == TOOL_CALL.output
 

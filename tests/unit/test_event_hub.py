@@ -7,11 +7,14 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from fleet.api.event_hub import Alarms, EventHub, Follower, idle_due
+from fleet.api.event_hub import Alarms, EventHub, Follower, idle_due, updates
+from fleet.domain.deltas import Delta
+from fleet.domain.events import Position, TaskEvent
 
 IDS = [uuid.UUID(int=i) for i in range(1, 51)]
 
@@ -261,5 +264,62 @@ def test_alarms_share_one_handle_an_instant_and_ring_every_waiter() -> None:
         assert not a.is_set() and not c.is_set() and len(alarms) == 0
         alarms.discard(soon, b)  # after the ring: nothing left to drop
         assert len(alarms) == 0
+
+    asyncio.run(go())
+
+
+class EventStore(FakeStore):
+    """Marks that never change, and a running task's events as the test stores them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.task = SimpleNamespace(status=SimpleNamespace(terminal=False))
+        self.events: list[TaskEvent] = [
+            TaskEvent(Position(0, 0), "status", self.task),  # type: ignore[arg-type]
+            TaskEvent(Position(1, 0), "status", self.task),  # type: ignore[arg-type]
+        ]
+
+    def task_events(self, task_id: uuid.UUID, after: Position | None) -> tuple[Any, list[Any]]:
+        return self.task, [e for e in self.events if after is None or e.position > after]
+
+
+class Buffer:
+    def __init__(self) -> None:
+        self.deltas: list[Delta] = []
+        self.reads = 0
+
+    async def read(self, task_id: uuid.UUID) -> list[Delta]:
+        self.reads += 1
+        return list(self.deltas)
+
+
+def test_a_steps_first_delta_needs_no_read_and_its_last_goes_before_its_event() -> None:
+    store, buffer = EventStore(), Buffer()
+    hub = EventHub(store, min_s=0.01, max_s=0.04, deltas=buffer)  # type: ignore[arg-type]
+    task = IDS[0]
+
+    def delta(seq: int) -> Delta:
+        return Delta(Position.delta(1, 1, seq), "run", f"t{seq} ")
+
+    async def go() -> None:
+        async with asyncio.timeout(10):
+            stream = updates(hub, task, None, follower=Follower())
+            assert [(await anext(stream)).id for _ in range(2)] == ["0.0.0", "1.0.0"]  # type: ignore[union-attr]
+            assert await _until(lambda: bool(store.reads)), "the hub's first poll"
+            reads = buffer.reads
+            buffer.deltas.append(delta(1))
+            hub._delivered(task, [delta(1)])
+            assert (await anext(stream)).id == "1.1.d1"  # type: ignore[union-attr]
+            assert buffer.reads == reads, "right after the run's start: sent without a read"
+            # the step's last text and its journaled event come together
+            buffer.deltas.append(delta(2))
+            store.events.append(TaskEvent(Position(1, 1), "step", store.task))  # type: ignore[arg-type]
+            hub._delivered(task, [delta(2)])
+            for w in hub._watches[task].subscribers:
+                w.notify()
+            got = [(await anext(stream)).id for _ in range(2)]  # type: ignore[union-attr]
+            assert got == ["1.1.d2", "1.1.0"], "the text before its step's event, not dropped"
+            await stream.aclose()
+        await hub.close()
 
     asyncio.run(go())
