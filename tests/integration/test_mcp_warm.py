@@ -127,7 +127,7 @@ def test_a_server_that_died_is_started_anew_on_the_next_run(tmp_path):
 def test_a_server_that_hung_is_ended_and_started_anew(tmp_path):
     record = tmp_path / "rec"
     # the listing that precedes a run's use is bounded by connect_timeout (at most 5 s)
-    b = box(tmp_path, **stdio(record), lifetime="worker", connect_timeout="2s")
+    b = box(tmp_path, **stdio(record), lifetime="worker", connect_timeout="5s")
     with b.opened(ctx()):
         hung = pid_of(record)
     os.kill(hung, signal.SIGSTOP)

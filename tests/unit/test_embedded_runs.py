@@ -19,7 +19,7 @@ from fleet.store import TaskFilter
 from tests.conftest import write_config
 from tests.support.fleet import wait_for
 
-WAIT_MS = 3000
+WAIT_MS = 6000
 AGENTS = {"slow": f'[model]\nprovider = "echo"\ndelay_ms = {WAIT_MS}\n'}
 
 
@@ -44,7 +44,7 @@ def test_one_process_holds_hundreds_of_runs_waiting_on_their_model_each_conversa
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """250 conversations, two tasks each, on one SQLite file: most of their runs wait on their
-    3-second model at once, and each conversation's second task starts after its first ends."""
+    6-second model at once, and each conversation's second task starts after its first ends."""
     caplog.set_level(logging.WARNING)
     rt = runtime(tmp_path)
     assert rt.local_waker is not None
