@@ -82,7 +82,7 @@ test-core-tls-pgbouncer: pgbouncer
 # (FLEET_UPGRADE_CACHE): the first run installs it (pip), later ones reuse it.
 test-upgrade:
 	$(PYTHON) -m tests.support.upgrade
-	$(PYTHON) -m pytest -m upgrade tests/upgrade --durations=5
+	$(PYTHON) -m pytest -m upgrade tests/upgrade -rP --durations=5
 
 # Pure and SQLite-only tests: seconds, no services.
 unit:

@@ -86,10 +86,13 @@ def _explain(reader: Store, task_ids: list[uuid.UUID], made: Counter[str]) -> st
     return "\n".join(lines)
 
 
-def _in_flight(reader: Store, version: str) -> int:
-    """Runs in flight on processes of ``version``."""
+def _in_first_step(reader: Store, version: str) -> int:
+    """Runs in flight on processes of ``version`` that have journaled no step yet (in their
+    first model step: a SIGTERM now hands them back before their tool call)."""
+    r, tr = s.runs, s.traces
+    journaled = select(tr.c.id).where(tr.c.run_id == r.c.id).exists()
     with reader.read() as conn:
-        found = conn.execute(select(s.runs.c.release).where(s.runs.c.finished_at.is_(None)))
+        found = conn.execute(select(r.c.release).where(r.c.finished_at.is_(None), ~journaled))
         return sum(1 for (release,) in found if _version(release) == version)
 
 
@@ -160,10 +163,10 @@ def test_a_release_rolls_out_over_the_previous_one_under_load(
     submitter.shutdown()
     total = CONVERSATIONS * TASKS
     wait_for(
-        lambda: _in_flight(reader, previous.release.version) >= 2,
+        lambda: _in_first_step(reader, previous.release.version),
         30,
-        interval=0.05,
-        what="runs in flight on the old release",
+        interval=0.02,
+        what="a run of the old release in its first step",
     )
     mark("last round")
 
