@@ -1,7 +1,7 @@
 # One command surface for people and CI (.ci/run calls `make test`).
 PYTHON ?= python
 
-.PHONY: setup lint typecheck docs browser pgvector pgbouncer test test-core test-core-tls test-core-tls-pgbouncer unit bench
+.PHONY: setup lint typecheck docs browser pgvector pgbouncer test test-core test-core-tls test-core-tls-pgbouncer test-upgrade unit bench
 
 # apt-get as root, else through sudo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -53,12 +53,14 @@ pgbouncer:
 # The whole suite: needs PostgreSQL and Redis on 127.0.0.1 (CI=true fails instead of skipping).
 # Most tests wait on processes, the database and Redis more than they compute: they run in
 # JOBS parallel pytest processes (each with its own template database and Redis database);
-# those bound by wall-clock time (marked serial) run alone afterwards.
+# those bound by wall-clock time (marked serial) run alone afterwards. Then the core tests
+# against other backends, and the upgrade from the previous release.
 JOBS ?= 4
 test: lint typecheck docs browser pgvector pgbouncer
-	$(PYTHON) -m pytest -n $(JOBS) -m "not serial" --durations=20
-	$(PYTHON) -m pytest -m serial --durations=20
+	$(PYTHON) -m pytest -n $(JOBS) -m "not serial and not upgrade" --durations=20
+	$(PYTHON) -m pytest -m "serial and not upgrade" --durations=20
 	$(MAKE) --no-print-directory test-core
+	$(MAKE) --no-print-directory test-upgrade
 
 # The dispatch invariant tests (marked core) again, against backends the tests start themselves
 # (FLEET_TEST_BACKEND, tests/conftest.py): a TLS-only PostgreSQL reached with
@@ -72,6 +74,15 @@ test-core-tls:
 
 test-core-tls-pgbouncer: pgbouncer
 	FLEET_TEST_BACKEND=tls-pgbouncer $(PYTHON) -m pytest -m core tests/integration
+
+# This release rolled out over the previous one under load, and runs handed back between the
+# two (tests/upgrade, marked upgrade). The previous release is the commit that set the version
+# before this one in pyproject.toml (FLEET_UPGRADE_FROM=<commit>: another), checked out in a git
+# worktree with a venv of its own, both kept under ~/.cache/fleet-upgrade/<commit>
+# (FLEET_UPGRADE_CACHE): the first run installs it (pip), later ones reuse it.
+test-upgrade:
+	$(PYTHON) -m tests.support.upgrade
+	$(PYTHON) -m pytest -m upgrade tests/upgrade -rP --durations=5
 
 # Pure and SQLite-only tests: seconds, no services.
 unit:

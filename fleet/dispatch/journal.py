@@ -9,7 +9,7 @@ from datetime import datetime
 
 from fleet.dispatch.lease import LeaseHandle
 from fleet.dispatch.shutdown import HandBack
-from fleet.domain import shutdown
+from fleet.domain import journal, shutdown
 from fleet.domain.runs import Signals, TraceRow
 from fleet.domain.values import Task
 from fleet.errors import LeaseLost
@@ -51,6 +51,11 @@ class StoreJournal:
         worker is stopping."""
         if self._handle.lost.is_set():
             raise LeaseLost(f"lease on conversation {self._task.conversation_id} was lost")
+        if self._stopping():
+            # It hands back at this commit: an unsafe call these rows mark as begun will not
+            # begin. (A stop that comes during the commit leaves the mark: a resume reads the
+            # mark of a run handed back at a step boundary as never begun too.)
+            rows = journal.never_begun(rows)
         signals = self._store.checkpoint(
             self._task, self._run_id, rows, self._clock(), take_inbox_as=take_inbox_as
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from fleet.domain import shutdown
 from fleet.domain.runs import TraceRow
 
 #: Journal kinds that record a wait (for model capacity), not a step's work.
@@ -33,6 +34,24 @@ def tool_action(entry: TraceRow | None, retry: Literal["safe", "unsafe"]) -> Too
     if entry.status == "finished":
         return "replay"
     return "rerun" if retry == "safe" else "unknown"
+
+
+def handed_back(status: str, error: str | None) -> bool:
+    """Did a run with this ``status`` and ``error`` end handed back at a step boundary (at
+    worker shutdown, nothing in flight), as 0.2.0 on store it?"""
+    return status == "interrupted" and error == shutdown.HANDED_BACK
+
+
+def never_begun(entries: Sequence[TraceRow]) -> list[TraceRow]:
+    """``entries`` without the ``started`` marks of calls that never began.
+
+    An unsafe call is journaled as started in the commit just before it runs; a run handed back
+    at that step boundary (``shutdown.HANDED_BACK``) stops there, before the call. Its mark
+    would tell the retry that the call may have had its effect (``UNKNOWN_RESULT``) when it had
+    none: without it, the retry makes the call. A run stored this way by 0.2.0, which kept the
+    mark, is read so too (``Store.journal``).
+    """
+    return [e for e in entries if e.status != "started"]
 
 
 class Replay:

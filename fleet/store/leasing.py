@@ -16,7 +16,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from fleet import release
-from fleet.domain import lifecycle
+from fleet.domain import journal, lifecycle
 from fleet.domain.context import Record
 from fleet.domain.quota import ledger_rows
 from fleet.domain.runs import InboxItem, Outcome, Signals, TraceRow
@@ -193,8 +193,10 @@ class LeasingStore(PgHotPath):
 
     def journal(self, task_id: uuid.UUID) -> list[TraceRow]:
         """The step journal a retry of the task replays: the steps of its latest run that
-        journaled any (each attempt copies what it replayed, so that one holds them all)."""
-        tr = s.traces
+        journaled any (each attempt copies what it replayed, so that one holds them all). When
+        that run was handed back at a step boundary, a call it marked as begun never began
+        (``journal.never_begun``)."""
+        tr, r = s.traces, s.runs
         latest = (
             select(tr.c.run_id)
             .where(tr.c.task_id == task_id)
@@ -204,7 +206,11 @@ class LeasingStore(PgHotPath):
         )
         with self.read() as conn:
             found = conn.execute(select(tr).where(tr.c.run_id == latest).order_by(tr.c.step)).all()
-        return [rows.trace(r) for r in found]
+            ended = conn.execute(select(r.c.status, r.c.error).where(r.c.id == latest)).first()
+        entries = [rows.trace(row) for row in found]
+        if ended is not None and journal.handed_back(ended.status, ended.error):
+            return journal.never_begun(entries)
+        return entries
 
     def cancel_requested(self, task_id: uuid.UUID) -> bool:
         """Was the task asked to stop (a cancel, or an interrupt for a newer message)? Polled

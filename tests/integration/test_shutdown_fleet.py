@@ -42,8 +42,15 @@ AGENTS = {
         tools = ["tests.support.shop_tools:count_then_hang"]
         model = "echo"
     """,
+    # a slow model step, then a counted tool that is not safe to retry
+    "counter": """
+        tools = ["tests.support.shop_tools:count"]
+        [model]
+        provider = "echo"
+        delay_ms = 1500
+    """,
 }
-DEPLOYMENTS = {"hanger": 'agent = "hanger"\n'}
+DEPLOYMENTS = {name: f'agent = "{name}"\n' for name in AGENTS}
 
 
 @pytest.fixture
@@ -159,6 +166,33 @@ def test_a_step_still_running_when_the_grace_ends_is_abandoned_and_not_redone(
     other = b if first is a else a
     # the worker that took the task over goes on
     assert other.popen.poll() is None, f"{other.name} exited:\n{other.log()[-2000:]}"
+
+
+def test_sigterm_before_an_unsafe_call_leaves_the_call_to_the_next_worker(
+    rt: Runtime, fleet: Fleet, counter: Path
+) -> None:
+    """SIGTERM during the model step that asks for an unsafe tool: the run hands back at the
+    boundary before the call, which never began: the next worker makes it (once), and the
+    model is not told its outcome is unknown."""
+    a, b = fleet.worker("a"), fleet.worker("b")
+    task = rt.dispatcher.submit("counter", "/tool count {}").task
+    wait_for(lambda: rt.store.runs_of(task.id), 30, what="the run to start")
+    time.sleep(0.5)  # in the model step (1.5 s)
+    first = holder(fleet, rt, task.id)
+    sigterm(first, group=False)
+
+    done = wait_for(lambda: finished(rt, task.id), 30, what="the task on the other")
+    assert done.status == TaskStatus.SUCCEEDED, done.error  # type: ignore[attr-defined]
+    runs = rt.store.runs_of(task.id)
+    assert [(r.attempt, r.status, r.error) for r in runs] == [
+        (1, "interrupted", shutdown.HANDED_BACK),
+        (2, "succeeded", None),
+    ]
+    assert tool_outputs(rt, runs[0].id) == []  # no call journaled as begun
+    assert tool_outputs(rt, runs[1].id) == [("finished", False, "counted")]
+    assert [line.split()[1] for line in side_effects(counter)] == [str(runs[1].id)]
+    other = b if first is a else a
+    assert os.getpgid(int(str(runs[1].worker).rpartition(":")[2])) == other.pid
 
 
 def refused(port: int) -> bool:

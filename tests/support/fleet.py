@@ -36,12 +36,19 @@ def wait_for(
 class Proc:
     """A child process in its own session, logging to a file the test can wait on."""
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+    def __init__(
+        self, name: str, argv: list[str], env: dict[str, str], log: Path, cwd: Path | None = None
+    ) -> None:
         self.name = name
         self.log_path = log
         self._log = log.open("wb")
         self.popen = subprocess.Popen(
-            argv, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            env=env,
+            cwd=cwd,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     @property
