@@ -303,8 +303,18 @@ class Side:
         return proc
 
     def worker(self, name: str, concurrency: int = 2, *, wait: bool = True) -> Proc:
-        """``fleet worker --concurrency N``; ``wait``: until it is ready (else ``ready(proc)``)."""
-        argv = ("worker", "--concurrency", str(concurrency), "--name", f"{self.label}-{name}@%h")
+        """``fleet worker --concurrency N``, a process a run (``--runs 1`` where the release
+        has it: 0.2.0's only pool; both then hand a run back from its pool process at SIGTERM
+        alike); ``wait``: until it is ready (else ``ready(proc)``)."""
+        runs = ("--runs", "1") if self.label != "old" else ()
+        argv = (
+            "worker",
+            "--concurrency",
+            str(concurrency),
+            *runs,
+            "--name",
+            f"{self.label}-{name}@%h",
+        )
         return self.start(name, *argv, ready=WORKER_READY if wait else None)
 
     def beat(self, *, wait: bool = True) -> Proc:
