@@ -196,8 +196,8 @@ def test_a_subscription_that_stops_answering_counts_as_dropped(
     asyncio.run(go())
 
 
-#: serial: a health check has 0.3 s to answer here; with other test processes on the two cores
-#: one took longer, and the quiet was taken for dead.
+#: serial: a health check has 1 s to answer here; with other test processes on the two cores
+#: one took longer than 0.3 s, and the quiet was taken for dead.
 @pytest.mark.serial
 def test_a_quiet_spell_with_nothing_watched_is_not_taken_for_dead(
     redis_url: str, monkeypatch: pytest.MonkeyPatch
@@ -205,7 +205,7 @@ def test_a_quiet_spell_with_nothing_watched_is_not_taken_for_dead(
     from fleet.api import event_hints
 
     monkeypatch.setattr(event_hints, "PING_S", 0.05)
-    monkeypatch.setattr(event_hints, "DEAD_S", 0.3)
+    monkeypatch.setattr(event_hints, "DEAD_S", 1.0)
     hub = EventHub(FakeStore(), min_s=0.01, max_s=0.04, hints_url=redis_url)  # type: ignore[arg-type]
     ups: list[bool] = []
 
@@ -219,7 +219,7 @@ def test_a_quiet_spell_with_nothing_watched_is_not_taken_for_dead(
             async with hub.watch(TASK):
                 await _until(lambda: ups == [True], "subscribed")
             await _until(lambda: not listener._subscribed, "nothing watched")
-            await asyncio.sleep(1.0)  # the quiet itself: over three times DEAD_S, no channel
+            await asyncio.sleep(3.2)  # the quiet itself: over three times DEAD_S, no channel
             again = loop.time()
             async with hub.watch(uuid.uuid4()):
                 await _until(lambda: listener._last_heard > again, "subscribed again")
