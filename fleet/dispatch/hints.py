@@ -34,6 +34,23 @@ def channel(task_id: uuid.UUID | str) -> str:
     return CHANGED_CHANNEL.format(task=task_id)
 
 
+class Losses:
+    """What a background publisher could not send: counted, and said in the log at most once
+    every ``every_s`` (``message`` is formatted with the count and the reason)."""
+
+    def __init__(self, message: str, every_s: float = 60.0) -> None:
+        self.message, self.every_s = message, every_s
+        self.count = 0
+        self._warned = float("-inf")
+
+    def add(self, n: int, why: str) -> None:
+        self.count += n
+        now = time.monotonic()
+        if now - self._warned >= self.every_s:
+            self._warned = now
+            log.warning(self.message, n, why)
+
+
 class Hints(Protocol):
     def changed(self, task_id: uuid.UUID) -> None:
         """``task_id``'s status, attempts or journal changed (call after the commit)."""
@@ -72,9 +89,11 @@ class RedisHints:
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
         self._closing = False
-        self._warned = float("-inf")
-        #: Hints dropped (backlog) or not sent (Redis errors), for tests and logs.
-        self.lost = 0
+        self._losses = Losses(
+            "%d change hint(s) for task event streams not sent (%s); streams of those tasks "
+            "see their events at their next read (within 10 s)",
+            self.warn_every_s,
+        )
 
     def changed(self, task_id: uuid.UUID) -> None:
         if self._pid != os.getpid() or self._thread is None or not self._thread.is_alive():
@@ -131,14 +150,10 @@ class RedisHints:
         except Exception as exc:  # hints: the streams' slow reads cover what is lost
             self._lose(len(batch), f"{type(exc).__name__}: {exc}")
 
+    @property
+    def lost(self) -> int:
+        """Hints dropped (backlog) or not sent (Redis errors), for tests and logs."""
+        return self._losses.count
+
     def _lose(self, n: int, why: str) -> None:
-        self.lost += n
-        now = time.monotonic()
-        if now - self._warned >= self.warn_every_s:
-            self._warned = now
-            log.warning(
-                "%d change hint(s) for task event streams not sent (%s); streams of those tasks "
-                "see their events at their next read (within 10 s)",
-                n,
-                why,
-            )
+        self._losses.add(n, why)

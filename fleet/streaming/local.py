@@ -80,8 +80,3 @@ class LocalChannel:
         entry = self._buffers.get(task_id)
         kept = entry[1] if entry is not None else ()
         return [d for d in kept if after is None or d.position > after]
-
-    def forget(self, task_id: uuid.UUID) -> None:
-        """Drop a task's deltas (its data erased)."""
-        with self._lock:
-            self._buffers.pop(task_id, None)

@@ -23,7 +23,7 @@ from collections import defaultdict, deque
 from typing import Any
 
 from fleet.constants import DELTAS_KEY
-from fleet.dispatch.hints import channel
+from fleet.dispatch.hints import Losses, channel
 from fleet.dispatch.redis_target import RedisTarget
 from fleet.domain.deltas import Delta, decode, encode
 from fleet.domain.events import Position
@@ -63,9 +63,11 @@ class RedisChannel:
         #: Set by a barrier: send now, without gathering for ``window_s``.
         self._now = threading.Event()
         self._thread: threading.Thread | None = None
-        self._warned = float("-inf")
-        #: Deltas not sent (backlog, Redis errors): tests and logs.
-        self.lost = 0
+        self._losses = Losses(
+            "%d text delta(s) not sent to task event streams (%s); their watchers see that "
+            "text when its step is journaled",
+            self.warn_every_s,
+        )
         #: Pipelines sent (the benchmark).
         self.batches = 0
         #: When each task's key had its TTL set last (the thread's), and when to drop old ones.
@@ -168,17 +170,13 @@ class RedisChannel:
         for task_id in renewing:
             renewed[task_id] = now
 
+    @property
+    def lost(self) -> int:
+        """Deltas not sent (backlog, Redis errors): tests and logs."""
+        return self._losses.count
+
     def _lose(self, n: int, why: str) -> None:
-        self.lost += n
-        now = time.monotonic()
-        if now - self._warned >= self.warn_every_s:
-            self._warned = now
-            log.warning(
-                "%d text delta(s) not sent to task event streams (%s); their watchers see "
-                "that text when its step is journaled",
-                n,
-                why,
-            )
+        self._losses.add(n, why)
 
 
 class RedisTail:
