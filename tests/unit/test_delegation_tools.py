@@ -277,7 +277,10 @@ def test_a_call_abandoned_at_shutdown_leaves_the_delegated_task_to_resume(tmp_pa
             return found[0] if found and found[0].status == TaskStatus.RUNNING else None
 
         child = wait_for(child_running, 30, what="the delegated task to run")
-        assert rt.dispatcher.shut_down(0.2) == 2  # both mid-step: abandoned, handed back
+        # The delegated run is mid-step (its wait lasts 60 s): abandoned. The lead is too, unless
+        # the delegated task's hand-back ended its call first and it handed itself back at
+        # the step boundary: either way both are handed back, neither cancelled.
+        assert rt.dispatcher.shut_down(0.2) in (1, 2)
         drain.join(30)
         wait_for(
             lambda: not any(t.name == "fleet-tool-call_agent" for t in threading.enumerate()),
