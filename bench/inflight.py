@@ -53,6 +53,8 @@ class Phase:
     connections: int
     cpu_ms_per_turn: float
     succeeded: int
+    submit_s: float
+
 
     def line(self) -> str:
         per_run = (self.peak_rss_mib - self.idle_rss_mib) / max(1, self.model_peak)
@@ -61,7 +63,8 @@ class Phase:
             f"{self.tasks / self.seconds:6.1f} turns/s  model in flight {self.model_peak:>5}  "
             f"RSS idle {self.idle_rss_mib:6.0f} MiB peak {self.peak_rss_mib:6.0f} MiB "
             f"({per_run:5.2f} MiB/run in flight)  db connections {self.connections:>3}  "
-            f"CPU/turn {self.cpu_ms_per_turn:5.2f} ms  succeeded {self.succeeded}"
+            f"CPU/turn {self.cpu_ms_per_turn:5.2f} ms  succeeded {self.succeeded}  "
+            f"(submitted in {self.submit_s:.1f} s)"
         )
 
 
@@ -143,6 +146,7 @@ class Bench:
             start = time.monotonic()
             for i in range(tasks):
                 self.rt.dispatcher.submit("slow", f"m{i}", key=f"{name}{self.round}-c{i}")
+            submitted = time.monotonic() - start
             wait_for(
                 lambda: (
                     self._count(deployment, t.c.status.in_(("succeeded", "failed")))
@@ -167,6 +171,7 @@ class Bench:
                 connections=peak["connections"],
                 cpu_ms_per_turn=cpu * 1000 / tasks,
                 succeeded=self._count(deployment, t.c.status == "succeeded") - done_before,
+                submit_s=submitted,
             )
         finally:
             fleet.stop()
@@ -180,26 +185,31 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prefork-tasks", type=int, default=100)
     parser.add_argument("--prefork", type=int, default=8)
     parser.add_argument("--fast-delay", type=float, default=2.0)
+    parser.add_argument(
+        "--phases", default="many,prefork,fast", help="which phases, comma-separated"
+    )
     args = parser.parse_args(argv)
     load = os.getloadavg()
     print(f"machine: {CORES} cores, load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
         bench = Bench(Path(tmp), args, stack)
         many_args = ["-c", "1", "--runs", str(args.runs)]
-        phases = [
-            bench.phase("many", many_args, args.tasks, args.delay),
-            bench.phase(
-                "prefork",
-                ["-c", str(args.prefork), "--runs", "1"],
-                args.prefork_tasks,
-                args.delay,
-            ),
-            bench.phase("fast", many_args, args.tasks, args.fast_delay),
-        ]
+        plan = {
+            "many": (many_args, args.tasks, args.delay),
+            "prefork": (["-c", str(args.prefork), "--runs", "1"], args.prefork_tasks, args.delay),
+            "fast": (many_args, args.tasks, args.fast_delay),
+        }
+        chosen = [name.strip() for name in args.phases.split(",") if name.strip()]
+        unknown = [name for name in chosen if name not in plan]
+        if unknown:
+            parser.error(f"--phases: unknown phase(s) {', '.join(unknown)} (one of {', '.join(plan)})")
+        phases = {name: bench.phase(name, *plan[name]) for name in chosen}
     print(f"model: every call answered after {args.delay:g} s ({args.fast_delay:g} s: fast)")
-    for phase in phases:
+    for phase in phases.values():
         print(phase.line())
-    many, prefork = phases[0], phases[1]
+    if "many" not in phases or "prefork" not in phases:
+        return
+    many, prefork = phases["many"], phases["prefork"]
     print(
         f"many vs prefork: CPU per turn {many.cpu_ms_per_turn / prefork.cpu_ms_per_turn:.2f}x, "
         f"memory per run in flight "

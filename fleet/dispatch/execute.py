@@ -9,6 +9,7 @@ clock, config and shutdown flag as they are now (tests swap the clock).
 from __future__ import annotations
 
 import logging
+import threading
 from typing import TYPE_CHECKING
 
 from fleet import metrics, policy
@@ -47,6 +48,9 @@ class Execution:
         self.d = dispatcher
         self._models: dict[str, model_adapters.Model] = {}
         self._toolboxes: dict[str, Toolbox] = {}
+        # Held while one is built: hundreds of runs starting at once build each agent's model
+        # (its client, its connection pool) and toolbox once, not once a run.
+        self._building = threading.Lock()
 
     def prepare(self, claim: Claim) -> Prepared:
         """The frozen context of a claimed task (built once; a retry reuses its first one)."""
@@ -173,13 +177,19 @@ class Execution:
     def _toolbox(self, agent: AgentConfig) -> Toolbox:
         box = self._toolboxes.get(agent.name)
         if box is None:
-            box = self._toolboxes[agent.name] = toolbox.build(agent, self.d.config.root)
+            with self._building:
+                box = self._toolboxes.get(agent.name)
+                if box is None:
+                    box = self._toolboxes[agent.name] = toolbox.build(agent, self.d.config.root)
         return box
 
     def model(self, agent: AgentConfig) -> model_adapters.Model:
         model = self._models.get(agent.name)
         if model is None:
-            model = self._models[agent.name] = model_adapters.build(
-                agent.model, self.d.settings, self.d.traffic
-            )
+            with self._building:
+                model = self._models.get(agent.name)
+                if model is None:
+                    model = self._models[agent.name] = model_adapters.build(
+                        agent.model, self.d.settings, self.d.traffic
+                    )
         return model

@@ -49,6 +49,10 @@ class Lease(ABC):
     def renew(self, handle: LeaseHandle) -> bool:
         """Extend the lease by its TTL; False if it expired or another holder took it."""
 
+    def renew_many(self, handles: Sequence[LeaseHandle]) -> list[bool]:
+        """``renew`` for each (in order); a lease port may do it in one round trip."""
+        return [self.renew(h) for h in handles]
+
     @abstractmethod
     def release(self, handle: LeaseHandle) -> bool:
         """Give the lease up if still ours; True if somebody knocked while we held it."""
@@ -92,13 +96,14 @@ class Lease(ABC):
                 if not due:
                     self._beat_wake.wait(max(0.0, nxt - now))
                     continue
-            for h in due:
-                try:
-                    ok = self.renew(h)
-                except Exception:  # a lost connection counts as a lost lease
-                    log.warning("lease renewal failed for %s", h.conversation_id, exc_info=True)
-                    ok = False
+            try:  # every lease due now in one batch
+                renewed = self.renew_many(due)
+            except Exception:  # a lost connection counts as a lost lease
+                log.warning("renewing %d lease(s) failed", len(due), exc_info=True)
+                renewed = [False] * len(due)
+            for h, ok in zip(due, renewed, strict=True):
                 if not ok:
+                    log.warning("lease renewal failed for %s", h.conversation_id)
                     h.lost.set()
                     with self._beat_lock:
                         self._beating.pop(id(h), None)

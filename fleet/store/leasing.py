@@ -11,7 +11,8 @@ from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, or_, select, update
+from sqlalchemy import Connection, any_, bindparam, func, or_, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -222,18 +223,20 @@ class LeasingStore(PgHotPath):
         return found is not None and bool(found.cancel_requested or found.interrupt_requested)
 
     def stop_requested(self, task_ids: Collection[uuid.UUID]) -> set[uuid.UUID]:
-        """Those of ``task_ids`` asked to stop (a cancel or an interrupt): one statement per
-        500 ids."""
+        """Those of ``task_ids`` asked to stop (a cancel or an interrupt): on PostgreSQL one
+        statement whose ids are one array parameter (an ``IN`` list of hundreds of ids costs
+        the worker more to render and send than the database to answer); elsewhere one
+        statement per 500 ids."""
         ids = list(task_ids)
         found: set[uuid.UUID] = set()
+        asked = or_(t.c.cancel_requested, t.c.interrupt_requested)
         with self.read() as conn:
+            if self.dialect == "postgresql":
+                ids_param = bindparam("ids", ids, type_=ARRAY(t.c.id.type))
+                rows = conn.execute(select(t.c.id).where(t.c.id == any_(ids_param), asked))
+                return {row.id for row in rows}
             for i in range(0, len(ids), 500):
-                rows = conn.execute(
-                    select(t.c.id).where(
-                        t.c.id.in_(ids[i : i + 500]),
-                        or_(t.c.cancel_requested, t.c.interrupt_requested),
-                    )
-                )
+                rows = conn.execute(select(t.c.id).where(t.c.id.in_(ids[i : i + 500]), asked))
                 found.update(row.id for row in rows)
         return found
 

@@ -281,3 +281,18 @@ def test_delete_is_refused_while_a_reply_delivery_is_pending_unless_forced(rt: R
     stone = rt.dispatcher.lifecycle.delete("chat", "k", by="ops", cancel_running=True)
     assert stone.tasks == 1 and conversations(rt) == 0
     assert rt.store.delivery(other[0]) is None  # dropped with its task, as asked
+
+
+def test_stop_requested_names_the_tasks_asked_to_stop_among_hundreds(rt: Runtime) -> None:
+    """The stop watch's one read: among many ids (past one statement's 500 on SQLite, one
+    array on PostgreSQL) those with a cancel or an interrupt asked, and no others."""
+    tasks = [rt.dispatcher.submit("chat", f"t{i}", key=f"k{i}").task.id for i in range(3)]
+    with rt.store.tx() as conn:
+        conn.execute(s.tasks.update().where(s.tasks.c.id == tasks[0]).values(cancel_requested=True))
+        conn.execute(
+            s.tasks.update().where(s.tasks.c.id == tasks[1]).values(interrupt_requested=True)
+        )
+    unknown = [uuid.uuid4() for _ in range(600)]
+    assert rt.store.stop_requested([*unknown, *tasks]) == {tasks[0], tasks[1]}
+    assert rt.store.stop_requested([tasks[2]]) == set()
+    assert rt.store.stop_requested([]) == set()

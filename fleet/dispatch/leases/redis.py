@@ -119,6 +119,17 @@ class RedisLease(Lease):
         key = lease_key(handle.conversation_id)
         return bool(self._renew(keys=[key], args=[handle.token, self._ttl_ms]))
 
+    def renew_many(self, handles: Sequence[LeaseHandle]) -> list[bool]:
+        """``renew`` for each, in one round trip."""
+        pipe = self._redis.pipeline(transaction=False)
+        for handle in handles:
+            self._renew(
+                keys=[lease_key(handle.conversation_id)],
+                args=[handle.token, self._ttl_ms],
+                client=pipe,
+            )
+        return [bool(v) for v in pipe.execute()]
+
     def release(self, handle: LeaseHandle) -> bool:
         keys = [lease_key(handle.conversation_id), knock_key(handle.conversation_id)]
         return bool(self._release(keys=keys, args=[handle.token]))

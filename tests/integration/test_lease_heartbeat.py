@@ -1,0 +1,68 @@
+"""The lease heartbeat on real Redis: every lease a process holds is renewed in one batch a beat;
+a lease another holder took (or that expired) is lost, and only that one."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+import redis
+
+from fleet.dispatch.lease import LeaseHandle
+from fleet.dispatch.leases.redis import RedisLease, lease_key
+from tests.support.fleet import wait_for
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[Any]:
+    c = redis.Redis.from_url(redis_url)
+    yield c
+    c.close()
+
+
+def _held(lease: RedisLease, n: int) -> list[LeaseHandle]:
+    handles = [lease.acquire(uuid.uuid4()) for _ in range(n)]
+    assert all(h is not None for h in handles)
+    return [h for h in handles if h is not None]
+
+
+def test_renew_many_extends_the_held_and_refuses_one_another_holder_took(client: Any) -> None:
+    lease = RedisLease(client, ttl_s=5.0)
+    mine, taken = _held(lease, 2), _held(lease, 1)[0]
+    client.set(lease_key(taken.conversation_id), "someone-else", px=5000)
+    for h in mine:
+        client.pexpire(lease_key(h.conversation_id), 1000)
+    assert lease.renew_many([mine[0], taken, mine[1]]) == [True, False, True]
+    assert all(client.pttl(lease_key(h.conversation_id)) > 4000 for h in mine)
+    assert client.get(lease_key(taken.conversation_id)) == b"someone-else"
+    assert lease.renew_many([]) == []
+
+
+def test_the_heartbeat_keeps_hundreds_alive_past_their_ttl_and_loses_only_the_taken(
+    client: Any,
+) -> None:
+    lease = RedisLease(client, ttl_s=1.0)
+    handles = _held(lease, 300)
+    with ExitStack() as stack:
+        for h in handles:
+            stack.enter_context(lease.kept_alive(h))
+        victim = handles[7]
+        client.delete(lease_key(victim.conversation_id))
+        client.set(lease_key(victim.conversation_id), "someone-else", px=60_000)
+        wait_for(victim.lost.is_set, 5, what="the taken lease to be found lost")
+        # three renewals later every other lease is still ours, never lost
+        key = lease_key(handles[-1].conversation_id)
+        for _ in range(3):  # its TTL (1 s) runs down past 0.8 s, then a renewal sets it back
+            wait_for(lambda: 0 < client.pttl(key) < 800, 5, what="the TTL to run down")
+            wait_for(lambda: client.pttl(key) > 900, 5, what="a renewal")
+        assert all(
+            client.get(lease_key(h.conversation_id)) == h.token.encode()
+            for h in handles
+            if h is not victim
+        )
+        assert [h for h in handles if h.lost.is_set()] == [victim]
