@@ -55,7 +55,6 @@ class Phase:
     succeeded: int
     submit_s: float
 
-
     def line(self) -> str:
         per_run = (self.peak_rss_mib - self.idle_rss_mib) / max(1, self.model_peak)
         return (
@@ -202,7 +201,8 @@ def main(argv: list[str] | None = None) -> None:
         chosen = [name.strip() for name in args.phases.split(",") if name.strip()]
         unknown = [name for name in chosen if name not in plan]
         if unknown:
-            parser.error(f"--phases: unknown phase(s) {', '.join(unknown)} (one of {', '.join(plan)})")
+            known = ", ".join(plan)
+            parser.error(f"--phases: unknown phase(s) {', '.join(unknown)} (one of {known})")
         phases = {name: bench.phase(name, *plan[name]) for name in chosen}
     print(f"model: every call answered after {args.delay:g} s ({args.fast_delay:g} s: fast)")
     for phase in phases.values():

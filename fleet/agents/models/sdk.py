@@ -9,7 +9,10 @@ turns those exceptions into readable ModelErrors, and reads a stream into an :cl
 
 from __future__ import annotations
 
+import functools
+import itertools
 import socket
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing, suppress
 from typing import Any, ClassVar, Generic, NamedTuple, NotRequired, Protocol, TypedDict, TypeVar
@@ -97,6 +100,10 @@ class Endpoint(TypedDict):
     max_retries: NotRequired[int]
 
 
+#: How many SDK clients (HTTP connection pools) one adapter spreads its calls over.
+CLIENT_SHARDS = 8
+
+
 class SDKModel(Generic[C]):
     """An adapter's name, timeout, SDK client, failures and the headers of every request."""
 
@@ -126,17 +133,39 @@ class SDKModel(Generic[C]):
         # one at construction, so they get a stand-in that every request then omits. An explicit
         # key also keeps the SDK from reading its own OPENAI_*/ANTHROPIC_* variables or profiles:
         # fleet's settings are the one source.
-        self._client = connect(
+        self._connect = functools.partial(
+            connect,
             api_key=api_key or "no-key",
             base_url=base_url,
             timeout=timeout_s,
             max_retries=max_retries,
         )
+        self._clients: list[C] = [self._connect()]
+        self._turn = itertools.count()
+        self._clients_lock = threading.Lock()
         self._headers: dict[str, Any] = {} if api_key else {"Authorization": omit}
 
+    @property
+    def _client(self) -> C:
+        """One of the adapter's SDK clients, in turn (each made on first use).
+
+        Every SDK client has one HTTP connection pool, and that pool looks over all its
+        connections each time a request starts or ends: with hundreds of calls in flight in one
+        process that search is quadratic. Spread over ``CLIENT_SHARDS`` clients, each pool
+        holds a fraction of the calls.
+        """
+        i = next(self._turn) % CLIENT_SHARDS
+        if i >= len(self._clients):
+            with self._clients_lock:
+                while len(self._clients) <= i:
+                    self._clients.append(self._connect())
+        return self._clients[i]
+
     def close(self) -> None:
-        """Close the SDK's HTTP client."""
-        self._client.close()
+        """Close the SDK's HTTP clients."""
+        with self._clients_lock:
+            for client in self._clients:
+                client.close()
 
     def _send(self, request: Callable[[], R]) -> R:
         """``request()``, with the SDK's failures (after its retries) as ModelErrors."""
