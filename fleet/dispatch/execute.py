@@ -183,6 +183,15 @@ class Execution:
                     box = self._toolboxes[agent.name] = toolbox.build(agent, self.d.config.root)
         return box
 
+    def warm(self) -> None:
+        """Build every configured agent's model now (its SDK imported, its clients made): a
+        worker that starts hundreds of runs at once does not pay for it inside them."""
+        for agent in self.d.config.agents.values():
+            try:
+                self.model(agent)
+            except Exception:  # its first run builds it again and reports why
+                log.debug("could not build the model of agent %s", agent.name, exc_info=True)
+
     def model(self, agent: AgentConfig) -> model_adapters.Model:
         model = self._models.get(agent.name)
         if model is None:

@@ -73,6 +73,7 @@ def _warm(**_: Any) -> None:
     _bound_result_read_wait()
     try:
         runtime().register("worker", slots=1)  # a prefork pool process runs one run at a time
+        runtime().dispatcher.execution.warm()
         telemetry.tracer()  # decided (and, if on, configured) in this process, after the fork
     except Exception:  # the first task tries again and reports the reason
         log.exception("could not prepare the worker runtime")
@@ -91,6 +92,7 @@ def _runs_in_threads(sender: Any = None, **_: Any) -> None:
         return
     try:
         runtime().register("worker", slots=int(pool.limit or 1))
+        runtime().dispatcher.execution.warm()
     except Exception:  # the first task tries again and reports the reason
         log.exception("could not prepare the worker runtime")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from fleet import views
 from fleet.api.app import create_app
@@ -283,16 +283,32 @@ def test_delete_is_refused_while_a_reply_delivery_is_pending_unless_forced(rt: R
     assert rt.store.delivery(other[0]) is None  # dropped with its task, as asked
 
 
-def test_stop_requested_names_the_tasks_asked_to_stop_among_hundreds(rt: Runtime) -> None:
-    """The stop watch's one read: among many ids (past one statement's 500 on SQLite, one
-    array on PostgreSQL) those with a cancel or an interrupt asked, and no others."""
-    tasks = [rt.dispatcher.submit("chat", f"t{i}", key=f"k{i}").task.id for i in range(3)]
+def test_stop_requested_names_the_watched_tasks_asked_to_stop(rt: Runtime) -> None:
+    """The stop watch's one read: of the ids it watches, the active ones with a cancel or an
+    interrupt asked; not a finished task's old request, not another process's runs."""
+    tasks = [rt.dispatcher.submit("chat", f"t{i}", key=f"k{i}").task.id for i in range(5)]
+    asked = {0: "cancel_requested", 1: "interrupt_requested", 3: "cancel_requested"}
     with rt.store.tx() as conn:
-        conn.execute(s.tasks.update().where(s.tasks.c.id == tasks[0]).values(cancel_requested=True))
-        conn.execute(
-            s.tasks.update().where(s.tasks.c.id == tasks[1]).values(interrupt_requested=True)
+        conn.execute(s.tasks.update().where(s.tasks.c.id.in_(tasks)).values(status="running"))
+        for i, flag in asked.items():
+            conn.execute(s.tasks.update().where(s.tasks.c.id == tasks[i]).values({flag: True}))
+        conn.execute(  # asked once, finished since
+            s.tasks.update().where(s.tasks.c.id == tasks[3]).values(status="cancelled")
         )
-    unknown = [uuid.uuid4() for _ in range(600)]
-    assert rt.store.stop_requested([*unknown, *tasks]) == {tasks[0], tasks[1]}
+    watched = [*tasks[:4], *(uuid.uuid4() for _ in range(600))]  # tasks[4]: another process's
+    assert rt.store.stop_requested(watched) == {tasks[0], tasks[1]}
     assert rt.store.stop_requested([tasks[2]]) == set()
     assert rt.store.stop_requested([]) == set()
+
+
+def test_the_stop_watch_read_uses_its_index_on_postgresql(rt: Runtime) -> None:
+    """However many tasks there are, the read walks the few asked to stop (its partial index)."""
+    if rt.store.dialect != "postgresql":
+        pytest.skip("PostgreSQL's plan")
+    with rt.store.read() as conn:
+        conn.execute(text("SET LOCAL enable_seqscan = off"))
+        plan = "\n".join(
+            str(row[0])
+            for row in conn.execute(text(f"EXPLAIN SELECT id FROM tasks WHERE {s.STOP_ASKED}"))
+        )
+    assert "ix_tasks_stop_asked" in plan, plan
