@@ -42,12 +42,14 @@ class StopWatch:
     def watch(self, task_id: uuid.UUID) -> threading.Event:
         """The event set once ``task_id`` was asked to stop (until ``unwatch``)."""
         with self._lock:
+            first = not self._watched
             event = self._watched.setdefault(task_id, threading.Event())
             if self._pid != os.getpid() or self._thread is None or not self._thread.is_alive():
                 self._pid = os.getpid()
                 self._thread = threading.Thread(target=self._run, name="fleet-stops", daemon=True)
                 self._thread.start()
-            self._wake.set()
+            if first:  # the thread sleeps until a run is watched; else its next poll reads it
+                self._wake.set()
             return event
 
     def unwatch(self, task_id: uuid.UUID) -> None:

@@ -95,6 +95,10 @@ def _runs_in_threads(sender: Any = None, **_: Any) -> None:
         runtime().dispatcher.execution.warm()
     except Exception:  # the first task tries again and reports the reason
         log.exception("could not prepare the worker runtime")
+    # Hundreds of runs in flight hold many objects alive for seconds: as in an API process,
+    # young passes are rarer (fewer of them promoted) and start-up's objects are never walked.
+    gcpause.fewer_promotions()
+    gcpause.freeze_startup()
 
 
 def _bound_result_read_wait() -> None:

@@ -58,3 +58,14 @@ def test_a_failing_read_leaves_the_runs_going() -> None:
     event = watch.watch(uuid.uuid4())
     assert done.wait(5), "it goes on reading"
     assert not event.is_set()
+
+
+def test_runs_that_start_while_others_are_watched_wait_for_the_next_poll() -> None:
+    """Hundreds of runs starting at once cost a read a poll, not a read a run."""
+    requests = Requests()
+    watch = StopWatch(requests, poll_s=60)
+    watch.watch(uuid.uuid4())
+    assert requests.read.wait(5), "the first run wakes the watch: one read"
+    for _ in range(300):
+        watch.watch(uuid.uuid4())
+    assert len(requests.asked) == 1, "the others are read at the next poll"
