@@ -72,13 +72,15 @@ class Lease(ABC):
         One heartbeat thread per process serves every held lease (no thread per run).
         """
         with self._beat_lock:
+            first = not self._beating
             self._beating[id(handle)] = (handle, time.monotonic() + self.ttl_s / 3)
             if self._beat_thread is None or not self._beat_thread.is_alive():
                 self._beat_thread = threading.Thread(
                     target=self._beat, name="fleet-lease-heartbeat", daemon=True
                 )
                 self._beat_thread.start()
-            self._beat_wake.notify()
+            if first:  # else the thread wakes for an earlier lease before this one is due
+                self._beat_wake.notify()
         try:
             yield handle
         finally:
@@ -89,7 +91,10 @@ class Lease(ABC):
         while True:
             with self._beat_lock:
                 now = time.monotonic()
-                due = [h for h, at in self._beating.values() if at <= now]
+                # due now, or within a sixth of the TTL (renewed early: still two thirds left),
+                # so leases taken moments apart are renewed in one batch, not one wake each
+                soon = now + self.ttl_s / 6
+                due = [h for h, at in self._beating.values() if at <= soon]
                 for h in due:
                     self._beating[id(h)] = (h, now + self.ttl_s / 3)
                 nxt = min((at for _, at in self._beating.values()), default=now + self.ttl_s)
