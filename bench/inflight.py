@@ -54,6 +54,9 @@ class Phase:
     cpu_ms_per_turn: float
     succeeded: int
     submit_s: float
+    #: Seconds from the first submission to the model's first request, and to its last.
+    first_call_s: float
+    last_call_s: float
 
     def line(self) -> str:
         per_run = (self.peak_rss_mib - self.idle_rss_mib) / max(1, self.model_peak)
@@ -63,7 +66,8 @@ class Phase:
             f"RSS idle {self.idle_rss_mib:6.0f} MiB peak {self.peak_rss_mib:6.0f} MiB "
             f"({per_run:5.2f} MiB/run in flight)  db connections {self.connections:>3}  "
             f"CPU/turn {self.cpu_ms_per_turn:5.2f} ms  succeeded {self.succeeded}  "
-            f"(submitted in {self.submit_s:.1f} s)"
+            f"(submitted in {self.submit_s:.1f} s; model calls began at {self.first_call_s:.1f} s,"
+            f" the last at {self.last_call_s:.1f} s)"
         )
 
 
@@ -142,7 +146,7 @@ class Bench:
             before = sample(process_tree(worker.pid))
             deployment = t.c.deployment == "slow"
             done_before = self._count(deployment, t.c.status == "succeeded")
-            start = time.monotonic()
+            start, wall = time.monotonic(), time.time()
             for i in range(tasks):
                 self.rt.dispatcher.submit("slow", f"m{i}", key=f"{name}{self.round}-c{i}")
             submitted = time.monotonic() - start
@@ -171,6 +175,8 @@ class Bench:
                 cpu_ms_per_turn=cpu * 1000 / tasks,
                 succeeded=self._count(deployment, t.c.status == "succeeded") - done_before,
                 submit_s=submitted,
+                first_call_s=float(stats["first_at"]) - wall,
+                last_call_s=float(stats["last_at"]) - wall,
             )
         finally:
             fleet.stop()

@@ -1,6 +1,7 @@
 """A fake OpenAI-compatible model that answers every chat completion after ``--delay`` seconds
 (a real model's latency), holding any number of requests at once (asyncio), and counts them:
-``GET /stats`` gives the requests answered, in flight now, and the most in flight at once;
+``GET /stats`` gives the requests answered, in flight now, the most in flight at once, and when
+the first and the last request came (``first_at``, ``last_at``: ``time.time()``);
 ``POST /stats`` resets them and sets the pace (``{"delay": 2.0}``; see below for the rest).
 
 A ``stream: true`` request (fleet's adapters stream every call) is answered as OpenAI streams:
@@ -43,6 +44,8 @@ state: dict[str, float] = {
     "answered": 0,
     "in_flight": 0,
     "peak": 0,
+    "first_at": 0.0,
+    "last_at": 0.0,
 }
 #: Set while requests may go on (``hold`` clears it).
 released = asyncio.Event()
@@ -52,6 +55,8 @@ USAGE = {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}
 
 async def completion(request: Request) -> Response:
     body: dict[str, Any] = await request.json()
+    state["last_at"] = time.time()
+    state["first_at"] = state["first_at"] or state["last_at"]
     state["in_flight"] += 1
     state["peak"] = max(state["peak"], state["in_flight"])
     try:
@@ -128,6 +133,8 @@ async def stats(request: Request) -> JSONResponse:
         state.update(
             answered=0,
             peak=state["in_flight"],
+            first_at=0.0,
+            last_at=0.0,
             delay=float(given.get("delay", 10.0)),
             chunks=int(given.get("chunks", 0)),
             gap=float(given.get("gap", 0.0)),
