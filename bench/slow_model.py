@@ -13,7 +13,10 @@ so a client measures each piece's latency without state shared with the model (a
 with a space: a streaming redactor has no reason to hold it back). ``phase``: each stream waits
 a random fraction of ``gap`` before its first chunk, so many streams do not send in step.
 ``hold``: requests wait (in flight) until ``POST /release``.
-Other requests get the whole reply in one JSON body.
+Other requests get the whole reply in one JSON body. A streamed request whose last message is
+the user's with a line ``/tool NAME {json}``, NAME among the request's tools, is answered at
+once with that tool call (as the offline ``echo`` model reads the line): a run's first step
+calls a tool, and its next one waits.
 
 Run: ``python -m bench.slow_model --port P --delay 10`` (``bench.inflight`` and
 ``bench.streaming`` start it).
@@ -53,8 +56,40 @@ released.set()
 USAGE = {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}
 
 
+def _asked_tool(body: dict[str, Any]) -> tuple[str, str] | None:
+    """A ``/tool NAME {json}`` line in the last message when it is the user's and the request
+    offers a tool of that name: the call to answer with at once (no delay, no hold)."""
+    messages = body.get("messages") or [{}]
+    last = messages[-1]
+    offered = {t.get("function", {}).get("name") for t in body.get("tools") or []}
+    if last.get("role") != "user":
+        return None
+    for line in str(last.get("content", "")).splitlines():
+        command, _, rest = line.strip().partition(" ")
+        name, _, args = rest.strip().partition(" ")
+        if command == "/tool" and name in offered:
+            return name, args.strip() or "{}"
+    return None
+
+
+async def _tool_call(name: str, args: str, model: str) -> AsyncIterator[bytes]:
+    head = {"id": "chatcmpl-tool", "object": "chat.completion.chunk", "created": int(time.time())}
+    call = {"index": 0, "id": f"call_{time.time_ns()}", "type": "function"}
+    call["function"] = {"name": name, "arguments": args}
+    for delta, finish in (({"role": "assistant", "tool_calls": [call]}, None), ({}, "tool_calls")):
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        yield _data({**head, "model": model, "choices": [choice]})
+    yield _data({**head, "model": model, "choices": [], "usage": USAGE})
+    yield b"data: [DONE]\n\n"
+
+
 async def completion(request: Request) -> Response:
     body: dict[str, Any] = await request.json()
+    asked = _asked_tool(body)
+    if asked is not None and body.get("stream"):
+        return StreamingResponse(
+            _tool_call(*asked, str(body.get("model", "slow"))), media_type="text/event-stream"
+        )
     state["last_at"] = time.time()
     state["first_at"] = state["first_at"] or state["last_at"]
     state["in_flight"] += 1

@@ -107,8 +107,13 @@ class Lease(ABC):
                 log.warning("renewing %d lease(s) failed", len(due), exc_info=True)
                 renewed = [False] * len(due)
             for h, ok in zip(due, renewed, strict=True):
-                if not ok:
-                    log.warning("lease renewal failed for %s", h.conversation_id)
-                    h.lost.set()
-                    with self._beat_lock:
-                        self._beating.pop(id(h), None)
+                if ok:
+                    continue
+                with self._beat_lock:
+                    # a lease no longer kept alive was released meanwhile (its block ended
+                    # before the release): not lost, and its holder must not think it was
+                    if self._beating.get(id(h), (None,))[0] is not h:
+                        continue
+                    self._beating.pop(id(h), None)
+                log.warning("lease renewal failed for %s", h.conversation_id)
+                h.lost.set()

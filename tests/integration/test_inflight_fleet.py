@@ -1,16 +1,21 @@
-"""Many runs in flight in one worker process (``fleet worker --runs N``: Celery's thread pool) on
-real PostgreSQL and Redis: while its runs wait on their model they hold no connection (the
-process stays within ``FLEET_DATABASE_POOL_SIZE``), each conversation still runs one task at a
-time in order, the registry shows the runs in flight, and SIGTERM hands every run back."""
+"""Hundreds of runs in flight in one worker process (``fleet worker --runs N``: Celery's thread
+pool) on real PostgreSQL and Redis, against a fake OpenAI-compatible model (``bench.slow_model``)
+that holds every call until the test releases it: 300 runs wait on their model at once while
+the process stays within ``FLEET_DATABASE_POOL_SIZE``; each conversation still runs one task at
+a time in order; the registry shows the runs in flight; ``kill -9`` loses no run and repeats no
+tool; a cancel among 300 aborts its one call; SIGTERM hands every run back."""
 
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import text
 
@@ -20,29 +25,69 @@ from fleet.runtime import Runtime, redis_client
 from fleet.store import TaskFilter
 from tests.conftest import write_config
 from tests.support.fleet import Fleet, Proc, fleet_settings, wait_for
+from tests.support.serve import free_port
 
-pytestmark = [pytest.mark.fleet, pytest.mark.pg, pytest.mark.redis, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.fleet, pytest.mark.pg, pytest.mark.redis, pytest.mark.timeout(300)]
 
-CONVERSATIONS, RUNS, POOL = 40, 60, 4
+HELD, RUNS, POOL = 300, 320, 4
+#: an OpenAI-compatible agent on the held model (its base URL filled in by ``config``)
+HELD_AGENT = (
+    'tools = ["tests.support.shop_tools:count"]\n'
+    '[model]\nprovider = "openai"\nname = "slow"\nbase_url = "{url}/v1"\n'
+    "timeout = 300\nmax_retries = 0\n"
+)
 AGENTS = {
-    "slow": '[model]\nprovider = "echo"\ndelay_ms = 2500\n',
-    # a tool with a counted side effect between two slow model steps
-    "counter": 'tools = ["tests.support.shop_tools:count"]\n'
-    '[model]\nprovider = "echo"\ndelay_ms = 2000\n',
     "blocker": 'tools = ["tests.support.shop_tools:block", "tests.support.shop_tools:spin"]\n'
     'model = "echo"\n',
     "quick": '[model]\nprovider = "echo"\ndelay_ms = 400\n',
-    # a reply written a word every 200 ms: 30 words, six seconds a model step
-    "writer": '[model]\nprovider = "echo"\nstream_ms = 200\n',
 }
-DEPLOYMENTS = {
-    name: f'agent = "{name}"\n' for name in ("counter", "blocker", "quick", "writer")
-} | {"desk": 'agent = "slow"\n'}
+DEPLOYMENTS = {name: f'agent = "{name}"\n' for name in ("blocker", "quick", "held")}
+
+
+class HeldModel:
+    """``bench.slow_model`` in a process of its own, holding every call (but a tool call,
+    answered at once) until ``release``."""
+
+    def __init__(self, log: Path) -> None:
+        self.url = f"http://127.0.0.1:{free_port()}"
+        argv = [sys.executable, "-m", "bench.slow_model", "--port", self.url.rsplit(":", 1)[1]]
+        self._log = log.open("w")
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT)
+        wait_for(self._up, 30, what="the fake model to listen")
+        httpx.post(f"{self.url}/stats", json={"delay": 0, "hold": True}, timeout=5)
+
+    def _up(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/stats", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def in_flight(self) -> int:
+        return int(httpx.get(f"{self.url}/stats", timeout=5).json()["in_flight"])
+
+    def answered(self) -> int:
+        return int(httpx.get(f"{self.url}/stats", timeout=5).json()["answered"])
+
+    def release(self) -> None:
+        httpx.post(f"{self.url}/release", timeout=5)
+
+    def close(self) -> None:
+        self.proc.kill()  # (a graceful stop would wait for the calls it holds)
+        self.proc.wait(10)
+        self._log.close()
 
 
 @pytest.fixture
-def config(tmp_path: Path) -> Path:
-    return write_config(tmp_path / "config", AGENTS, DEPLOYMENTS)
+def model(tmp_path: Path) -> Iterator[HeldModel]:
+    held = HeldModel(tmp_path / "model.log")
+    yield held
+    held.close()
+
+
+@pytest.fixture
+def config(tmp_path: Path, model: HeldModel) -> Path:
+    agents = {**AGENTS, "held": HELD_AGENT.format(url=model.url)}
+    return write_config(tmp_path / "config", agents, DEPLOYMENTS)
 
 
 @pytest.fixture
@@ -89,91 +134,104 @@ def _running(rt: Runtime) -> int:
     return len(rt.store.list_tasks(TaskFilter(status=TaskStatus.RUNNING, limit=1000)))
 
 
-def test_one_process_holds_many_runs_in_order_within_its_connections(
-    rt: Runtime, fleet: Fleet, tmp_path: Path
+def _held_in_flight(rt: Runtime, model: HeldModel, n: int, peak: dict[str, int]) -> None:
+    """Wait until ``n`` runs wait on the model at once, noting the most connections meanwhile."""
+
+    def all_waiting() -> bool:
+        peak["connections"] = max(peak.get("connections", 0), _connections(rt))
+        return model.in_flight() >= n
+
+    wait_for(all_waiting, 120, interval=0.2, what=f"{n} runs waiting on the model at once")
+
+
+def test_300_runs_wait_at_once_in_one_process_in_order_within_its_connections(
+    rt: Runtime, fleet: Fleet, tmp_path: Path, model: HeldModel
 ) -> None:
     _worker(fleet, tmp_path, "many")
     ids: list[tuple[uuid.UUID, uuid.UUID]] = []
-    for i in range(CONVERSATIONS):
-        first = rt.dispatcher.submit("desk", f"first {i}", key=f"c{i}").task
-        second = rt.dispatcher.submit("desk", f"second {i}", key=f"c{i}").task
+    for i in range(HELD):
+        first = rt.dispatcher.submit("held", f"first {i}", key=f"c{i}").task
+        second = rt.dispatcher.submit("held", f"second {i}", key=f"c{i}").task
         ids.append((first.id, second.id))
-    peak = {"running": 0, "connections": 0}
-
-    def many_at_once() -> bool:
-        peak["running"] = max(peak["running"], _running(rt))
-        peak["connections"] = max(peak["connections"], _connections(rt))
-        return peak["running"] >= CONVERSATIONS * 3 // 4
-
-    wait_for(many_at_once, 60, interval=0.1, what="most conversations to run at once")
+    peak: dict[str, int] = {}
+    _held_in_flight(rt, model, HELD, peak)
     registry = Registry(redis_client(rt.settings))
     (entry,) = wait_for(
-        lambda: [e for e in registry.read() if e.role == "worker" and e.runs_in_flight >= 20],
+        lambda: [e for e in registry.read() if e.role == "worker" and e.runs_in_flight == HELD],
         10,
         what="the registry to show the runs in flight",
     )
     assert entry.runs_in_flight + entry.free_slots == RUNS
+    assert model.in_flight() == HELD, "a second task of a conversation ran beside its first"
     # the test's own store holds at most a few more connections beside the worker's pool
     assert peak["connections"] <= POOL + rt.settings.database_pool_size
+    model.release()
 
     def done() -> bool:
         peak["connections"] = max(peak["connections"], _connections(rt))
         return all(rt.store.get_task(b).status.terminal for _, b in ids)
 
-    wait_for(done, 120, interval=0.2, what="every task to finish")
+    wait_for(done, 180, interval=0.5, what="every task to finish")
+    assert peak["connections"] <= POOL + rt.settings.database_pool_size
     for a, b in ids:
         (ra,), (rb,) = rt.store.runs_of(a), rt.store.runs_of(b)
         assert rt.store.get_task(a).status == rt.store.get_task(b).status == TaskStatus.SUCCEEDED
         assert ra.finished_at is not None and ra.finished_at <= rb.started_at, "overlap"
 
 
-def test_sigterm_hands_every_run_in_flight_back(rt: Runtime, fleet: Fleet, tmp_path: Path) -> None:
-    worker = _worker(fleet, tmp_path, "stopper", FLEET_SHUTDOWN_GRACE="10")
-    tasks = [rt.dispatcher.submit("desk", f"t{i}", key=f"s{i}").task for i in range(30)]
-    wait_for(lambda: _running(rt) >= 25, 60, interval=0.1, what="25 runs in flight")
+def test_sigterm_hands_back_each_of_300_runs_in_flight(
+    rt: Runtime, fleet: Fleet, tmp_path: Path, model: HeldModel
+) -> None:
+    """SIGTERM while 300 runs wait on calls that do not end: when the grace period is over
+    each is handed back from outside (its lease released, its conversation woken) and the
+    process ends; the next worker finishes every one."""
+    worker = _worker(fleet, tmp_path, "stopper", FLEET_SHUTDOWN_GRACE="3")
+    tasks = [rt.dispatcher.submit("held", f"t{i}", key=f"s{i}").task for i in range(HELD)]
+    _held_in_flight(rt, model, HELD, {})
     worker.signal(signal.SIGTERM)
-    assert worker.popen.wait(60) == 0
+    worker.wait_log(rf"grace period over: {HELD} run\(s\) abandoned mid-step", timeout=60)
+    assert worker.popen.wait(60) == 1
     handed = [rt.store.get_task(t.id) for t in tasks]
-    assert not [t for t in handed if t.status == TaskStatus.RUNNING], "a run was left running"
-    # every run that was in flight was handed back (or finished); another worker completes all
+    assert {t.status for t in handed} == {TaskStatus.INTERRUPTED}
+    model.release()
     _worker(fleet, tmp_path, "after")
     wait_for(
         lambda: all(rt.store.get_task(t.id).status == TaskStatus.SUCCEEDED for t in tasks),
-        90,
-        interval=0.2,
+        180,
+        interval=0.5,
         what="every task to succeed on the next worker",
     )
-    assert all(len(rt.store.runs_of(t.id)) <= 2 for t in tasks)
+    assert {len(rt.store.runs_of(t.id)) for t in tasks} == {2}
 
 
-def test_kill_9_of_a_process_with_many_runs_recovers_each_and_counts_each_tool_once(
-    rt: Runtime, fleet: Fleet, tmp_path: Path
+def test_kill_9_of_a_process_with_300_runs_recovers_each_and_counts_each_tool_once(
+    rt: Runtime, fleet: Fleet, tmp_path: Path, model: HeldModel
 ) -> None:
     counter = tmp_path / "side-effects.txt"
     worker = _worker(fleet, tmp_path, "doomed")
     fleet.beat()
-    tasks = [rt.dispatcher.submit("counter", "/tool count {}", key=f"k{i}").task for i in range(30)]
+    tasks = [rt.dispatcher.submit("held", "/tool count {}", key=f"k{i}").task for i in range(HELD)]
 
     def counted() -> list[str]:
         return counter.read_text().splitlines() if counter.exists() else []
 
-    # every tool has run; each run now waits on its final model step: kill the process
-    wait_for(lambda: len(counted()) == len(tasks), 60, interval=0.05, what="every tool call")
-    assert _running(rt) == len(tasks)
+    # every tool has run; each run now waits on its next model step: kill the process
+    _held_in_flight(rt, model, HELD, {})
+    assert len(counted()) == HELD
     worker.signal(signal.SIGKILL)
     worker.popen.wait(10)
+    model.release()
     _worker(fleet, tmp_path, "heir")
     wait_for(
         lambda: all(rt.store.get_task(t.id).status.terminal for t in tasks),
-        90,
-        interval=0.2,
+        180,
+        interval=0.5,
         what="every task recovered and finished",
     )
     for t in tasks:
         done = rt.store.get_task(t.id)
         assert done.status == TaskStatus.SUCCEEDED and done.attempts == 2, done
-    lines = counted()
-    assert sorted(line.split()[0] for line in lines) == sorted(str(t.id) for t in tasks), (
+    assert sorted(line.split()[0] for line in counted()) == sorted(str(t.id) for t in tasks), (
         "a tool that finished before the kill ran again"
     )
 
@@ -206,16 +264,15 @@ def test_a_blocking_tool_does_not_hold_up_the_other_runs_model_calls(
         assert model and max(model) <= 400 + 50, model
 
 
-def test_a_cancel_among_many_runs_aborts_its_model_call_in_flight(
-    rt: Runtime, fleet: Fleet, tmp_path: Path
+def test_a_cancel_among_300_runs_aborts_its_model_call_in_flight(
+    rt: Runtime, fleet: Fleet, tmp_path: Path, model: HeldModel
 ) -> None:
-    """Forty runs write their replies (six seconds of streaming each); one is cancelled: its
-    model call stops mid-stream and the task ends while every other run is still writing."""
-    _worker(fleet, tmp_path, "writers")
-    words = " ".join(f"w{i}" for i in range(28))
-    tasks = [rt.dispatcher.submit("writer", words, key=f"w{i}").task for i in range(40)]
-    wait_for(lambda: _running(rt) == len(tasks), 60, interval=0.05, what="every run writing")
-    victim, others = tasks[17], [t for t in tasks if t is not tasks[17]]
+    """300 runs wait on their model (not a byte of its answer yet); one is cancelled: its call
+    is hung up and the task ends while the 299 others still wait."""
+    _worker(fleet, tmp_path, "waiters")
+    tasks = [rt.dispatcher.submit("held", f"w{i}", key=f"w{i}").task for i in range(HELD)]
+    _held_in_flight(rt, model, HELD, {})
+    victim, others = tasks[170], [t for t in tasks if t is not tasks[170]]
     assert rt.dispatcher.cancel(victim.id).effect == "requested"
     wait_for(
         lambda: rt.store.get_task(victim.id).status.terminal,
@@ -224,15 +281,16 @@ def test_a_cancel_among_many_runs_aborts_its_model_call_in_flight(
         what="the cancelled task to end",
     )
     assert rt.store.get_task(victim.id).status == TaskStatus.CANCELLED
-    still = [t for t in others if rt.store.get_task(t.id).status == TaskStatus.RUNNING]
-    assert len(still) == len(others), "it ended mid-stream, while the others still wrote"
+    still = rt.store.list_tasks(TaskFilter(status=TaskStatus.RUNNING, limit=1000))
+    assert {t.id for t in still} == {t.id for t in others}, "only the cancelled one ended"
     (run,) = rt.store.runs_of(victim.id)
     (step,) = [s for s in rt.store.get_run(run.id).steps if s.kind == "model"]
     assert step.error is not None and "must stop" in step.error, step
+    model.release()
     wait_for(
         lambda: all(rt.store.get_task(t.id).status.terminal for t in others),
-        60,
-        interval=0.2,
+        120,
+        interval=0.5,
         what="the others to finish",
     )
     assert {rt.store.get_task(t.id).status for t in others} == {TaskStatus.SUCCEEDED}

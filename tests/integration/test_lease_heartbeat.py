@@ -3,8 +3,9 @@ a lease another holder took (or that expired) is lost, and only that one."""
 
 from __future__ import annotations
 
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from typing import Any
 
@@ -66,3 +67,30 @@ def test_the_heartbeat_keeps_hundreds_alive_past_their_ttl_and_loses_only_the_ta
             if h is not victim
         )
         assert [h for h in handles if h.lost.is_set()] == [victim]
+
+
+def test_a_lease_released_while_its_renewal_was_on_the_way_is_not_lost(client: Any) -> None:
+    """The heartbeat took the lease to renew; its holder's block ended and it released the
+    lease before the renewal ran: the renewal fails, and the holder must not hear "lost" (a
+    drain that thinks another worker holds the conversation wakes nobody for its next task)."""
+    lease = RedisLease(client, ttl_s=1.0)
+    (handle,) = _held(lease, 1)
+    renewing, released = threading.Event(), threading.Event()
+    batches: list[list[bool]] = []
+    inner = lease.renew_many
+
+    def slow_renew(handles: Sequence[LeaseHandle]) -> list[bool]:
+        renewing.set()
+        assert released.wait(5)
+        result = inner(handles)
+        batches.append(result)
+        return result
+
+    lease.renew_many = slow_renew  # type: ignore[method-assign]
+    with lease.kept_alive(handle):
+        assert renewing.wait(5), "the heartbeat began a renewal"
+    lease.release(handle)
+    released.set()
+    wait_for(lambda: batches, 5, what="the renewal to run")
+    assert batches == [[False]]
+    assert not handle.lost.is_set()

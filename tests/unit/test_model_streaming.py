@@ -30,6 +30,7 @@ from fleet.agents.models.traffic import Candidate, ManagedModel
 from fleet.config import ModelConfig, Settings
 from fleet.errors import ModelError
 from tests.support.anthropic_server import FakeAnthropic, event, message, tool_use
+from tests.support.fleet import wait_for
 from tests.support.openai_server import DONE, FakeOpenAI, chunk, reply, sse
 
 HELLO = [ChatMessage(role="user", content="hello")]
@@ -660,6 +661,7 @@ def test_a_call_waiting_for_its_first_token_is_hung_up_by_its_run(openai_server:
     thread = threading.Thread(target=call)
     thread.start()
     assert heard.given.wait(10), "the adapter said how to abort it"
+    wait_for(lambda: openai_server.requests, 10, what="the request to reach the provider")
     heard.aborted = True
     assert heard.abort is not None
     heard.abort()
@@ -667,4 +669,49 @@ def test_a_call_waiting_for_its_first_token_is_hung_up_by_its_run(openai_server:
     assert not thread.is_alive(), "the call ended"
     assert isinstance(outcome.get("raised"), Stopped), outcome
     assert openai_server.wait_hangup(5), "the provider saw the connection go"
+    model.close()
+
+
+def test_a_call_waiting_for_its_response_to_begin_is_hung_up_without_a_retry(
+    openai_server: Any,
+) -> None:
+    """The provider has the request and answers nothing, not even its headers: the run's stop
+    still ends the call at once, as stopped; the SDK (three retries allowed) does not send it
+    again."""
+    openai_server.hang()
+    model = OpenAIModel(model="m", base_url=openai_server.base_url, max_retries=3)
+    heard = Hangs()
+    outcome: dict[str, BaseException] = {}
+
+    def call() -> None:
+        try:
+            model.complete(HELLO, listen=heard)
+        except BaseException as exc:
+            outcome["raised"] = exc
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    wait_for(lambda: openai_server.requests, 10, what="the request to reach the provider")
+    heard.aborted = True
+    assert heard.abort is not None
+    heard.abort()
+    thread.join(5)
+    assert not thread.is_alive(), "the call ended"
+    assert isinstance(outcome.get("raised"), Stopped), outcome
+    assert len(openai_server.requests) == 1, "the call was sent again"
+    model.close()
+
+
+def test_a_call_its_run_stopped_before_it_was_sent_is_never_sent(openai_server: Any) -> None:
+    model = OpenAIModel(model="m", base_url=openai_server.base_url, max_retries=3)
+
+    class Stopping(Hangs):
+        def opened(self, abort: Callable[[], None] | None) -> None:
+            if abort is not None:  # the run was asked to stop already: its hook runs now
+                self.aborted = True
+                abort()
+
+    with pytest.raises(Stopped):
+        model.complete(HELLO, listen=Stopping())
+    assert openai_server.requests == []
     model.close()

@@ -88,7 +88,8 @@ class AnthropicModel(SDKModel[anthropic.Anthropic]):
             extra["system"] = system
         if tools:
             extra["tools"] = [_tool(t) for t in tools]
-        stream = self._send(
+        reply = Events(names_back(tools))
+        self._call(
             lambda: self._client.messages.create(
                 model=self.model,
                 max_tokens=self.max_tokens,
@@ -96,10 +97,10 @@ class AnthropicModel(SDKModel[anthropic.Anthropic]):
                 stream=True,
                 extra_headers=self._headers,
                 **extra,
-            )
+            ),
+            reply,
+            listen,
         )
-        reply = Events(names_back(tools))
-        self._read(stream, reply, listen)
         return reply.response(self.model, self.provider)
 
     # -- request -----------------------------------------------------------------------

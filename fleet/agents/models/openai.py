@@ -79,7 +79,8 @@ class OpenAIModel(SDKModel[openai.OpenAI]):
             # OpenAI's current name (its newer models refuse ``max_tokens``); vLLM and LiteLLM
             # take it too, while Ollama and LM Studio still read only ``max_tokens``.
             extra["max_completion_tokens"] = self.max_tokens
-        stream = self._send(
+        reply = Chunks(names_back(tools))
+        self._call(
             lambda: self._client.chat.completions.create(
                 model=self.model,
                 messages=wire,
@@ -87,10 +88,10 @@ class OpenAIModel(SDKModel[openai.OpenAI]):
                 stream_options={"include_usage": True},
                 extra_headers=self._headers,
                 **extra,
-            )
+            ),
+            reply,
+            listen,
         )
-        reply = Chunks(names_back(tools))
-        self._read(stream, reply, listen)
         return reply.response(self.model, self.provider)
 
     # -- request -----------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Generic, NamedTuple, NotRequired, Protocol, Ty
 
 from fleet.agents.models.base import ChatMessage, Listener, Stopped, opened
 from fleet.agents.models.failures import Failures, error_kind, excerpt
+from fleet.agents.models.hangup import Calls, HungUp, watch
 from fleet.domain.model_errors import Verdict, classify
 from fleet.errors import ModelError
 
@@ -140,7 +141,9 @@ class SDKModel(Generic[C]):
             timeout=timeout_s,
             max_retries=max_retries,
         )
-        self._clients: list[C] = [self._connect()]
+        #: The calls in flight, so a run that must stop hangs its call up (``hangup``).
+        self._calls = Calls()
+        self._clients: list[C] = [self._new_client()]
         self._turn = itertools.count()
         self._clients_lock = threading.Lock()
         self._headers: dict[str, Any] = {} if api_key else {"Authorization": omit}
@@ -158,14 +161,38 @@ class SDKModel(Generic[C]):
         if i >= len(self._clients):
             with self._clients_lock:
                 while len(self._clients) <= i:
-                    self._clients.append(self._connect())
+                    self._clients.append(self._new_client())
         return self._clients[i]
+
+    def _new_client(self) -> C:
+        client = self._connect()
+        watch(client, self._calls)
+        return client
 
     def close(self) -> None:
         """Close the SDK's HTTP clients."""
         with self._clients_lock:
             for client in self._clients:
                 client.close()
+
+    def _call(
+        self, request: Callable[[], Stream], reply: Assembly, listen: Listener | None
+    ) -> None:
+        """Send ``request`` and read its stream into ``reply`` (:meth:`_send`, :meth:`_read`);
+        meanwhile ``listen`` can abort the call, before its response began or after."""
+        with self._calls.call() as me:
+            try:
+                opened(listen, lambda: self._calls.abort(me))
+                try:
+                    stream = self._send(request)
+                except ModelError:
+                    if opened(listen, None):  # hung up because the run must stop
+                        raise Stopped("the run must stop (the model call was aborted)") from None
+                    raise
+                self._read(stream, reply, listen, me)
+            except HungUp:
+                opened(listen, None)
+                raise Stopped("the run must stop (the model call was aborted)") from None
 
     def _send(self, request: Callable[[], R]) -> R:
         """``request()``, with the SDK's failures (after its retries) as ModelErrors."""
@@ -188,7 +215,9 @@ class SDKModel(Generic[C]):
         error = self._failures.error(f"the request failed: {excerpt(str(exc))}")
         return sorted_as(error, classify())
 
-    def _read(self, stream: Stream, reply: Assembly, listen: Listener | None) -> None:
+    def _read(
+        self, stream: Stream, reply: Assembly, listen: Listener | None, me: int | None = None
+    ) -> None:
         """Every event of ``stream`` into ``reply``, its text told to ``listen`` as it comes.
 
         The SDK's failures on the way are ModelErrors as :meth:`_send` makes them (an error
@@ -198,7 +227,7 @@ class SDKModel(Generic[C]):
         ``listen.text`` (which passes untouched) ends the call at once.
         """
         with closing(stream):
-            opened(listen, lambda: hang_up(stream.response))
+            opened(listen, lambda: self._hang_up(stream, me))
             try:
                 events = iter(stream)
                 while (event := self._next(events)) is not _END:
@@ -217,6 +246,11 @@ class SDKModel(Generic[C]):
         if not reply.finished:
             error = self._failures.cut_short(stream.response.request, reply.end)
             raise sorted_as(error, classify(connection=True))
+
+    def _hang_up(self, stream: Stream, me: int | None) -> None:
+        if me is not None:
+            self._calls.abort(me)
+        hang_up(stream.response)
 
     def _next(self, events: Iterator[Any]) -> Any:
         """The stream's next event, ``_END`` after its last."""
