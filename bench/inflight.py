@@ -10,6 +10,8 @@ submits its tasks (each on its own conversation) as fast as one process admits t
   prefork   ``fleet worker -c 8 --runs 1`` (one run per process) with ``--prefork-tasks`` tasks
   fast      ``fleet worker -c 1 --runs R`` at ``--fast-delay`` a turn: turns/s one process
             sustains
+  cancel    ``--cancel-runs`` runs wait on calls the model holds; ``--cancels`` of them are
+            cancelled one at a time: seconds from each cancel to its task's end
 
 Per phase: seconds from the first submission to the last task's end; the model's most requests
 in flight at once; the worker's processes' peak RSS (sampled every 0.2 s) and its idle RSS
@@ -22,11 +24,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import uuid
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,6 +186,43 @@ class Bench:
         finally:
             fleet.stop()
 
+    def _ended(self, task_id: uuid.UUID) -> Callable[[], bool]:
+        return lambda: self.rt.store.get_task(task_id).status.terminal
+
+    def cancels(self, worker_args: list[str], runs: int, cancels: int) -> list[float]:
+        """``runs`` runs wait on calls the model holds; ``cancels`` of them are cancelled one at
+        a time: seconds from each cancel to its task's end (its call hung up meanwhile)."""
+        self.round += 1
+        httpx.post(f"{self.model_url}/stats", json={"delay": 0, "hold": True}, timeout=5)
+        fleet: Fleet = self.fb.fleet()
+        try:
+            argv = [sys.executable, "-m", "fleet.cli", "worker", *worker_args]
+            worker = Proc("cancel-worker", argv, fleet.env, self.fb.tmp / "cancel.log")
+            fleet.procs.append(worker)
+            worker.wait_log(r"ready\.", timeout=60)
+            fleet.beat("cancel-beat")
+            ids = [
+                self.rt.dispatcher.submit("slow", f"m{i}", key=f"cancel{self.round}-c{i}").task.id
+                for i in range(runs)
+            ]
+            wait_for(
+                lambda: httpx.get(f"{self.model_url}/stats", timeout=5).json()["in_flight"] >= runs,
+                300,
+                interval=0.2,
+                what=f"{runs} runs waiting on the model",
+            )
+            took: list[float] = []
+            for task_id in ids[:: max(1, runs // cancels)][:cancels]:
+                start = time.monotonic()
+                self.rt.dispatcher.cancel(task_id)
+                ended = self._ended(task_id)
+                wait_for(ended, 30, interval=0.01, what="the cancelled task to end")
+                took.append(time.monotonic() - start)
+            httpx.post(f"{self.model_url}/release", timeout=5)
+            return took
+        finally:
+            fleet.stop()
+
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -191,8 +233,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prefork", type=int, default=8)
     parser.add_argument("--fast-delay", type=float, default=2.0)
     parser.add_argument(
-        "--phases", default="many,prefork,fast", help="which phases, comma-separated"
+        "--phases", default="many,prefork,fast,cancel", help="which phases, comma-separated"
     )
+    parser.add_argument("--cancel-runs", type=int, default=500)
+    parser.add_argument("--cancels", type=int, default=20)
     args = parser.parse_args(argv)
     load = os.getloadavg()
     print(f"machine: {CORES} cores, load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
@@ -205,14 +249,24 @@ def main(argv: list[str] | None = None) -> None:
             "fast": (many_args, args.tasks, args.fast_delay),
         }
         chosen = [name.strip() for name in args.phases.split(",") if name.strip()]
-        unknown = [name for name in chosen if name not in plan]
+        unknown = [name for name in chosen if name not in (*plan, "cancel")]
         if unknown:
             known = ", ".join(plan)
             parser.error(f"--phases: unknown phase(s) {', '.join(unknown)} (one of {known})")
-        phases = {name: bench.phase(name, *plan[name]) for name in chosen}
+        phases = {name: bench.phase(name, *plan[name]) for name in chosen if name in plan}
+        took = (
+            bench.cancels(many_args, args.cancel_runs, args.cancels) if "cancel" in chosen else []
+        )
     print(f"model: every call answered after {args.delay:g} s ({args.fast_delay:g} s: fast)")
     for phase in phases.values():
         print(phase.line())
+    if took:
+        ranked = sorted(took)
+        print(
+            f"cancel    {len(took)} of {args.cancel_runs} runs waiting on their model, one at a "
+            f"time: cancel to task end median {statistics.median(ranked) * 1000:.0f} ms, "
+            f"max {ranked[-1] * 1000:.0f} ms (the stop watch reads every 0.5 s)"
+        )
     if "many" not in phases or "prefork" not in phases:
         return
     many, prefork = phases["many"], phases["prefork"]
