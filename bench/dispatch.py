@@ -214,8 +214,11 @@ class Fleetbench:
         suffix: str = "",
         bounce: Callable[[str], str] | None = None,
         redis_url: str = REDIS,
+        runs: int = 1,
     ) -> None:
         self.redis_url = redis_url
+        #: Runs in flight a worker process holds (``fleet worker --runs``; 1: prefork).
+        self.runs = runs
         self.name = f"fleet_bench_{os.getpid()}{suffix}"
         admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
         admin(f'CREATE DATABASE "{self.name}"')
@@ -269,7 +272,16 @@ class Fleetbench:
 
     def start(self) -> Fleet:
         fleet = self.fleet()
-        procs = [fleet.worker(f"fleet{i}", ready=False) for i in range(self.workers)]
+        if self.runs == 1:
+            procs = [fleet.worker(f"fleet{i}", ready=False) for i in range(self.workers)]
+        else:  # what `fleet worker` runs by default: a process of many runs, a thread each
+            procs = []
+            for i in range(self.workers):
+                argv = [sys.executable, "-m", "fleet.cli", "worker", "-c", "1"]
+                argv += ["--runs", str(self.runs), "--name", f"fleet{i}@%h"]
+                proc = Proc(f"fleet{i}", argv, fleet.env, self.tmp / f"fleet{i}.log")
+                fleet.procs.append(proc)
+                procs.append(proc)
         for p in procs:
             p.wait_log(r"ready\.")
         return fleet
@@ -409,6 +421,12 @@ def main() -> None:
     ap.add_argument("--round-tasks", type=int, default=600, help="tasks per throughput round")
     ap.add_argument("--conversations", type=int, default=200)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument(
+        "--runs",
+        type=int,
+        default=100,
+        help="fleet's runs in flight a worker process (fleet worker --runs; 1: prefork)",
+    )
     ap.add_argument("--rounds", type=int, default=9, help="throughput rounds per system")
     ap.add_argument("--rate", type=float, default=100.0, help="latency phase: submissions/s")
     ap.add_argument(
@@ -428,7 +446,9 @@ def main() -> None:
         redis_pid = private.proc.pid
         raw = Raw(tmp / "raw", args.workers, private.url)
         stack.callback(raw.stop)
-        fl = Fleetbench(tmp / "fleet", args.workers, args.conversations, redis_url=private.url)
+        fl = Fleetbench(
+            tmp / "fleet", args.workers, args.conversations, redis_url=private.url, runs=args.runs
+        )
         stack.callback(fl.close)
         pb: Fleetbench | None = None
         if args.pgbouncer:
@@ -459,9 +479,10 @@ def main() -> None:
         pb_lat = pb.latency(args.tasks, args.rate) if pb else []
         trips = fl.round_trips()
     print(
-        f"dispatch benchmark: {args.workers} worker processes, {args.conversations} "
-        f"conversations; throughput: {args.rounds} rounds of {args.round_tasks} tasks per "
-        f"system, in turn; latency: {args.tasks} tasks at {args.rate:g}/s"
+        f"dispatch benchmark: {args.workers} worker processes (fleet's of --runs {args.runs}), "
+        f"{args.conversations} conversations; throughput: {args.rounds} rounds of "
+        f"{args.round_tasks} tasks per system, in turn; latency: {args.tasks} tasks at "
+        f"{args.rate:g}/s"
     )
     print(
         f"{'':28}{'throughput/s median (min-max)':>32}{'CPU ms/task':>13}"
