@@ -94,6 +94,8 @@ class Lease(ABC):
                 # due now, or within a sixth of the TTL (renewed early: still two thirds left),
                 # so leases taken moments apart are renewed in one batch, not one wake each
                 soon = now + self.ttl_s / 6
+                for h, _ in [v for v in self._beating.values() if v[0].lost.is_set()]:
+                    del self._beating[id(h)]  # given up (handed back at shutdown): not renewed
                 due = [h for h, at in self._beating.values() if at <= soon]
                 for h in due:
                     self._beating[id(h)] = (h, now + self.ttl_s / 3)

@@ -41,7 +41,11 @@ AGENTS = {
     'model = "echo"\n',
     "quick": '[model]\nprovider = "echo"\ndelay_ms = 400\n',
 }
-DEPLOYMENTS = {name: f'agent = "{name}"\n' for name in ("blocker", "quick", "held")}
+DEPLOYMENTS = {name: f'agent = "{name}"\n' for name in ("blocker", "quick", "held")} | {
+    # a new task stops the running one at once, without a last report turn
+    "abrupt": 'agent = "held"\n[conversations]\nqueue_mode = "interrupt"\n'
+    "report_on_interrupt = false\n"
+}
 
 
 class HeldModel:
@@ -264,33 +268,44 @@ def test_a_blocking_tool_does_not_hold_up_the_other_runs_model_calls(
         assert model and max(model) <= 400 + 50, model
 
 
-def test_a_cancel_among_300_runs_aborts_its_model_call_in_flight(
+def test_a_cancel_and_an_interrupt_among_300_runs_abort_their_model_calls_in_flight(
     rt: Runtime, fleet: Fleet, tmp_path: Path, model: HeldModel
 ) -> None:
-    """300 runs wait on their model (not a byte of its answer yet); one is cancelled: its call
-    is hung up and the task ends while the 299 others still wait."""
+    """300 runs wait on their model (not a byte of its answer yet); one is cancelled and
+    another interrupted by a new task on its conversation: each call is hung up, the one task
+    ends cancelled and the other superseded (its successor then runs), while the 298 others
+    still wait."""
     _worker(fleet, tmp_path, "waiters")
-    tasks = [rt.dispatcher.submit("held", f"w{i}", key=f"w{i}").task for i in range(HELD)]
+    tasks = [rt.dispatcher.submit("held", f"w{i}", key=f"w{i}").task for i in range(HELD - 1)]
+    tasks.append(rt.dispatcher.submit("abrupt", "first", key="i0").task)
     _held_in_flight(rt, model, HELD, {})
-    victim, others = tasks[170], [t for t in tasks if t is not tasks[170]]
+    victim, interrupted = tasks[170], tasks[-1]
+    others = [t for t in tasks if t not in (victim, interrupted)]
     assert rt.dispatcher.cancel(victim.id).effect == "requested"
+    successor = rt.dispatcher.submit("abrupt", "second", key="i0").task
+    for task, status in ((victim, TaskStatus.CANCELLED), (interrupted, TaskStatus.SUPERSEDED)):
+        wait_for(
+            lambda task=task: rt.store.get_task(task.id).status.terminal,
+            30,
+            interval=0.05,
+            what=f"the {status.value} task to end",
+        )
+        assert rt.store.get_task(task.id).status == status
+        (run,) = rt.store.runs_of(task.id)
+        (step,) = [s for s in rt.store.get_run(run.id).steps if s.kind == "model"]
+        assert step.error is not None and "must stop" in step.error, step
     wait_for(
-        lambda: rt.store.get_task(victim.id).status.terminal,
+        lambda: rt.store.get_task(successor.id).status == TaskStatus.RUNNING,
         30,
-        interval=0.05,
-        what="the cancelled task to end",
+        what="the interrupting task to run",
     )
-    assert rt.store.get_task(victim.id).status == TaskStatus.CANCELLED
     still = rt.store.list_tasks(TaskFilter(status=TaskStatus.RUNNING, limit=1000))
-    assert {t.id for t in still} == {t.id for t in others}, "only the cancelled one ended"
-    (run,) = rt.store.runs_of(victim.id)
-    (step,) = [s for s in rt.store.get_run(run.id).steps if s.kind == "model"]
-    assert step.error is not None and "must stop" in step.error, step
+    assert {t.id for t in still} == {t.id for t in [*others, successor]}, "only those two ended"
     model.release()
     wait_for(
-        lambda: all(rt.store.get_task(t.id).status.terminal for t in others),
+        lambda: all(rt.store.get_task(t.id).status.terminal for t in [*others, successor]),
         120,
         interval=0.5,
         what="the others to finish",
     )
-    assert {rt.store.get_task(t.id).status for t in others} == {TaskStatus.SUCCEEDED}
+    assert {rt.store.get_task(t.id).status for t in [*others, successor]} == {TaskStatus.SUCCEEDED}

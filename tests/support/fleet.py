@@ -62,11 +62,13 @@ class Proc:
         rx = re.compile(pattern)
 
         def seen() -> re.Match[str] | None:
-            if self.popen.poll() is not None:
+            exited = self.popen.poll() is not None  # before the read: its last lines are in
+            found = rx.search(self.log())
+            if found is None and exited:
                 raise AssertionError(
                     f"{self.name} exited ({self.popen.returncode}):\n{self.log()[-3000:]}"
                 )
-            return rx.search(self.log())
+            return found
 
         return wait_for(seen, timeout, interval=0.05, what=f"{self.name} to log {pattern!r}")
 
