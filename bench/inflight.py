@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -36,11 +35,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 from sqlalchemy import func, select, text
 
+from bench import slow_model
 from bench.dispatch import Fleetbench
-from bench.machine import CORES, PrivateRedis, free_port, process_tree, rss_mib, sample, spent
+from bench.machine import CORES, PrivateRedis, process_tree, rss_mib, sample, spent
 from fleet.store import schema as s
 from tests.support.fleet import Fleet, Proc, wait_for
 
@@ -82,13 +81,9 @@ class Bench:
         (tmp / "redis").mkdir()
         self.redis = PrivateRedis(tmp / "redis")
         stack.callback(self.redis.close)
-        self.model_port = free_port()
-        self.model = subprocess.Popen(
-            [sys.executable, "-m", "bench.slow_model", "--port", str(self.model_port)]
-        )
-        stack.callback(self.model.terminate)
-        self.model_url = f"http://127.0.0.1:{self.model_port}"
-        wait_for(self._model_up, 30, what="the fake model")
+        self.model = slow_model.Process()
+        stack.callback(self.model.close)
+        self.model_url = self.model.url
         self.fb = Fleetbench(tmp, 1, args.tasks, redis_url=self.redis.url)
         stack.callback(self.fb.close)
         (self.fb.config / "agents" / "slow.toml").write_text(
@@ -101,12 +96,6 @@ class Bench:
 
         self.rt = self.fb.rt = build(self.fb.settings())
         self.round = 0
-
-    def _model_up(self) -> bool:
-        try:
-            return httpx.get(f"{self.model_url}/stats", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
 
     def _connections(self) -> int:
         """Connections to the bench database, those of the bench's own pool excepted."""
@@ -124,7 +113,7 @@ class Bench:
 
     def phase(self, name: str, worker_args: list[str], tasks: int, delay: float) -> Phase:
         self.round += 1
-        httpx.post(f"{self.model_url}/stats", json={"delay": delay}, timeout=5)
+        self.model.pace(delay=delay)
         fleet: Fleet = self.fb.fleet()
         try:
             argv = [sys.executable, "-m", "fleet.cli", "worker", *worker_args]
@@ -168,7 +157,7 @@ class Bench:
             cpu = spent(before, sample(process_tree(worker.pid)))
             stop.set()
             watcher.join()
-            stats = httpx.get(f"{self.model_url}/stats", timeout=5).json()
+            stats = self.model.stats()
             return Phase(
                 name=name,
                 tasks=tasks,
@@ -193,7 +182,7 @@ class Bench:
         """``runs`` runs wait on calls the model holds; ``cancels`` of them are cancelled one at
         a time: seconds from each cancel to its task's end (its call hung up meanwhile)."""
         self.round += 1
-        httpx.post(f"{self.model_url}/stats", json={"delay": 0, "hold": True}, timeout=5)
+        self.model.pace(delay=0, hold=True)
         fleet: Fleet = self.fb.fleet()
         try:
             argv = [sys.executable, "-m", "fleet.cli", "worker", *worker_args]
@@ -206,7 +195,7 @@ class Bench:
                 for i in range(runs)
             ]
             wait_for(
-                lambda: httpx.get(f"{self.model_url}/stats", timeout=5).json()["in_flight"] >= runs,
+                lambda: self.model.stats()["in_flight"] >= runs,
                 300,
                 interval=0.2,
                 what=f"{runs} runs waiting on the model",
@@ -218,7 +207,7 @@ class Bench:
                 ended = self._ended(task_id)
                 wait_for(ended, 30, interval=0.01, what="the cancelled task to end")
                 took.append(time.monotonic() - start)
-            httpx.post(f"{self.model_url}/release", timeout=5)
+            self.model.release()
             return took
         finally:
             fleet.stop()

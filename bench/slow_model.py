@@ -28,10 +28,14 @@ import argparse
 import asyncio
 import json
 import random
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -197,6 +201,44 @@ app = Starlette(
         Route("/release", release, methods=["POST"]),
     ]
 )
+
+
+class Process:
+    """This server in a process of its own on a free port (the benchmarks and tests start it so),
+    and what they ask of it: its stats, its pace, the release of held calls."""
+
+    def __init__(self, log: Path | None = None) -> None:
+        from tests.support.fleet import wait_for
+        from tests.support.serve import free_port
+
+        self.url = f"http://127.0.0.1:{free_port()}"
+        self._log = log.open("w") if log is not None else None
+        argv = [sys.executable, "-m", "bench.slow_model", "--port", self.url.rsplit(":", 1)[1]]
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT)
+        wait_for(self._up, 30, what="the fake model to listen")
+
+    def _up(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/stats", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def stats(self) -> dict[str, Any]:
+        stats: dict[str, Any] = httpx.get(f"{self.url}/stats", timeout=5).json()
+        return stats
+
+    def pace(self, **given: Any) -> None:
+        """Reset the stats; set the pace (``delay``, ``chunks``, ``gap``, ``phase``, ``hold``)."""
+        httpx.post(f"{self.url}/stats", json=given, timeout=5)
+
+    def release(self) -> None:
+        httpx.post(f"{self.url}/release", timeout=5)
+
+    def close(self) -> None:
+        self.proc.kill()  # (a graceful stop would wait for the calls it holds)
+        self.proc.wait(10)
+        if self._log is not None:
+            self._log.close()
 
 
 def main() -> None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from fleet import metrics, policy
 from fleet.agents import models as model_adapters
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from fleet.dispatch.manager import Dispatcher
 
 log = logging.getLogger("fleet.dispatch.manager")  # the name operators know these records by
+T = TypeVar("T")
 
 
 def agent_of(config: FleetConfig, deployment: str) -> AgentConfig | None:
@@ -175,13 +177,19 @@ class Execution:
             return Outcome(TaskStatus.FAILED, None, str(exc), {})
 
     def _toolbox(self, agent: AgentConfig) -> Toolbox:
-        box = self._toolboxes.get(agent.name)
-        if box is None:
+        return self._once(
+            self._toolboxes, agent.name, lambda: toolbox.build(agent, self.d.config.root)
+        )
+
+    def _once(self, built: dict[str, T], name: str, build: Callable[[], T]) -> T:
+        """``built[name]``, built under ``_building`` by the first run that needs it."""
+        found = built.get(name)
+        if found is None:
             with self._building:
-                box = self._toolboxes.get(agent.name)
-                if box is None:
-                    box = self._toolboxes[agent.name] = toolbox.build(agent, self.d.config.root)
-        return box
+                found = built.get(name)
+                if found is None:
+                    found = built[name] = build()
+        return found
 
     def warm(self) -> None:
         """Build every configured agent's model now (its SDK imported, its clients made): a
@@ -193,12 +201,8 @@ class Execution:
                 log.debug("could not build the model of agent %s", agent.name, exc_info=True)
 
     def model(self, agent: AgentConfig) -> model_adapters.Model:
-        model = self._models.get(agent.name)
-        if model is None:
-            with self._building:
-                model = self._models.get(agent.name)
-                if model is None:
-                    model = self._models[agent.name] = model_adapters.build(
-                        agent.model, self.d.settings, self.d.traffic
-                    )
-        return model
+        return self._once(
+            self._models,
+            agent.name,
+            lambda: model_adapters.build(agent.model, self.d.settings, self.d.traffic),
+        )

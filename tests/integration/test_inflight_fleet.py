@@ -8,24 +8,22 @@ tool; a cancel among 300 aborts its one call; SIGTERM hands every run back."""
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import text
 
+from bench import slow_model
 from fleet.dispatch.registry import Registry
 from fleet.domain.values import TaskStatus
 from fleet.runtime import Runtime, redis_client
 from fleet.store import TaskFilter
 from tests.conftest import write_config
 from tests.support.fleet import Fleet, Proc, fleet_settings, wait_for
-from tests.support.serve import free_port
 
 pytestmark = [pytest.mark.fleet, pytest.mark.pg, pytest.mark.redis, pytest.mark.timeout(300)]
 
@@ -48,37 +46,19 @@ DEPLOYMENTS = {name: f'agent = "{name}"\n' for name in ("blocker", "quick", "hel
 }
 
 
-class HeldModel:
+class HeldModel(slow_model.Process):
     """``bench.slow_model`` in a process of its own, holding every call (but a tool call,
     answered at once) until ``release``."""
 
     def __init__(self, log: Path) -> None:
-        self.url = f"http://127.0.0.1:{free_port()}"
-        argv = [sys.executable, "-m", "bench.slow_model", "--port", self.url.rsplit(":", 1)[1]]
-        self._log = log.open("w")
-        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT)
-        wait_for(self._up, 30, what="the fake model to listen")
-        httpx.post(f"{self.url}/stats", json={"delay": 0, "hold": True}, timeout=5)
-
-    def _up(self) -> bool:
-        try:
-            return httpx.get(f"{self.url}/stats", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
+        super().__init__(log)
+        self.pace(delay=0, hold=True)
 
     def in_flight(self) -> int:
-        return int(httpx.get(f"{self.url}/stats", timeout=5).json()["in_flight"])
+        return int(self.stats()["in_flight"])
 
     def answered(self) -> int:
-        return int(httpx.get(f"{self.url}/stats", timeout=5).json()["answered"])
-
-    def release(self) -> None:
-        httpx.post(f"{self.url}/release", timeout=5)
-
-    def close(self) -> None:
-        self.proc.kill()  # (a graceful stop would wait for the calls it holds)
-        self.proc.wait(10)
-        self._log.close()
+        return int(self.stats()["answered"])
 
 
 @pytest.fixture

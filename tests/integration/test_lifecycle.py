@@ -287,7 +287,12 @@ def test_stop_requested_names_the_watched_tasks_asked_to_stop(rt: Runtime) -> No
     """The stop watch's one read: of the ids it watches, the active ones with a cancel or an
     interrupt asked; not a finished task's old request, not another process's runs."""
     tasks = [rt.dispatcher.submit("chat", f"t{i}", key=f"k{i}").task.id for i in range(5)]
-    asked = {0: "cancel_requested", 1: "interrupt_requested", 3: "cancel_requested"}
+    asked = {
+        0: "cancel_requested",
+        1: "interrupt_requested",
+        3: "cancel_requested",
+        4: "cancel_requested",
+    }
     with rt.store.tx() as conn:
         conn.execute(s.tasks.update().where(s.tasks.c.id.in_(tasks)).values(status="running"))
         for i, flag in asked.items():
@@ -295,7 +300,8 @@ def test_stop_requested_names_the_watched_tasks_asked_to_stop(rt: Runtime) -> No
         conn.execute(  # asked once, finished since
             s.tasks.update().where(s.tasks.c.id == tasks[3]).values(status="cancelled")
         )
-    watched = [*tasks[:4], *(uuid.uuid4() for _ in range(600))]  # tasks[4]: another process's
+    # tasks[4]: another process's run, asked to stop too
+    watched = [*tasks[:4], *(uuid.uuid4() for _ in range(600))]
     assert rt.store.stop_requested(watched) == {tasks[0], tasks[1]}
     assert rt.store.stop_requested([tasks[2]]) == set()
     assert rt.store.stop_requested([]) == set()

@@ -644,12 +644,8 @@ class Hangs:
             self.given.set()
 
 
-def test_a_call_waiting_for_its_first_token_is_hung_up_by_its_run(openai_server: Any) -> None:
-    """The provider sent its headers and nothing since: the run's stop hangs the call up at
-    once, and it ends as stopped, not as a failure to retry."""
-    openai_server.stream([], ending="hold")
-    model = OpenAIModel(model="m", base_url=openai_server.base_url, max_retries=0)
-    heard = Hangs()
+def _calling(model: OpenAIModel, heard: Hangs) -> tuple[threading.Thread, dict[str, BaseException]]:
+    """``model.complete`` on a thread of its own, told to ``heard``; what it raised, once over."""
     outcome: dict[str, BaseException] = {}
 
     def call() -> None:
@@ -660,6 +656,16 @@ def test_a_call_waiting_for_its_first_token_is_hung_up_by_its_run(openai_server:
 
     thread = threading.Thread(target=call)
     thread.start()
+    return thread, outcome
+
+
+def test_a_call_waiting_for_its_first_token_is_hung_up_by_its_run(openai_server: Any) -> None:
+    """The provider sent its headers and nothing since: the run's stop hangs the call up at
+    once, and it ends as stopped, not as a failure to retry."""
+    openai_server.stream([], ending="hold")
+    model = OpenAIModel(model="m", base_url=openai_server.base_url, max_retries=0)
+    heard = Hangs()
+    thread, outcome = _calling(model, heard)
     assert heard.given.wait(10), "the adapter said how to abort it"
     wait_for(lambda: openai_server.requests, 10, what="the request to reach the provider")
     heard.aborted = True
@@ -681,16 +687,7 @@ def test_a_call_waiting_for_its_response_to_begin_is_hung_up_without_a_retry(
     openai_server.hang()
     model = OpenAIModel(model="m", base_url=openai_server.base_url, max_retries=3)
     heard = Hangs()
-    outcome: dict[str, BaseException] = {}
-
-    def call() -> None:
-        try:
-            model.complete(HELLO, listen=heard)
-        except BaseException as exc:
-            outcome["raised"] = exc
-
-    thread = threading.Thread(target=call)
-    thread.start()
+    thread, outcome = _calling(model, heard)
     wait_for(lambda: openai_server.requests, 10, what="the request to reach the provider")
     heard.aborted = True
     assert heard.abort is not None

@@ -3,10 +3,11 @@
 A run that must stop (a cancel, an interrupt) hangs its model call up at once. Once the
 response has begun, its socket is in the response (``sdk.hang_up``); before that — the request
 sent, the provider not answering yet — it is only in the SDK's connection pool. So each SDK
-client's pool opens its connections through :class:`Watched`, which knows the socket each
-thread is reading from: :meth:`Calls.abort` of a thread shuts that socket down (a blocked read
-returns at once), and every later read of that thread's call raises :class:`HungUp`, which is
-not an ``Exception``: the SDK passes it through instead of retrying the call.
+client's pool opens its connections through a network backend of ours (:func:`watch`), whose
+streams tell :class:`Calls` the socket each thread is reading from: :meth:`Calls.abort` of a
+thread shuts that socket down (a blocked read returns at once), and every later read of that
+thread's call raises :class:`HungUp`, which is not an ``Exception``: the SDK passes it through
+instead of retrying the call.
 """
 
 from __future__ import annotations

@@ -215,9 +215,7 @@ class SDKModel(Generic[C]):
         error = self._failures.error(f"the request failed: {excerpt(str(exc))}")
         return sorted_as(error, classify())
 
-    def _read(
-        self, stream: Stream, reply: Assembly, listen: Listener | None, me: int | None = None
-    ) -> None:
+    def _read(self, stream: Stream, reply: Assembly, listen: Listener | None, me: int) -> None:
         """Every event of ``stream`` into ``reply``, its text told to ``listen`` as it comes.
 
         The SDK's failures on the way are ModelErrors as :meth:`_send` makes them (an error
@@ -247,9 +245,10 @@ class SDKModel(Generic[C]):
             error = self._failures.cut_short(stream.response.request, reply.end)
             raise sorted_as(error, classify(connection=True))
 
-    def _hang_up(self, stream: Stream, me: int | None) -> None:
-        if me is not None:
-            self._calls.abort(me)
+    def _hang_up(self, stream: Stream, me: int) -> None:
+        """End call ``me`` mid-response: through its watched socket, and through the response's
+        own (the one there is when the SDK client could not be watched)."""
+        self._calls.abort(me)
         hang_up(stream.response)
 
     def _next(self, events: Iterator[Any]) -> Any:
