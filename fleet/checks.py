@@ -25,6 +25,7 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
     from fleet.config import Settings, load_config, load_settings, secrets, short_ui_secret
 
     results: list[CheckResult] = []
+    config: FleetConfig | None = None
     try:
         settings: Settings = load_settings()
     except FleetError as exc:
@@ -71,6 +72,10 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
     except FleetError as exc:
         results.extend(CheckResult("config", "fail", line) for line in _each(exc))
     results.append(_database(settings))
+    if results[-1].state == "ok" and config is not None:
+        from fleet.checks_runs import runs_against
+
+        results.extend(CheckResult("runs", *line) for line in runs_against(config, settings))
     if not settings.embedded:
         results.append(_redis(settings))
     return results

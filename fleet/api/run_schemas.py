@@ -90,6 +90,12 @@ class ContextProvenance(_Camel):
         "`notes` (shown and left out), `workingMemory` (version, characters), `observations` "
         "(level and range of each: `fromSeq`/`toSeq`, `fromMessageId`/`toMessageId`).",
     )
+    agent: dict[str, str] | None = Field(
+        default=None,
+        description="The agent configuration the run started with, which it keeps until it ends "
+        "(a resume after the config changed runs with it): `name` and `config`, its fingerprint. "
+        "`fleet check` warns what unfinished runs started with.",
+    )
     recall: dict[str, Any] | None = Field(
         default=None,
         description="Semantic recall: `hits` (message id, conversation, seq, role, score, "

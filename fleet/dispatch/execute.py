@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
 from fleet import metrics, policy
@@ -18,12 +19,13 @@ from fleet.agents import models as model_adapters
 from fleet.agents import prompt, telemetry
 from fleet.agents.runner import RunPorts, run_agent
 from fleet.agents.tools import ToolContext, ToolLoadError, toolbox
-from fleet.agents.tools.base import ToolServerError
+from fleet.agents.tools.base import ToolGone, ToolServerError
 from fleet.agents.tools.toolbox import Toolbox
 from fleet.config import AgentConfig, FleetConfig
 from fleet.dispatch.journal import StoreJournal
 from fleet.dispatch.lease import LeaseHandle
 from fleet.dispatch.shutdown import HandBack
+from fleet.dispatch.snapshots import Resolved, Snapshots
 from fleet.dispatch.waits import StoreWaits
 from fleet.domain.runs import Outcome
 from fleet.domain.values import TaskStatus
@@ -53,20 +55,30 @@ class Execution:
         # Held while one is built: hundreds of runs starting at once build each agent's model
         # (its client, its connection pool) and toolbox once, not once a run.
         self._building = threading.Lock()
+        #: The agent configuration each run started with (kept, read back on a resume).
+        self.snapshots = Snapshots(dispatcher.store, self._now)
+
+    def _now(self) -> datetime:
+        return self.d.clock()  # the dispatcher's clock as it is now (tests swap it)
 
     def prepare(self, claim: Claim) -> Prepared:
         """The frozen context of a claimed task (built once; a retry reuses its first one)."""
         agent = agent_of(self.d.config, claim.task.deployment)
         if agent is None:
             return Prepared({"messages": []}, "-")
-        context = claim.frozen_context or prompt.assemble(
-            agent,
-            claim.task,
-            claim.history,
-            more_history=claim.more_history,
-            memory=self.d.sources.memory(agent, claim.task),
-            remember=self.d.config.deployment(claim.task.deployment).remember,
-        )
+        if claim.frozen_context is not None:
+            context = claim.frozen_context
+            agent = self.snapshots.resolve(context, agent).agent
+        else:
+            context = prompt.assemble(
+                agent,
+                claim.task,
+                claim.history,
+                more_history=claim.more_history,
+                memory=self.d.sources.memory(agent, claim.task),
+                remember=self.d.config.deployment(claim.task.deployment).remember,
+            )
+            self.snapshots.name(context, agent)
         return Prepared(context, self.model(agent).name)
 
     def outcome(self, started: Started, agent: AgentConfig | None, handle: LeaseHandle) -> Outcome:
@@ -84,7 +96,9 @@ class Execution:
             tenant=task.tenant,
         )
         try:
-            outcome = self._execute(started, agent, handle, ctx)
+            outcome = self._execute(
+                started, self.snapshots.resolve(started.context, agent), handle, ctx
+            )
         except (LeaseLost, HandBack):
             raise
         except Exception as exc:  # a bug must not wedge the conversation
@@ -105,15 +119,17 @@ class Execution:
         return outcome
 
     def _execute(
-        self, started: Started, agent: AgentConfig, handle: LeaseHandle, ctx: ToolContext
+        self, started: Started, resolved: Resolved, handle: LeaseHandle, ctx: ToolContext
     ) -> Outcome:
-        """Open the agent's tools for this run and run it with its journal and stop watch."""
+        """Open the agent's tools for this run (as configured when the run started) and run it
+        with its journal and stop watch."""
         d = self.d
-        task, run_id = started.task, started.run_id
+        task, run_id, agent = started.task, started.run_id, resolved.agent
         try:
-            box = self._toolbox(agent)
+            box = self._toolbox(resolved)
         except ToolLoadError as exc:
             return Outcome(TaskStatus.FAILED, None, f"agent {agent.name!r}: {exc}", {})
+        self.snapshots.keep(resolved, lambda: toolbox.specs(box))
         journal = StoreJournal(
             d.store,
             task,
@@ -173,12 +189,14 @@ class Execution:
                     ctx=ctx,
                     ports=ports,
                 )
-        except ToolServerError as exc:
+        except (ToolServerError, ToolGone) as exc:
             return Outcome(TaskStatus.FAILED, None, str(exc), {})
 
-    def _toolbox(self, agent: AgentConfig) -> Toolbox:
+    def _toolbox(self, resolved: Resolved) -> Toolbox:
         return self._once(
-            self._toolboxes, agent.name, lambda: toolbox.build(agent, self.d.config.root)
+            self._toolboxes,
+            resolved.fingerprint,
+            lambda: toolbox.build(resolved.agent, self.d.config.root, kept=resolved.kept_tools),
         )
 
     def _once(self, built: dict[str, T], name: str, build: Callable[[], T]) -> T:
@@ -203,6 +221,6 @@ class Execution:
     def model(self, agent: AgentConfig) -> model_adapters.Model:
         return self._once(
             self._models,
-            agent.name,
+            self.snapshots.fingerprint(agent),
             lambda: model_adapters.build(agent.model, self.d.settings, self.d.traffic),
         )

@@ -21,6 +21,7 @@ from fleet.store.queries import CancelResult, QueryStore, TaskFilter
 from fleet.store.quotas import QuotaStore, TenantFigures
 from fleet.store.recall import ObservationStore, RecallStore
 from fleet.store.schedules import ScheduleStore
+from fleet.store.snapshots import ConfigInUse, SnapshotStore
 from fleet.store.tenancy import TenancyStore
 from fleet.store.waits import WaitStore
 
@@ -30,6 +31,7 @@ __all__ = [
     "CancelResult",
     "Chain",
     "Claim",
+    "ConfigInUse",
     "ConversationInfo",
     "Head",
     "NoteValue",
@@ -62,6 +64,7 @@ class Store(
     WaitStore,
     FollowupStore,
     ScheduleStore,
+    SnapshotStore,
 ):
     """Everything fleet reads or writes in its database."""
 

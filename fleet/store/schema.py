@@ -276,6 +276,18 @@ runs = Table(
     Column("release", String(100)),
 )
 
+#: An agent's configuration as runs started with it, once per fingerprint (named by each run's
+#: frozen context, ``fleet.domain.snapshots``): a resumed run keeps it after the config changed.
+agent_configs = Table(
+    "agent_configs",
+    metadata,
+    Column("fingerprint", String(64), primary_key=True),
+    Column("agent", String(200), nullable=False),
+    # ``{"agent": <AgentConfig dump>, "tools": [<each Python tool's spec as the model saw it>]}``
+    Column("config", JSONType, nullable=False),
+    stamp("created_at"),
+)
+
 #: Every schema revision applied, with its kind (``expand`` adds only, ``contract`` removes): a
 #: process of an older release reads it to tell whether it may still run on this database.
 schema_revisions = Table(

@@ -187,6 +187,8 @@ def context_json(frozen: dict[str, Any], *, messages: bool = False) -> dict[str,
         out["memory"] = _camel_keys(frozen["memory"])
     if frozen.get("recall"):
         out["recall"] = _camel_keys(frozen["recall"])
+    if frozen.get("agent"):
+        out["agent"] = dict(frozen["agent"])
     if messages:
         out["messages"] = list(frozen.get("messages") or ())
     return out

@@ -108,6 +108,11 @@ class Tool:
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
 
 
+class ToolGone(Exception):
+    """A tool a run started with that this process cannot load any more (its code is gone): the
+    run that calls it fails with this message; runs that do not call it go on."""
+
+
 class ToolServerError(Exception):
     """A tool server (MCP) could not be reached or listed; the message names it."""
 

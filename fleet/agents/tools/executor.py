@@ -22,7 +22,7 @@ from typing import Any
 from fleet import logs
 from fleet.agents import aio
 from fleet.agents.tools import isolated
-from fleet.agents.tools.base import Park, Tool, ToolContext, ToolError
+from fleet.agents.tools.base import Park, Tool, ToolContext, ToolError, ToolGone
 from fleet.domain.waits import Request
 
 #: How often a waiting call asks whether the run must stop (seconds).
@@ -69,7 +69,8 @@ def call(
     timeout_s: float,
     watch: Callable[[], bool] = lambda: False,
 ) -> CallResult:
-    """Run ``tool`` once; every failure is a result the model sees, except a stop."""
+    """Run ``tool`` once; every failure is a result the model sees, except a stop (and a tool
+    that is gone, ``ToolGone``, which fails the run)."""
     if tool.afn is not None:
         future: Future[str] = aio.submit(_awaited(tool, args, ctx, logs.current()))
     elif tool.isolation == "process":
@@ -90,6 +91,8 @@ def call(
             return CallResult(text=f"error: {exc}", error=str(exc))
         except Park as parked:
             return CallResult(text="", wait=parked.request)
+        except ToolGone:  # the run fails, naming the tool (fleet.agents.tools.toolbox.gone)
+            raise
         except Exception as exc:
             reason = f"{type(exc).__name__}: {exc}"
             return CallResult(text=f"error: the tool raised {reason}", error=reason)

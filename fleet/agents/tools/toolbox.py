@@ -7,9 +7,9 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from fleet.agents.tools.base import Tool, ToolContext, ToolServer, ToolServerError
+from fleet.agents.tools.base import Tool, ToolContext, ToolGone, ToolServer, ToolServerError
 from fleet.agents.tools.builtin import BUILTIN_TOOLS
 from fleet.agents.tools.python import ToolLoadError, from_function, resolve
 from fleet.constants import FLEET_TOOL_NAMES, FOLLOWUP_TOOL, PAUSE_TOOL
@@ -70,8 +70,14 @@ def importable(config_root: Path) -> None:
             sys.path.insert(0, folder)
 
 
-def build(agent: AgentConfig, config_root: Path) -> Toolbox:
-    """Resolve an agent's tools and MCP servers (imports Python tools); ToolLoadError names one."""
+def build(
+    agent: AgentConfig, config_root: Path, *, kept: Sequence[Mapping[str, Any]] | None = None
+) -> Toolbox:
+    """Resolve an agent's tools and MCP servers (imports Python tools); ToolLoadError names one.
+
+    ``kept``: the agent is a configuration runs started with (``fleet.domain.snapshots``), with
+    its Python tools' specs as they were (``specs``). A tool of it this process cannot load is
+    then ``gone``, not an error: only a run that calls it fails."""
     importable(config_root)
     static: dict[str, Tool] = {}
     for i, ref in enumerate(agent.tools):
@@ -106,7 +112,9 @@ def build(agent: AgentConfig, config_root: Path) -> Toolbox:
                         )
                     tool = dataclasses.replace(tool, isolation="process")
         except ToolLoadError as exc:
-            raise ToolLoadError(f"{where}: {exc}") from None
+            if kept is None or ref.builtin:
+                raise ToolLoadError(f"{where}: {exc}") from None
+            tool = gone(ref.tool, ref.name, str(exc), kept, approval=ref.approval == "required")
         if tool.name in FLEET_TOOL_NAMES:
             raise ToolLoadError(reserved(where, tool.name))
         if tool.name in static:
@@ -116,6 +124,51 @@ def build(agent: AgentConfig, config_root: Path) -> Toolbox:
         static[tool.name] = tool
     return Toolbox(
         static=static, servers=tool_servers(agent, config_root), default_timeout=agent.tool_timeout
+    )
+
+
+def specs(box: Toolbox) -> list[dict[str, Any]]:
+    """What a configuration keeps of its Python tools (``gone`` offers it if one is missing):
+    each one's reference, name, description and parameters as the model saw them."""
+    return [
+        {"tool": t.origin, "name": t.name, "description": t.description, "parameters": t.parameters}
+        for t in box.static.values()
+        if t.origin != "builtin"
+    ]
+
+
+def gone(
+    origin: str,
+    name: str | None,
+    why: str,
+    kept: Sequence[Mapping[str, Any]],
+    *,
+    approval: bool = False,
+) -> Tool:
+    """A tool of a run's configuration whose code this process cannot load: offered to the model
+    as the run first saw it (``kept``), it fails the run that calls it (``ToolGone``)."""
+    spec = next(
+        (k for k in kept if k.get("tool") == origin and (name is None or k.get("name") == name)),
+        {},
+    )
+    called = str(spec.get("name") or name or origin.rpartition(":")[2].rpartition(".")[2])
+    message = (
+        f"tool {called!r} ({origin}) is gone: this release cannot load it ({why}); the run "
+        "started with it in its agent's configuration and called it. Restore the tool, or "
+        "submit the work again to run with the agent's current configuration"
+    )
+
+    def fail(args: dict[str, Any], ctx: ToolContext) -> str:
+        raise ToolGone(message)
+
+    return Tool(
+        name=called,
+        description=str(spec.get("description") or f"{origin} (no longer available)"),
+        parameters=dict(spec.get("parameters") or {"type": "object", "properties": {}}),
+        fn=fail,
+        retry="safe",
+        origin=origin,
+        approval=approval,
     )
 
 
