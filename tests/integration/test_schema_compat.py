@@ -24,6 +24,15 @@ from fleet.store import db, migrate, revision
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _after(steps: int, name: str) -> str:
+    """The name of a step ``steps`` after this release's newest (a newer release's)."""
+    return f"{int(revision.HEAD[:4]) + steps:04d}_{name}"
+
+
+NEWER = _after(1, "newer_table")
+CONTRACTED = _after(2, "drop_old_column")
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.pg)])
 def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
@@ -120,22 +129,22 @@ def test_a_release_runs_on_newer_expand_steps_and_refuses_a_contracted_schema(
     assert revision.ledger(engine)[revision.HEAD] == "expand"
     assert revision.check(engine).ok and _ready(engine) is None
 
-    _move_to(engine, "0021_newer_table", "expand")
+    _move_to(engine, NEWER, "expand")
     assert revision.check(engine).ok, "later steps only add: this release still runs"
     assert _ready(engine) is None
 
-    _move_to(engine, "0022_drop_old_column", "contract")
+    _move_to(engine, CONTRACTED, "contract")
     refused = revision.check(engine)
     assert refused.action == "refuse"
     assert refused.message is not None and "\n" not in refused.message
-    assert revision.HEAD in refused.message and "0022_drop_old_column" in refused.message
+    assert revision.HEAD in refused.message and CONTRACTED in refused.message
     assert _ready(engine) == refused.message  # /readyz says the same (503)
 
 
 def test_a_gap_in_the_ledger_is_refused(engine: Engine) -> None:
     """A newer database that does not record every step after this release's: cannot tell."""
     migrate.upgrade(engine)
-    _move_to(engine, "0022_unrecorded", None)  # 0021 and 0022 unrecorded
+    _move_to(engine, _after(2, "unrecorded"), None)  # neither later step recorded
     found = revision.check(engine)
     assert found.action == "refuse" and "does not record" in (found.message or "")
 
@@ -147,8 +156,8 @@ def test_a_process_older_than_the_contract_refuses_to_start(
     eng = db.create(empty_pg_url)
     try:
         migrate.upgrade(eng)
-        _move_to(eng, "0021_newer_table", "expand")
-        _move_to(eng, "0022_drop_old_column", "contract")
+        _move_to(eng, NEWER, "expand")
+        _move_to(eng, CONTRACTED, "contract")
     finally:
         eng.dispose()
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
@@ -168,4 +177,4 @@ def test_a_process_older_than_the_contract_refuses_to_start(
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr, proc.stderr
     (said,) = [line for line in proc.stderr.splitlines() if line.startswith("fleet:")]
-    assert revision.HEAD in said and "0022_drop_old_column" in said
+    assert revision.HEAD in said and CONTRACTED in said
