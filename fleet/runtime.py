@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from fleet import logs, metrics, policy
 from fleet.agents.tools import toolbox
 from fleet.config import FleetConfig, Settings, load_config, load_settings
+from fleet.config import secrets as config_secrets
 from fleet.dispatch.fair import SharedTurns
 from fleet.dispatch.lease import Lease
 from fleet.dispatch.leases.local import LocalLease
@@ -133,7 +134,7 @@ def open_store(
     settings: Settings, *, readonly: bool = False, config: FleetConfig | None = None
 ) -> Store:
     """The store, redacting the settings' secrets and those ``config`` names."""
-    secrets = settings.secrets() + (config.secret_values() if config is not None else ())
+    secrets = settings.secrets() + (config_secrets.values(config) if config is not None else ())
     redactor = Redactor(secrets)
     logs.redact_with(redactor)  # JSON log records get the same redaction as the store
     return Store.open(

@@ -15,10 +15,12 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictInt,
+    field_validator,
 )
 
 from fleet.constants import LIMITS, Limit
 from fleet.domain import redaction
+from fleet.domain.tenancy import tenant_name
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
@@ -154,3 +156,15 @@ def _limit(name: str) -> Any:
 
 _POINTER = re.compile(r"^(/([^~/]|~[01])*)*$")
 _TOOL_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$")
+
+
+class TenantRef(_Strict):
+    """The ``tenant = "…"`` key that callers and triggers share."""
+
+    #: The tenant it belongs to (default: one named after the file).
+    tenant: str | None = None
+
+    @field_validator("tenant")
+    @classmethod
+    def _tenant(cls, v: str | None) -> str | None:
+        return None if v is None else tenant_name(v)

@@ -17,12 +17,12 @@ from fleet.config.base import (
     _NAME,
     _POINTER,
     Duration,
+    TenantRef,
     _env_name,
     _matching,
     _Strict,
 )
 from fleet.config.reply import ReplyConfig
-from fleet.config.tenants import TenantRef, tenant_name
 from fleet.constants import (
     DEFAULT_DEBOUNCE_S,
     DEFAULT_TENANT,
@@ -30,6 +30,7 @@ from fleet.constants import (
     MAX_PRIORITY,
 )
 from fleet.domain.keys import api_scope
+from fleet.domain.tenancy import tenant_name
 
 
 class ConversationsConfig(_Strict):

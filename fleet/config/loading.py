@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -159,15 +159,6 @@ class FleetConfig(BaseModel):
                 f"no deployment named {name!r} in {self.root}/deployments (known: {known})",
                 field="deployment",
             ) from None
-
-    def secret_values(self, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
-        """Values of the environment variables config names as secrets (MCP headers and
-        variables, webhook signing secrets, caller keys, reply headers): redaction removes
-        them everywhere."""
-        from fleet.config import secrets
-
-        env = os.environ if environ is None else environ
-        return tuple(v for v in (env.get(s.env) for s in secrets.named(self)) if v)
 
     def agent_for(self, deployment: str) -> AgentConfig:
         return self.agents[self.deployment(deployment).agent]

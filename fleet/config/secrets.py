@@ -40,6 +40,13 @@ class Secret:
     until_set: str | None = None
 
 
+def values(config: FleetConfig, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Values of the environment variables config names as secrets (MCP headers and variables,
+    webhook signing secrets, caller keys, reply headers): redaction removes them everywhere."""
+    env = os.environ if environ is None else environ
+    return tuple(v for v in (env.get(s.env) for s in named(config)) if v)
+
+
 def named(config: FleetConfig) -> list[Secret]:
     """Every secret config names: MCP servers' variables and headers, webhook signing secrets,
     caller keys and ``[reply]`` headers."""

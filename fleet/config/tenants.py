@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import Field, StrictInt, field_validator
+from pydantic import Field, StrictInt
 
-from fleet.config.base import _Strict
+from fleet.config.base import TenantRef, _Strict
 from fleet.constants import DEFAULT_TENANT, MAX_TENANT_WEIGHT
 from fleet.domain.tenancy import tenant_name
 from fleet.errors import ConfigError
@@ -57,18 +57,6 @@ class TenantConfig(_Strict):
             "tokens_per_task": self.tokens_per_task,
         }
         return {k: v for k, v in named.items() if v is not None}
-
-
-class TenantRef(_Strict):
-    """The ``tenant = "…"`` key that callers and triggers share."""
-
-    #: The tenant it belongs to (default: one named after the file).
-    tenant: str | None = None
-
-    @field_validator("tenant")
-    @classmethod
-    def _tenant(cls, v: str | None) -> str | None:
-        return None if v is None else tenant_name(v)
 
 
 def default_tenant(config_tenants: dict[str, TenantConfig], name: str) -> TenantConfig:

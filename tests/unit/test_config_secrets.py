@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from fleet.config import load_config, secrets
+from fleet.config import secrets as config_secrets
 from fleet.domain.redaction import MIN_SECRET_CHARS
 from tests.conftest import write_config
 
@@ -53,7 +54,7 @@ def loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def test_every_kind_of_secret_is_named(loaded) -> None:
     found = [(s.file, s.key, s.env) for s in secrets.named(loaded)]
     assert found == [(str(loaded.root / f), k, v) for f, k, v in NAMED]
-    assert sorted(loaded.secret_values(ALL_SET)) == sorted(ALL_SET.values())
+    assert sorted(config_secrets.values(loaded, ALL_SET)) == sorted(ALL_SET.values())
 
 
 @pytest.mark.parametrize(("file", "key", "var"), NAMED)

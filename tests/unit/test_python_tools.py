@@ -12,6 +12,7 @@ import pytest
 from fleet.agents.tools import ToolContext, ToolLoadError, executor, toolbox
 from fleet.agents.tools.python import from_function, resolve
 from fleet.config import load_config
+from fleet.config import secrets as config_secrets
 from fleet.errors import ConfigError
 from tests.conftest import write_config
 
@@ -306,10 +307,10 @@ def test_config_secrets_are_collected_for_redaction(tmp_path: Path):
         deployments={"d": 'agent = "a"\n'},
     )
     cfg = load_config(root)
-    assert cfg.secret_values({"FLEET_T_GH": "Bearer ghp_secret", "OTHER": "x"}) == (
+    assert config_secrets.values(cfg, {"FLEET_T_GH": "Bearer ghp_secret", "OTHER": "x"}) == (
         "Bearer ghp_secret",
     )
-    assert cfg.secret_values({}) == ()
+    assert config_secrets.values(cfg, {}) == ()
 
 
 def test_fleet_tool_names_are_the_tools_fleet_binds_to_runs():

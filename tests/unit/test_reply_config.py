@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from fleet.config import load_config
+from fleet.config import secrets as config_secrets
 from fleet.config.reply import ReplyConfig
 from fleet.constants import MAX_DELIVERY_BODY_BYTES
 from fleet.delivery import targets
@@ -105,7 +106,7 @@ def test_a_set_header_variable_loads_and_is_a_secret(
     reply = cfg.deployments["d"].reply
     assert reply is not None
     assert reply.header_values() == {"Authorization": "Bearer tok-123456"}
-    assert "tok-123456" in cfg.secret_values()
+    assert "tok-123456" in config_secrets.values(cfg)
 
 
 # -- the body cap --------------------------------------------------------------------------------
