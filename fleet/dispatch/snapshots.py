@@ -88,17 +88,18 @@ class Snapshots:
         """Keep the configuration of a run's agent, once per process (``tools``: its Python
         tools' specs). A failure is logged: a later resume then runs with the config of then."""
         fp = resolved.fingerprint
-        if fp in self._kept or resolved.kept_tools is not None:
-            return
+        with self._lock:  # hundreds of runs may start at once: the first one keeps it
+            if fp in self._kept or resolved.kept_tools is not None:
+                return
+            self._kept.add(fp)
         record = {"agent": resolved.agent.model_dump(mode="json"), "tools": tools()}
         try:
             self.store.keep_agent_config(fp, resolved.agent.name, record, self.clock())
         except Exception as exc:
-            log.warning(
-                "could not keep the configuration of agent %s: %s", resolved.agent.name, exc
-            )
-            return
-        self._kept.add(fp)
+            name = resolved.agent.name
+            log.warning("could not keep the configuration of agent %s: %s", name, exc)
+            with self._lock:
+                self._kept.discard(fp)  # the next run tries again
 
     def _kept_config(self, fp: str) -> Resolved | None:
         with self._lock:
