@@ -25,9 +25,11 @@ def rt(shared_settings: dict[str, Any]) -> Iterator[Runtime]:
 
 @pytest.fixture
 def fleet(tmp_path: Path, shared_settings: dict[str, Any]) -> Iterator[Fleet]:
-    """No process yet: each test starts the workers and sweepers it needs."""
+    """No process yet: each test starts the workers and sweepers it needs (killed after it: a
+    test that looks at a graceful stop stops them itself)."""
     with running_fleet(tmp_path, **shared_settings) as f:
         yield f
+        f.kill()
 
 
 @pytest.fixture
