@@ -12,28 +12,32 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from fleet import metrics, policy
 from fleet.agents import models as model_adapters
 from fleet.agents import prompt, telemetry
+from fleet.agents.models import Traffic
 from fleet.agents.runner import RunPorts, run_agent
 from fleet.agents.tools import ToolContext, ToolLoadError, toolbox
 from fleet.agents.tools.base import ToolGone, ToolServerError
 from fleet.agents.tools.toolbox import Toolbox
 from fleet.config import AgentConfig, FleetConfig
+from fleet.dispatch.delegation import Delegations
+from fleet.dispatch.host import Configured, Stopping
 from fleet.dispatch.journal import StoreJournal
 from fleet.dispatch.lease import LeaseHandle
+from fleet.dispatch.quotas import Quotas
 from fleet.dispatch.shutdown import HandBack
 from fleet.dispatch.snapshots import Resolved, Snapshots
+from fleet.dispatch.sources import RunSources
+from fleet.dispatch.stops import StopWatch
 from fleet.dispatch.waits import StoreWaits
 from fleet.domain.runs import Outcome
 from fleet.domain.values import TaskStatus
 from fleet.errors import Forbidden, LeaseLost
 from fleet.store import Claim, Prepared, Started, db
-
-if TYPE_CHECKING:
-    from fleet.dispatch.manager import Dispatcher
+from fleet.streaming.sink import Streaming
 
 log = logging.getLogger("fleet.dispatch.manager")  # the name operators know these records by
 T = TypeVar("T")
@@ -45,10 +49,22 @@ def agent_of(config: FleetConfig, deployment: str) -> AgentConfig | None:
     return None if dep is None else config.agents.get(dep.agent)
 
 
+class ExecutionHost(Configured, Stopping, Protocol):
+    """What ``Execution`` uses of its dispatcher."""
+
+    delegations: Delegations
+    policy: policy.Policy
+    quotas: Quotas
+    sources: RunSources
+    stops: StopWatch
+    streaming: Streaming
+    traffic: Traffic
+
+
 class Execution:
     """Runs claimed tasks for a dispatcher; keeps each agent's model and toolbox once built."""
 
-    def __init__(self, dispatcher: Dispatcher) -> None:
+    def __init__(self, dispatcher: ExecutionHost) -> None:
         self.d = dispatcher
         self._models: dict[str, model_adapters.Model] = {}
         self._toolboxes: dict[str, Toolbox] = {}

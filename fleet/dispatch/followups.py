@@ -13,15 +13,13 @@ import logging
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from fleet.dispatch.host import Clocked
 from fleet.domain import followups as rules
-from fleet.domain.values import Task
+from fleet.domain.values import Admission, Task
 from fleet.errors import FleetError, InputError, NotFound
 from fleet.store import Store
-
-if TYPE_CHECKING:
-    from fleet.dispatch.manager import Dispatcher
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +39,27 @@ class StoreFollowups:
         )
 
 
+class FollowupsHost(Clocked, Protocol):
+    """What ``Followups`` uses of its dispatcher: it admits what is due as any caller would."""
+
+    def submit(
+        self,
+        deployment: str,
+        input: str,
+        *,
+        scope: str,
+        key: str | None,
+        labels: dict[str, str],
+        idempotency_key: str,
+        caller: str | None,
+        tenant: str,
+    ) -> Admission: ...
+
+
 class Followups:
     """Admits due follow-ups for a dispatcher (its sweeper's part)."""
 
-    def __init__(self, dispatcher: Dispatcher) -> None:
+    def __init__(self, dispatcher: FollowupsHost) -> None:
         self.d = dispatcher
 
     def admit_due(self) -> int:

@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fleet import metrics, policy
 from fleet.config import ConversationsConfig
 from fleet.constants import DEFAULT_TENANT
+from fleet.dispatch.host import Configured
+from fleet.dispatch.quotas import Quotas
+from fleet.dispatch.waker import Waker
 from fleet.domain import inputs, keys
 from fleet.domain.admission import QUEUE_MODES, QueuePolicy, Submission
 from fleet.domain.labels import merge_labels
 from fleet.domain.quota import QuotaExceeded
 from fleet.domain.values import Admission
 from fleet.errors import InputError, NotFound, QueueFull
-
-if TYPE_CHECKING:
-    from fleet.dispatch.manager import Dispatcher
 
 log = logging.getLogger("fleet.dispatch.manager")  # the name operators know these records by
 
@@ -47,10 +47,18 @@ def queue_policy(conv: ConversationsConfig, delivery: str | None = None) -> Queu
     )
 
 
+class AdmissionsHost(Configured, Protocol):
+    """What ``Admissions`` uses of its dispatcher."""
+
+    policy: policy.Policy
+    quotas: Quotas
+    waker: Waker
+
+
 class Admissions:
     """A dispatcher's admission steps (its store, config, policy and waker of the moment)."""
 
-    def __init__(self, dispatcher: Dispatcher) -> None:
+    def __init__(self, dispatcher: AdmissionsHost) -> None:
         self.d = dispatcher
 
     @property

@@ -12,19 +12,18 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from fleet import metrics
 from fleet.constants import DEFAULT_TENANT
+from fleet.dispatch.host import Cancelling, Configured
+from fleet.dispatch.waits import Waiting
 from fleet.domain import lifecycle as rules
 from fleet.domain.keys import ConversationRef, split_scoped
-from fleet.domain.values import TaskStatus
+from fleet.domain.values import Task, TaskStatus
 from fleet.errors import Conflict, InputError, NotFound
 from fleet.store import ConversationInfo, Tombstone
 from fleet.store.lifecycle import Reset
-
-if TYPE_CHECKING:
-    from fleet.dispatch.manager import Dispatcher
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +48,16 @@ class PruneReport:
         return sum(self.retention.values()) + sum(self.stored_cap.values())
 
 
+class LifecycleHost(Configured, Cancelling, Protocol):
+    """What ``Lifecycle`` uses of its dispatcher."""
+
+    waiting: Waiting
+
+    def wait(self, task_id: uuid.UUID, timeout_s: float, *, poll_s: float = 0.05) -> Task: ...
+
+
 class Lifecycle:
-    def __init__(self, dispatcher: Dispatcher) -> None:
+    def __init__(self, dispatcher: LifecycleHost) -> None:
         self.d = dispatcher
         self.store = dispatcher.store
         #: Messages up to this id were looked at for the stored cap (a sweeper's watermark).

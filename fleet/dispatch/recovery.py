@@ -11,12 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from fleet import metrics
-
-if TYPE_CHECKING:
-    from fleet.dispatch.manager import Dispatcher
+from fleet.delivery import Deliverer
+from fleet.dispatch.delegation import Delegations
+from fleet.dispatch.followups import Followups
+from fleet.dispatch.host import Configured, Waking
+from fleet.dispatch.lease import Lease
+from fleet.dispatch.lifecycle import Lifecycle
+from fleet.dispatch.waits import Waiting
+from fleet.dispatch.waker import Waker
 
 #: Why a recovered task's run ended.
 LOST = "worker lost mid-run (lease expired)"
@@ -30,7 +35,19 @@ class SweepReport:
     pruned: int = 0
 
 
-def sweep(d: Dispatcher, alive: Callable[[str | None], bool] | None = None) -> SweepReport:
+class SweepingHost(Configured, Waking, Protocol):
+    """What the sweeper's look uses of the dispatcher."""
+
+    delegations: Delegations
+    deliveries: Deliverer
+    followups: Followups
+    lease: Lease
+    lifecycle: Lifecycle
+    waiting: Waiting
+    waker: Waker
+
+
+def sweep(d: SweepingHost, alive: Callable[[str | None], bool] | None = None) -> SweepReport:
     """One look: recover tasks whose lease expired (``alive(worker)`` may vouch for a holder
     the lease cannot see), requeue the inboxes of runs whose worker died after its settle,
     wake conversations whose wake-up was lost or whose waiting head is due, then delegation

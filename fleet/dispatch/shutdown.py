@@ -18,16 +18,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from fleet.dispatch.lease import LeaseHandle
+from fleet.dispatch.host import Stopping, Waking
+from fleet.dispatch.lease import Lease, LeaseHandle
 from fleet.domain import shutdown
 from fleet.domain.shutdown import Where
 from fleet.errors import LeaseLost
-from fleet.store import Started
-
-if TYPE_CHECKING:
-    from fleet.dispatch.manager import Dispatcher
+from fleet.store import Head, Started
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +103,18 @@ class InFlight:
             return len(self._runs)
 
 
-def stop_runs(dispatcher: Dispatcher, grace_s: float) -> int:
+class StoppingHost(Stopping, Waking, Protocol):
+    """What a shutdown uses of the dispatcher."""
+
+    inflight: InFlight
+    lease: Lease
+
+    def hand_back(self, started: Started, reason: str) -> Head | None: ...
+
+    def shut_down(self, grace_s: float) -> int: ...
+
+
+def stop_runs(dispatcher: StoppingHost, grace_s: float) -> int:
     """Stop: runs hand their tasks back after their current step; after ``grace_s`` a run still
     mid-step is abandoned (handed back from here, its lease released, its conversation woken for
     another worker). Returns how many were abandoned."""
@@ -135,7 +144,7 @@ STOP_SIGNAL = signal.SIGUSR2
 
 @contextmanager
 def sigterm_stops(
-    dispatcher: Dispatcher, grace_s: float, on_abandoned: Callable[[int], None]
+    dispatcher: StoppingHost, grace_s: float, on_abandoned: Callable[[int], None]
 ) -> Iterator[None]:
     """While the block runs (a drain in this process's main thread), SIGTERM (or the worker's
     ``STOP_SIGNAL``) stops gracefully.

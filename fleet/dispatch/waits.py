@@ -13,15 +13,16 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from fleet.dispatch.host import Cancelling, Clocked, Waking
 from fleet.domain import waits as rules
 from fleet.domain.delegation import is_delegation_key
 from fleet.domain.values import Task, TaskStatus
 from fleet.store import Head, Store
 
 if TYPE_CHECKING:
-    from fleet.dispatch.manager import Dispatcher
+    from fleet.dispatch.hints import Hints
     from fleet.domain.runs import Outcome
     from fleet.store import Started
 
@@ -54,10 +55,16 @@ class StoreWaits:
         return decided
 
 
+class WaitingHost(Clocked, Cancelling, Waking, Protocol):
+    """What ``Waiting`` uses of its dispatcher."""
+
+    hints: Hints
+
+
 class Waiting:
     """Parks runs and records decisions for a dispatcher."""
 
-    def __init__(self, dispatcher: Dispatcher) -> None:
+    def __init__(self, dispatcher: WaitingHost) -> None:
         self.d = dispatcher
 
     def park(self, started: Started, outcome: Outcome) -> Head | None:

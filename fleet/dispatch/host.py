@@ -1,0 +1,54 @@
+"""What the dispatcher's rooms use of it, as narrow protocols.
+
+Each room of ``fleet.dispatch`` (waits, follow-ups, lifecycle, intake, recovery, shutdown,
+execution) is handed the ``Dispatcher`` that holds it, but depends only on the part it uses,
+declared here or beside it: so no room imports the manager, not even for its annotations, and
+the manager alone sees them all. ``Dispatcher`` satisfies each (mypy checks it where it hands
+itself over).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol
+
+from fleet.config import FleetConfig, Settings
+from fleet.dispatch.hints import Hints
+from fleet.domain.values import Task
+from fleet.store import CancelResult, Store
+
+
+class Clocked(Protocol):
+    """The store and the clock: what every room reads."""
+
+    store: Store
+    clock: Callable[[], datetime]
+
+
+class Configured(Clocked, Protocol):
+    """The store, the clock, the config and the settings, and the hints a commit sends."""
+
+    config: FleetConfig
+    settings: Settings
+    hints: Hints
+
+
+class Waking(Protocol):
+    """Wakes a conversation's next task (forced), as a turn of its tenant."""
+
+    def wake_next(self, task: Task, at: datetime | None = None) -> None: ...
+
+
+class Cancelling(Protocol):
+    """Cancels a queued task now, or asks a running one to stop."""
+
+    def cancel(self, task_id: uuid.UUID, *, scope: str | None = None) -> CancelResult: ...
+
+
+class Stopping(Protocol):
+    """Set when this process shuts down: take no new task."""
+
+    stopping: threading.Event
