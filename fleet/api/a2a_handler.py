@@ -54,7 +54,8 @@ from starlette.concurrency import run_in_threadpool
 from fleet.a2a.tasks import ReplyChunks, asks, stream_events, to_a2a
 from fleet.api import a2a_push as push
 from fleet.api.auth import Caller
-from fleet.api.event_hub import EventHub, follow, snapshot
+from fleet.api.event_hub import EventHub
+from fleet.api.event_stream import follow, snapshot
 from fleet.domain import a2a as rules
 from fleet.domain import delivery as rules_delivery
 from fleet.domain import keys

@@ -27,7 +27,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fleet import views
 from fleet.api.deps import CallerDep, RuntimeDep
-from fleet.api.event_hub import EventHub, Follower, updates
+from fleet.api.event_hub import EventHub, Follower
+from fleet.api.event_stream import updates
 from fleet.api.schemas import problem_responses
 from fleet.api.tasks import _api_caller, _visible
 from fleet.config import Settings

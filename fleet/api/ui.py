@@ -24,7 +24,7 @@ from starlette.concurrency import run_in_threadpool
 from fleet import views
 from fleet.api import ui_format
 from fleet.api.auth import Unauthorized
-from fleet.api.event_hub import snapshot
+from fleet.api.event_stream import snapshot
 from fleet.api.events import hub_of, sse_response, start_position
 from fleet.api.ui_auth import COOKIE, SESSION_S, UiAuth, Viewer
 from fleet.domain import operator as op

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from fleet.api.event_hub import Alarms, EventHub, Follower, idle_due, updates
+from fleet.api.event_hub import Alarms, EventHub, Follower, idle_due
+from fleet.api.event_stream import updates
 from fleet.domain.deltas import Delta
 from fleet.domain.events import Position, TaskEvent
 

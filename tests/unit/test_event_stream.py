@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from fleet.api.event_hub import BEAT_STEPS, EventHub, _next_beat
+from fleet.api.event_hub import EventHub
+from fleet.api.event_stream import BEAT_STEPS, _next_beat
 from fleet.api.events import EventStream
 from tests.support.asgi import StreamClient
 
