@@ -1,5 +1,8 @@
 """The one client of fleet's HTTP API: the SDK's server mode and the CLI's ``--server`` use it.
 
+What it reads off the wire (server-sent events, problem answers and the errors they become)
+is ``fleet.sdk.wire``'s; its names are re-exported here.
+
 It answers with the same JSON shapes the API sends (:mod:`fleet.views`) and raises the same
 errors the store would: a 4xx answer is an :class:`ApiError` that is also the store's error for
 it (a 404 a ``NotFound``, a 409 a ``Conflict``...: a ``FleetError``, the CLI exits 2 with its
@@ -8,10 +11,8 @@ detail), a 5xx answer or an unreachable server is ``Unavailable`` (the CLI exits
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -20,15 +21,11 @@ import httpx
 from fleet.domain.redaction import url_without_password
 from fleet.domain.values import TaskStatus
 from fleet.errors import (
-    Conflict,
-    FleetError,
-    Forbidden,
     InputError,
-    NotFound,
-    QueueFull,
     Unavailable,
 )
 from fleet.sdk.closing import Closing
+from fleet.sdk.wire import _BY_STATUS, ApiError, Event, _problem, parse_sse
 
 #: Longest long-poll one GetTask call asks for (the server caps ``wait`` at 60 s).
 MAX_WAIT_S = 60.0
@@ -36,37 +33,6 @@ MAX_WAIT_S = 60.0
 TIMEOUT_S = 30.0
 #: Reset and delete may wait for a run to stop (``cancelRunning``), prune may take a while.
 LIFECYCLE_TIMEOUT_S = 120.0
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One Server-Sent Event of StreamTaskEvents."""
-
-    id: str | None
-    kind: str
-    data: dict[str, Any]
-
-
-def parse_sse(lines: Iterable[str]) -> Iterator[Event]:
-    """Events from the lines of a ``text/event-stream`` (comments and ``retry`` skipped)."""
-    event_id: str | None = None
-    kind, data = "message", list[str]()
-    for line in lines:
-        if not line:
-            if data:
-                yield Event(event_id, kind, json.loads("\n".join(data)))
-            kind, data = "message", []
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "data":
-            data.append(value)
-        elif name == "event":
-            kind = value
-        elif name == "id":
-            event_id = value
 
 
 class _Deadline:
@@ -80,64 +46,6 @@ class _Deadline:
 
     def over(self) -> bool:
         return self._at is not None and time.monotonic() >= self._at
-
-
-class ApiError(FleetError):
-    """The server refused the request (4xx); ``message`` is the problem's detail."""
-
-    def __init__(self, message: str, *, status: int, field: str | None = None) -> None:
-        super().__init__(message, field=field)
-        self.status = status
-
-
-# A server's 4xx answers are also the errors the store raises for the same request, so that SDK
-# code catches the same errors in every mode.
-
-
-class _InputError(ApiError, InputError):
-    """The server refused a value (400, 413, 422)."""
-
-
-class _Forbidden(ApiError, Forbidden):
-    """The caller may not touch this object (403)."""
-
-
-class _NotFound(ApiError, NotFound):
-    """No such object in the caller's reach (404)."""
-
-
-class _Conflict(ApiError, Conflict):
-    """The request conflicts with the current state (409)."""
-
-
-class _QueueFull(ApiError, QueueFull):
-    """The conversation's queue is full (429)."""
-
-
-_BY_STATUS: dict[int, type[ApiError]] = {
-    400: _InputError,
-    403: _Forbidden,
-    404: _NotFound,
-    409: _Conflict,
-    413: _InputError,
-    422: _InputError,
-    429: _QueueFull,
-}
-
-
-def _problem(response: httpx.Response) -> tuple[str, str | None]:
-    """The one line to show for an error answer, and the field it names."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, dict) and isinstance(body.get("detail"), str):
-        params = body.get("invalidParams") or [{}]
-        field = params[0].get("name") if isinstance(params[0], dict) else None
-        return body["detail"].splitlines()[0], field
-    lines = response.text.strip().splitlines()
-    first = lines[0] if lines else response.reason_phrase
-    return f"server answered {response.status_code}: {first}", None
 
 
 class FleetClient(Closing):
@@ -560,3 +468,6 @@ class FleetClient(Closing):
             "POST", f"/v1/tasks/{task_id}/approvals/{approval_id}", json=body
         )
         return found
+
+
+__all__ = ["ApiError", "Event", "FleetClient", "parse_sse"]
