@@ -10,6 +10,10 @@ signals): they join the conversation as user messages. Tool calls not started wh
 arrives are skipped (the model sees why); an interrupt gives the model one last turn, without
 tools, to report, then the run ends as ``superseded``. A ``tracer`` (a no-op unless tracing is
 on) gets a span around each model call and each tool call.
+
+About 500 lines, on purpose: the loop and its steps (model step, tool step, park, report) share
+the conversation being built and the boundary rules above, and are read as one state machine;
+what stands apart has its own room (``steps``, ``waiting``, ``budget``, ``tracing``).
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ call context's state. Every fleet error leaves here as an A2A error with a clear
 
 A task waiting for a person's approval of a tool call is ``input-required``: a message to it
 (same taskId) carrying a decision data part decides it (:meth:`FleetRequestHandler._decide`).
+
+Near 480 lines: one method per A2A operation the SDK's handler interface names, each short; the
+task mapping and the push configs have rooms of their own (``fleet.a2a.tasks``, ``a2a_push``).
 """
 
 from __future__ import annotations

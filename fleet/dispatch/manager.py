@@ -3,6 +3,11 @@
 It holds the job logic and talks only to the store port, a lease and a waker (procrastinate's
 manager/connector split); Celery tasks, HTTP routes and the CLI call it and map its errors.
 What a run does between its claim and its settle is ``fleet.dispatch.execute``'s.
+
+About 500 lines, on purpose: the drain loop, the claim, the run and the settle share one lease
+and one deadline and are read together; every other part of the dispatcher's work has a room
+beside it (intake, execute, lifecycle, waits, follow-ups, recovery, shutdown), each depending on
+a narrow protocol of this one (``fleet.dispatch.host``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The one client of fleet's HTTP API: the SDK's server mode and the CLI's ``--server`` use it.
 
 What it reads off the wire (server-sent events, problem answers and the errors they become)
-is ``fleet.sdk.wire``'s; its names are re-exported here.
+is ``fleet.sdk.wire``'s; its names are re-exported here. Near 470 lines: one short method per
+API operation, in the API's order.
 
 It answers with the same JSON shapes the API sends (:mod:`fleet.views`) and raises the same
 errors the store would: a 4xx answer is an :class:`ApiError` that is also the store's error for
