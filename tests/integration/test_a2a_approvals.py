@@ -93,6 +93,7 @@ def base(
     ) as fleet:
         fleet.worker("w1", concurrency=1)
         yield fleet.serve(**ENV)
+        fleet.kill()  # the test is over: no graceful stop to wait for
 
 
 @pytest.fixture

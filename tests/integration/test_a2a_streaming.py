@@ -39,6 +39,7 @@ def base(tmp_path: Path, pg_url: str, redis_url: str) -> Iterator[str]:
     ) as fleet:
         fleet.worker("w1", concurrency=2)
         yield fleet.serve(**ENV)
+        fleet.kill()  # the test is over: no graceful stop to wait for
 
 
 def _request(text: str) -> SendMessageRequest:

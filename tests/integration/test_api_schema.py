@@ -46,6 +46,7 @@ def api_schema(
         fleet.worker("w1")
         url = fleet.serve()
         yield schemathesis.openapi.from_url(f"{url}/openapi.json")
+        fleet.kill()  # the test is over: no graceful stop to wait for
 
 
 def run_operation(operation: object, mode: GenerationMode) -> None:

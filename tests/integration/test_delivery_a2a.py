@@ -53,6 +53,7 @@ def base(
     ) as fleet:
         fleet.worker("w1")
         yield fleet.serve()
+        fleet.kill()  # the test is over: no graceful stop to wait for
 
 
 def test_push_config_with_the_message_and_afterwards(base: str, receiver: Receiver) -> None:

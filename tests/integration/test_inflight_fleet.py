@@ -220,6 +220,7 @@ def test_kill_9_of_a_process_with_300_runs_recovers_each_and_counts_each_tool_on
     )
 
 
+@pytest.mark.serial  # bound by wall-clock time (50 ms): run alone, not beside the parallel suite
 def test_a_blocking_tool_does_not_hold_up_the_other_runs_model_calls(
     rt: Runtime, fleet: Fleet, tmp_path: Path
 ) -> None:

@@ -58,6 +58,7 @@ def fleet(tmp_path: Path, pg_url: str, redis_url: str) -> Iterator[tuple[Fleet, 
         (config / "tenants" / f"{name}.toml").write_text(body)
     with running_fleet(tmp_path, database_url=pg_url, redis_url=redis_url, config_dir=config) as f:
         yield f, f.serve(**ENV)
+        f.kill()  # the test is over: no graceful stop to wait for
 
 
 @pytest.fixture

@@ -79,6 +79,7 @@ def server(tmp_path: Path) -> Iterator[str]:
         config_dir=config,
     ) as served:
         yield served.serve()
+        served.kill()  # the test is over: no graceful stop to wait for
 
 
 def test_server_mode_runs_resumes_and_reads(server: str) -> None:

@@ -70,6 +70,7 @@ def fleet(tmp_path: Path, pg_url: str, redis_url: str, provider: FakeOpenAI) -> 
     ) as fleet:
         fleet.worker("w1", concurrency=1)
         yield fleet
+        fleet.kill()  # the test is over: no graceful stop to wait for
 
 
 @pytest.fixture
