@@ -25,6 +25,7 @@ from fleet.config.base import (
 from fleet.constants import (
     DEFAULT_EMBEDDED_RUNS,
     DEFAULT_MAX_DELEGATION_DEPTH,
+    DELIVERY_CLAIM_MARGIN_S,
     FAIR_HOLD_S,
     MAX_EMBEDDED_RUNS,
     MIN_DATABASE_POOL_SIZE,
@@ -129,6 +130,9 @@ class Settings(BaseSettings):
     registry_ttl: Annotated[Duration, _at_least(1.0, "must be at least 1s so renewals keep up")] = (
         30.0
     )
+    #: How long past a reply delivery attempt's timeout its claim holds: a worker that dies
+    #: mid-attempt leaves it this long before the sweeper starts the next attempt elsewhere.
+    delivery_claim_margin: PositiveDuration = DELIVERY_CLAIM_MARGIN_S
     #: How often the sweeper enforces retention and the stored cap (batched deletes).
     prune_interval: PositiveDuration = 60.0
     #: How often a run is tried before its task fails (crash recovery retries).

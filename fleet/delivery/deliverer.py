@@ -46,11 +46,14 @@ class Deliverer:
         clock: Callable[[], datetime],
         *,
         sender: Callable[[where.Request, float], Sent] = send,
+        claim_margin_s: float = DELIVERY_CLAIM_MARGIN_S,
     ) -> None:
         self.store = store
         self.config = config
         self.clock = clock
         self.sender = sender
+        #: How long past an attempt's timeout its claim holds (``FLEET_DELIVERY_CLAIM_MARGIN``).
+        self.claim_margin_s = claim_margin_s
         #: Set by the runtime; None runs each attempt inline (tests, tools).
         self.enqueue: Enqueue | None = None
 
@@ -157,7 +160,7 @@ class Deliverer:
                 refused["error"] = reason
                 self.store.record_attempt(rec.id, token, rules.Next("failed"), refused, now)
             return None
-        until = now + timedelta(seconds=timeout + DELIVERY_CLAIM_MARGIN_S)
+        until = now + timedelta(seconds=timeout + self.claim_margin_s)
         if not self.store.claim_delivery(rec, token, until, now, url=request.url, lost=lost):
             return None  # another attempt won the row
         attempt = rec.attempts + 1

@@ -95,7 +95,9 @@ class Dispatcher:
             (prompt.history_reads(a.history.max_items) for a in config.agents.values()), default=1
         )
         #: Reply delivery: journaled before the settle, attempted off the hot path.
-        self.deliveries = Deliverer(store, config, clock)
+        self.deliveries = Deliverer(
+            store, config, clock, claim_margin_s=settings.delivery_claim_margin
+        )
         #: Set on shutdown: take no new task; a run hands its task back after its current step.
         self.stopping = threading.Event()
         #: call_agent / start_agent: delegated tasks and the results reported back.

@@ -1,10 +1,10 @@
 """Reply delivery exactly once where users feel it: real workers SIGKILLed at the worst moment.
 
 A worker that dies after the receiver got the request and before ``sent`` is stored leaves the
-delivery's claim to expire (its timeout + ``DELIVERY_CLAIM_MARGIN_S``); the sweeper (``fleet
-beat``) then starts the next attempt on another worker, which journals the lost one as
-``unknown`` and sends again with the same ``Idempotency-Key``. Once ``sent`` is stored no request
-follows, however many sweeps pass.
+delivery's claim to expire (its timeout + ``FLEET_DELIVERY_CLAIM_MARGIN``, short here); the
+sweeper (``fleet beat``) then starts the next attempt on another worker, which journals the lost
+one as ``unknown`` and sends again with the same ``Idempotency-Key``. Once ``sent`` is stored no
+request follows, however many sweeps pass.
 
 Two moments are killed: while the receiver holds its answer (the request arrived, no answer yet),
 and after the receiver answered 200 while the worker waits to store ``sent`` (the test holds the
@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import redis
 
-from fleet.constants import DELIVERY_CLAIM_MARGIN_S, SWEEP_TICK_KEY
+from fleet.constants import SWEEP_TICK_KEY
 from fleet.domain import delivery as rules
 from fleet.runtime import Runtime
 from tests.conftest import write_config
@@ -36,10 +36,12 @@ pytestmark = [pytest.mark.fleet, pytest.mark.timeout(240)]
 
 TTL, SWEEP = 2.0, 1.0
 #: The attempt's timeout: the kill lands well within it. Its claim holds this long plus
-#: ``DELIVERY_CLAIM_MARGIN_S`` before the sweeper may start the next attempt.
+#: ``CLAIM_MARGIN_S`` before the sweeper may start the next attempt.
 REPLY_TIMEOUT_S = 4
+#: ``FLEET_DELIVERY_CLAIM_MARGIN`` for the test (the default, 30 s, would only make it wait).
+CLAIM_MARGIN_S = 2.0
 #: How long the retry may take: the claim's expiry, a sweep, a worker's start, slack.
-RETRY_WITHIN_S = REPLY_TIMEOUT_S + DELIVERY_CLAIM_MARGIN_S + 45
+RETRY_WITHIN_S = REPLY_TIMEOUT_S + CLAIM_MARGIN_S + 45
 
 
 @pytest.fixture
@@ -54,7 +56,15 @@ def config(tmp_path: Path, receiver: Receiver) -> Path:
 @pytest.fixture
 def shared_settings(tmp_path: Path, pg_url: str, redis_url: str, config: Path) -> dict[str, Any]:
     """What ``rt`` and ``fleet`` (tests/integration/conftest.py) run with."""
-    return fleet_settings(tmp_path, pg_url, redis_url, config, lease_ttl=TTL, sweep_interval=SWEEP)
+    return fleet_settings(
+        tmp_path,
+        pg_url,
+        redis_url,
+        config,
+        lease_ttl=TTL,
+        sweep_interval=SWEEP,
+        delivery_claim_margin=CLAIM_MARGIN_S,
+    )
 
 
 @pytest.fixture
