@@ -71,8 +71,9 @@ def run_checks(*, connect: bool = False) -> list[CheckResult]:
         results.extend(_recall(config, settings))
     except FleetError as exc:
         results.extend(CheckResult("config", "fail", line) for line in _each(exc))
-    results.append(_database(settings))
-    if results[-1].state == "ok" and config is not None:
+    database = _database(settings)
+    results.append(database)
+    if database.state == "ok" and config is not None:
         from fleet.checks_runs import runs_against
 
         results.extend(CheckResult("runs", *line) for line in runs_against(config, settings))

@@ -88,6 +88,8 @@ class Snapshots:
         """Keep the configuration of a run's agent, once per process (``tools``: its Python
         tools' specs). A failure is logged: a later resume then runs with the config of then."""
         fp = resolved.fingerprint
+        if fp in self._kept or resolved.kept_tools is not None:  # every run after the first
+            return
         with self._lock:  # hundreds of runs may start at once: the first one keeps it
             if fp in self._kept or resolved.kept_tools is not None:
                 return

@@ -36,15 +36,15 @@ class SnapshotStore(StoreBase):
         self, fingerprint: str, agent: str, config: dict[str, Any], now: datetime
     ) -> None:
         """Keep ``config`` under ``fingerprint`` (redacted; a second keep of it changes nothing)."""
+        if self.agent_config(fingerprint) is not None:
+            return
+        ac = s.agent_configs
         row = {
             "fingerprint": fingerprint,
             "agent": agent,
             "config": self.redactor.json(config),
             "created_at": now,
         }
-        ac = s.agent_configs
-        if self.agent_config(fingerprint) is not None:
-            return
         try:
             with self.tx() as conn:
                 conn.execute(insert(ac).values(**row))
