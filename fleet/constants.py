@@ -92,7 +92,11 @@ PAUSE_TOOL = "pause"
 #: A waiting task due within this many seconds (a short pause) gets a wake-up at its deadline
 #: when it parks; a later one is found by the sweeper (no far-future wake-up in the broker).
 NEAR_DEADLINE_S = 60.0
-BUILTIN_TOOL_NAMES = frozenset({"current_time", "wait", FOLLOWUP_TOOL, PAUSE_TOOL})
+#: The built-in that parks a run until an event of a name and key arrives (bound to each run).
+EVENT_WAIT_TOOL = "wait_for_event"
+#: The built-ins bound to each run (``fleet.dispatch.sources``), not to the agent's toolbox.
+RUN_BOUND_TOOLS = frozenset({FOLLOWUP_TOOL, PAUSE_TOOL, EVENT_WAIT_TOOL})
+BUILTIN_TOOL_NAMES = frozenset({"current_time", "wait"}) | RUN_BOUND_TOOLS
 #: Collect mode: the debounce a deployment gets when it names none (seconds).
 DEFAULT_DEBOUNCE_S = 2.0
 #: Collect mode: the longest debounce a deployment may configure (seconds).
@@ -181,6 +185,8 @@ DELIVERY_BACKOFF_CAP_S = 300.0
 #: Reply delivery: how long past an attempt's timeout its claim holds before the attempt counts
 #: as lost (its worker died) and another may start.
 DELIVERY_CLAIM_MARGIN_S = 30.0
+#: An event that arrives before the wait for it is kept this long (``FLEET_EVENT_LOOKBACK``).
+EVENT_LOOKBACK_S = 15 * 60.0
 #: Reply delivery: URLs longer than this are refused.
 MAX_DELIVERY_URL_CHARS = 2048
 #: A task's recent text deltas (a Redis stream, bounded, expiring): ``fleet.streaming``.

@@ -95,16 +95,24 @@ def _asking(task: FleetTask, asked: Sequence[Wait]) -> TaskStatus:
 
 
 def to_a2a(
-    task: FleetTask, *, asked: Sequence[Wait] = (), history_length: int | None = None
+    task: FleetTask,
+    *,
+    asked: Sequence[Wait] = (),
+    waiting: Sequence[Wait] = (),
+    history_length: int | None = None,
 ) -> Task:
     """Our task as an A2A task: state, reply as artifact and status message, input as history;
     ``asked``: the approvals it asks its caller for (:func:`fleet.domain.a2a.asking`), which
     make an unfinished task ``input-required`` (a pending approval means its task waits: the
-    row read a moment before may say it still runs)."""
+    row read a moment before may say it still runs); ``waiting``: what a waiting task waits
+    for, said in the ``working`` status's message (an event of a name and key, a pause…)."""
     if asked and not task.status.terminal:
         status = _asking(task, asked)
     else:
         status = TaskStatus(state=_state(task), timestamp=_ts(task.finished_at or task.started_at))
+        if waiting and task.status == FleetStatus.WAITING:
+            text = "; ".join(views.waiting_text(w) for w in waiting)
+            status.message.CopyFrom(_agent_message(task, f"waiting-{waiting[-1].id}", text))
     artifacts: list[Artifact] = []
     history = [
         Message(

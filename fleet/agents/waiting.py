@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from fleet.agents.models.base import ToolCall
 from fleet.agents.steps import Steps
 from fleet.agents.tools.base import Tool
-from fleet.domain import waits
+from fleet.domain import event_waits, waits
 
 #: The result of a call needing an approval in a run that cannot wait for one.
 NO_APPROVALS = "error: this tool needs a person's approval, and this run cannot ask for one"
@@ -65,6 +65,9 @@ def record(requests: Sequence[waits.Request], steps: Steps) -> None:
         elif r.kind == "time":
             until = waits.deadline(datetime.now(UTC), r.timeout_s)
             text = f"paused for {r.timeout_s:g}s, until {until.isoformat(timespec='seconds')}"
+        elif r.kind == "event":
+            until = waits.deadline(datetime.now(UTC), r.timeout_s)
+            text = event_waits.waiting_text(r.event or "", r.key or "", until)
         else:
             text = f"waiting for task {r.target_task_id}"
         steps.record(

@@ -156,17 +156,21 @@ class FleetRequestHandler(RequestHandler):
         """The approvals ``task`` asks its caller to decide now: none unless it is waiting or,
         ``fresh``, unfinished (a stream's task row is read before its runs: a run parked
         between the reads shows the row still running)."""
+        return rules.asking(await self._pending(task, fresh=fresh), self.rt.dispatcher.clock())
+
+    async def _pending(self, task: FleetTask, *, fresh: bool = False) -> list[Wait]:
         if task.status.terminal or (task.status != TaskStatus.WAITING and not fresh):
             return []
-        found = await run_in_threadpool(
+        return await run_in_threadpool(
             functools.partial(self.rt.store.waits_of, task.id, pending=True)
         )
-        return rules.asking(found, self.rt.dispatcher.clock())
 
     async def _answer(self, task: FleetTask, history_length: int | None = None) -> Task:
-        """The task as A2A shows it now (``input-required`` when it asks for approvals)."""
-        asked = await self._asked(task)
-        return to_a2a(task, asked=asked, history_length=history_length)
+        """The task as A2A shows it now (``input-required`` when it asks for approvals;
+        ``working`` saying what it waits for otherwise)."""
+        pending = await self._pending(task)
+        asked = rules.asking(pending, self.rt.dispatcher.clock())
+        return to_a2a(task, asked=asked, waiting=pending, history_length=history_length)
 
     async def _wait(self, task: FleetTask, timeout: float) -> FleetTask:
         """Poll the store (never holding a thread while asleep) until the task ends, asks for

@@ -142,7 +142,7 @@ class StreamHandoff:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].endswith("/events"):
+        if not _streams(scope):
             await self.app(scope, receive, send)
             return
         before = set(scope)
@@ -156,6 +156,15 @@ class StreamHandoff:
         for key in set(scope) - before:  # the routing's and FastAPI's (its exit stacks)
             del scope[key]
         await stream.stream(method, receive, send)
+
+
+def _streams(scope: Scope) -> bool:
+    """A task event stream's request (``GET|HEAD …/tasks/{id}/events``), not SendEvent's
+    ``POST /v1/events`` or any other path ending in ``/events``."""
+    if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
+        return False
+    path: str = scope["path"]
+    return path.endswith("/events") and "/tasks/" in path
 
 
 def _event_frame(ev: TaskEvent | Delta) -> bytes:

@@ -214,6 +214,19 @@ class ApprovalView(_Camel):
     decided_at: datetime | None
 
 
+class WaitView(_Camel):
+    """One thing a waiting task waits for."""
+
+    id: UUID
+    kind: Literal["approval", "delegate", "time", "event"]
+    tool: str
+    event: str | None = Field(default=None, description="`event`: the name waited for.")
+    key: str | None = Field(default=None, description="`event`: the key waited for.")
+    task_id: UUID | None = Field(default=None, description="`delegate`: the task waited for.")
+    expires_at: datetime = Field(description="It ends by then (an event wait: timed out).")
+    text: str = Field(description="In words: `waiting for event payment.cleared (key o-1) …`.")
+
+
 class TaskDetail(TaskView):
     """GetTask: the task, where its reply was delivered and what it waits for."""
 
@@ -224,6 +237,11 @@ class TaskDetail(TaskView):
         default_factory=list,
         description="`waiting`: the tool calls waiting for a decision "
         "(`POST /v1/tasks/{id}/approvals/{approvalId}`).",
+    )
+    waiting_for: list[WaitView] = Field(
+        default_factory=list,
+        description="`waiting`: everything it waits for (approvals, delegated tasks, a pause, "
+        "events of a name and key), each until its deadline.",
     )
 
 

@@ -164,8 +164,7 @@ async def get_task(
             waits: list[Wait] = []
             if task.status == TaskStatus.WAITING:
                 waits = await run_in_threadpool(rt.store.waits_of, task.id, pending=True)
-            approvals = [w for w in waits if w.kind == "approval"]
-            return JSONResponse(views.task_with_deliveries(task, found, approvals))
+            return JSONResponse(views.task_with_deliveries(task, found, waits))
         await asyncio.sleep(min(pause, left))
         pause = min(pause * 2, POLL_MAX_S)
 

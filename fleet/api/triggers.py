@@ -1,4 +1,5 @@
-"""Webhook triggers: ``POST /v1/triggers/{name}`` turns a delivery into a task.
+"""Webhook triggers: ``POST /v1/triggers/{name}`` turns a delivery into a task (or, for a
+trigger with ``[event]``, into an event that waiting runs resume on: ``wait_for_event``).
 
 Who may deliver, in this order:
 
@@ -10,7 +11,9 @@ Who may deliver, in this order:
    whole server is open (no callers configured at all); else every delivery is refused (401):
    a server that checks keys does not take unsigned, unauthenticated deliveries by default.
 
-A refused delivery stores nothing. The task's conversation lives in scope ``webhook:<name>``.
+A refused delivery stores nothing. The task's conversation lives in scope ``webhook:<name>``;
+an event reaches the waits of ``[event] scope`` (default ``webhook:<name>``) in the trigger's
+tenant.
 """
 
 from __future__ import annotations
@@ -24,13 +27,15 @@ from fastapi import APIRouter, Header, Path, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from fleet import views
 from fleet.api.auth import Caller, KeyRing, Unauthorized
 from fleet.api.deps import RuntimeDep
 from fleet.api.schemas import SubmitTaskResponse, problem_responses
 from fleet.config import FleetConfig, TriggerConfig
 from fleet.constants import MAX_WEBHOOK_BYTES
-from fleet.domain import webhooks
+from fleet.domain import event_waits, webhooks
 from fleet.errors import FleetError, NotFound, Unavailable
+from fleet.runtime import Runtime
 from fleet.views import admission_json
 
 log = logging.getLogger(__name__)
@@ -111,7 +116,8 @@ def authenticate(
         return None
     caller: Caller = ring.authenticate(authorization)
     caller.check_source(scope)
-    caller.check_deployment(trigger.deployment)
+    if trigger.deployment is not None:
+        caller.check_deployment(trigger.deployment)
     return caller.name
 
 
@@ -148,7 +154,12 @@ async def deliver(
         headers=headers,
         authorization=authorization,
     )
-    delivery = webhooks.extract(trigger, webhooks.parse_body(body), headers)
+    document = webhooks.parse_body(body)
+    tenant = rt.config.tenant_of_trigger(trigger.name)
+    if trigger.deployment is None:  # an [event] trigger
+        sent = await run_in_threadpool(_send_event, rt, trigger, document, headers, sender)
+        return JSONResponse(views.sent_json(sent), status_code=200 if sent.duplicate else 202)
+    delivery = webhooks.extract(trigger, document, headers)
     admission = await run_in_threadpool(
         rt.dispatcher.submit,
         trigger.deployment,
@@ -159,6 +170,30 @@ async def deliver(
         idempotency_key=delivery.idempotency_key,
         caller=sender,
         resource_id=delivery.resource_id,
-        tenant=rt.config.tenant_of_trigger(trigger.name),
+        tenant=tenant,
     )
     return JSONResponse(admission_json(admission), status_code=200 if admission.duplicate else 202)
+
+
+def _send_event(
+    rt: Runtime,
+    trigger: TriggerConfig,
+    document: object,
+    headers: dict[str, str],
+    sender: str | None,
+) -> event_waits.Sent:
+    """A delivery to an ``[event]`` trigger: an event in the trigger's tenant, reaching the
+    waits of its ``scope`` (default the trigger's own)."""
+    assert trigger.event is not None
+    found = webhooks.extract_event(trigger, document, headers)
+    waiting = rt.dispatcher.waiting
+    event = waiting.new_event(
+        name=found.name,
+        key=found.key,
+        data=found.data,
+        event_id=found.event_id,
+        tenant=rt.config.tenant_of_trigger(trigger.name),
+        scope=trigger.event.scope or trigger.scope,
+        sender=sender or f"trigger:{trigger.name}",
+    )
+    return waiting.send_event(event)

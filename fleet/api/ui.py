@@ -275,7 +275,7 @@ async def conversation(request: Request, conversation_id: uuid.UUID) -> Response
         runs={str(k): v for k, v in runs.items()},
         messages=[views.message_json(m) for m in messages],
         head=head,
-        approvals=[] if head is None else await _pending(rt, head),
+        **await _pending(rt, head),
     )
 
 
@@ -297,16 +297,20 @@ async def run_page(request: Request, run_id: uuid.UUID) -> Response:
         conversation_id=str(task.conversation_id),
         after=str(position) if position else None,
         live=not task.status.terminal,
-        approvals=await _pending(rt, task),
+        **await _pending(rt, task),
     )
 
 
-async def _pending(rt: Runtime, task: Task) -> list[dict[str, Any]]:
-    """A waiting task's pending approvals (as ``pendingApprovals``); none for any other."""
-    if task.status != TaskStatus.WAITING:
-        return []
+async def _pending(rt: Runtime, task: Task | None) -> dict[str, Any]:
+    """A waiting task's pending approvals (as ``pendingApprovals``) and what else it waits
+    for (events, a pause, delegates: as ``waitingFor``); none for any other task."""
+    if task is None or task.status != TaskStatus.WAITING:
+        return {"approvals": [], "waits": []}
     waits = await run_in_threadpool(partial(rt.store.waits_of, pending=True), task.id)
-    return [views.approval_json(w) for w in waits if w.kind == "approval"]
+    return {
+        "approvals": [views.approval_json(w) for w in waits if w.kind == "approval"],
+        "waits": [views.waiting_json(w) for w in waits if w.kind != "approval"],
+    }
 
 
 @router.get("/approvals", response_class=HTMLResponse)

@@ -20,6 +20,7 @@ from fleet.cli import ops
 from fleet.cli.approvals import approvals_app
 from fleet.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, err, out
 from fleet.cli.conversations import conversations_app
+from fleet.cli.events import events_app
 from fleet.cli.keys import keys_app
 from fleet.cli.memory import memory_app
 from fleet.cli.run import run
@@ -55,6 +56,7 @@ app = typer.Typer(
 app.command()(run)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(approvals_app, name="approvals")
+app.add_typer(events_app, name="events")
 app.add_typer(memory_app, name="memory")
 app.add_typer(conversations_app, name="conversations")
 app.add_typer(keys_app, name="keys")

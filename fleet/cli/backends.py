@@ -139,11 +139,9 @@ class LocalTasks(StoreTasks):
 
         task = self.rt.store.get_task(task_id)
         waits = []
-        if task.status == TaskStatus.WAITING:  # as GetTask: its pending approvals
+        if task.status == TaskStatus.WAITING:  # as GetTask: what it waits for
             waits = self.rt.store.waits_of(task.id, pending=True)
-        return task_with_deliveries(
-            task, self.rt.store.task_deliveries(task.id), [w for w in waits if w.kind == "approval"]
-        )
+        return task_with_deliveries(task, self.rt.store.task_deliveries(task.id), waits)
 
     def list_tasks(self, **query: Unpack[TaskQuery]) -> list[View]:
         from fleet.domain.keys import api_scope, split_scoped

@@ -182,6 +182,9 @@ def show_task(out: Console, view: View) -> None:
         rows.append(("delivery", _delivery_line(d)))
     for a in view.get("pendingApprovals") or ():
         rows.append(("approval", _approval_line(a)))
+    for w in view.get("waitingFor") or ():
+        if w["kind"] != "approval":  # (approvals: their own lines, with their ids)
+            rows.append(("waits", w["text"]))
     for k, v in rows:
         table.add_row(k, Text(str(v)))  # Text: user text is never read as Rich markup
     out.print(table)

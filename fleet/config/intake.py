@@ -227,12 +227,32 @@ class SignatureConfig(_Strict):
     tolerance: Duration = 300.0
 
 
+class TriggerEventConfig(_Strict):
+    """``[event]`` of a trigger: each delivery is an event (``wait_for_event``), not a task."""
+
+    #: The event's name (``payment.cleared``), or where it is (``{ pointer = "/type" }``).
+    name: str | FieldRef
+    #: Where its key is (the order id the waiting runs name): a header or a JSON pointer.
+    key: FieldRef
+    #: JSON pointer of its data; ``""`` (default): the whole body.
+    data: Annotated[
+        str,
+        _matching(_POINTER, "must be a JSON pointer like /data/object, or '' for the whole body"),
+    ] = ""
+    #: The scope whose waits it reaches (``api``, ``api:shop``): the conversations the waiting
+    #: runs belong to. Default: the trigger's own, ``webhook:<name>``.
+    scope: str | None = None
+
+
 class TriggerConfig(TenantRef):
-    """A webhook at ``/v1/triggers/<name>`` that turns deliveries into tasks."""
+    """A webhook at ``/v1/triggers/<name>`` that turns deliveries into tasks (or, with
+    ``[event]``, into events that waiting runs resume on)."""
 
     name: str
-    #: The deployment its tasks run on.
-    deployment: str
+    #: The deployment its tasks run on (none for an ``[event]`` trigger).
+    deployment: str | None = None
+    #: ``[event]``: each delivery is an event, not a task.
+    event: TriggerEventConfig | None = None
     #: Where the conversation key is; unset means a new conversation per delivery.
     conversation_key: FieldRef | None = None
     #: Where the resource id is (who the delivery is about, e.g. ``/sender/login``).
@@ -261,3 +281,19 @@ class TriggerConfig(TenantRef):
             if not _POINTER.match(pointer):
                 raise ValueError(f"label {name!r}: {pointer!r} is not a JSON pointer")
         return v
+
+    @model_validator(mode="after")
+    def _task_or_event(self) -> TriggerConfig:
+        if (self.deployment is None) == (self.event is None):
+            raise ValueError(
+                "give a deployment (each delivery is a task) or an [event] table (each "
+                "delivery is an event waiting runs resume on), not both or neither"
+            )
+        if self.event is not None and self.reply is not None:
+            raise ValueError("an [event] trigger has no replies to deliver: remove [reply]")
+        return self
+
+    @property
+    def scope(self) -> str:
+        """The scope its tasks' conversations live in."""
+        return f"webhook:{self.name}"

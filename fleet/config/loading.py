@@ -320,7 +320,7 @@ def _cross_check(
                 found = f"no deployment named {target!r}"
                 errors.append(_unknown(path, f"delegates[{i}]", found, deployments))
     for name, trig in sections["triggers"].items():
-        if missing("deployments", trig.deployment):
+        if trig.deployment is not None and missing("deployments", trig.deployment):
             path = root / "triggers" / f"{name}.toml"
             found = f"no deployment named {trig.deployment!r}"
             errors.append(_unknown(path, "deployment", found, deployments))

@@ -26,6 +26,7 @@ from fleet.constants import (
     DEFAULT_EMBEDDED_RUNS,
     DEFAULT_MAX_DELEGATION_DEPTH,
     DELIVERY_CLAIM_MARGIN_S,
+    EVENT_LOOKBACK_S,
     FAIR_HOLD_S,
     MAX_EMBEDDED_RUNS,
     MIN_DATABASE_POOL_SIZE,
@@ -152,6 +153,11 @@ class Settings(BaseSettings):
     #: once, a thread each (started as needed) draining one conversation in order; a run
     #: waiting on its model or a tool holds no database connection.
     embedded_concurrency: int = Field(default=DEFAULT_EMBEDDED_RUNS, ge=1, le=MAX_EMBEDDED_RUNS)
+    #: An event that arrives before the wait for it (``wait_for_event``) is kept this long: a
+    #: wait that starts within it is resolved at once. Ids are remembered a day longer.
+    event_lookback: Annotated[Duration, _at_least(0, "must be zero or more seconds")] = (
+        EVENT_LOOKBACK_S
+    )
     #: How many delegations deep (``call_agent``, ``start_agent``) a chain of tasks may go;
     #: ``0`` refuses every delegation.
     max_delegation_depth: int = Field(default=DEFAULT_MAX_DELEGATION_DEPTH, ge=0, le=20)

@@ -20,9 +20,12 @@ from fleet.constants import (
     BUILTIN_TOOL_NAMES,
     DEFAULT_MCP_CONNECT_TIMEOUT_S,
     DEFAULT_MCP_IDLE_TIMEOUT_S,
+    EVENT_WAIT_TOOL,
     MAX_MCP_CONCURRENT_CALLS,
     MCP_PYTHON_PLACEHOLDER,
 )
+from fleet.domain.event_waits import DEFAULT_MAX_TIMEOUT_S
+from fleet.domain.event_waits import check_globs as event_globs
 from fleet.domain.waits import check_globs
 
 
@@ -44,6 +47,35 @@ class ToolRef(_Strict):
     #: ``process``: the (sync, Python) tool runs in a child process of the worker, for work that
     #: holds the CPU; ``thread`` (default): on a thread, for work that waits.
     isolation: Literal["thread", "process"] = "thread"
+    #: ``wait_for_event`` only: the event names (or patterns, ``payment.*``) it may wait for.
+    events: tuple[str, ...] | None = None
+    #: ``wait_for_event`` only: the longest timeout a call may ask for (default 1 day).
+    max_timeout: PositiveDuration | None = None
+
+    @field_validator("events")
+    @classmethod
+    def _event_names(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if v is None else event_globs(v)
+
+    @model_validator(mode="after")
+    def _event_wait(self) -> ToolRef:
+        if self.tool == EVENT_WAIT_TOOL:
+            if self.events is None:
+                raise ValueError(
+                    f"{EVENT_WAIT_TOOL!r} needs the events it may wait for (events come from "
+                    f'outside): {{ tool = "{EVENT_WAIT_TOOL}", events = ["payment.*"], '
+                    'max_timeout = "1d" }'
+                )
+        elif self.events is not None or self.max_timeout is not None:
+            raise ValueError(
+                f"tool {self.tool!r}: events and max_timeout are for {EVENT_WAIT_TOOL!r} only"
+            )
+        return self
+
+    @property
+    def longest_wait(self) -> float:
+        """``wait_for_event``: the longest timeout a call may ask for, in seconds."""
+        return self.max_timeout if self.max_timeout is not None else DEFAULT_MAX_TIMEOUT_S
 
     @field_validator("tool")
     @classmethod

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from fleet.agents import models as model_adapters
 from fleet.agents import prompt, tokens
 from fleet.agents.models.base import Model
-from fleet.agents.tools import Tool, followup, pause
+from fleet.agents.tools import Tool, event_wait, followup, pause
 from fleet.config import AgentConfig, FleetConfig, Settings
 from fleet.dispatch.followups import StoreFollowups
 from fleet.dispatch.waits import StoreWaits
@@ -132,15 +132,16 @@ class RunSources:
         authorize: Callable[[str], None],
     ) -> list[Tool]:
         """The tools of this run bound to it: memory (blocks, notes, working memory),
-        ``schedule_followup`` and ``pause``."""
+        ``schedule_followup``, ``pause`` and ``wait_for_event``."""
         extra: list[Tool] = []
         if any(ref.tool == followup.NAME for ref in agent.tools):
             extra.append(followup.tool(StoreFollowups(self.store, task, self.clock)))
-        if any(ref.tool == pause.NAME for ref in agent.tools):
-            waits = StoreWaits(
-                self.store, task, self.clock, approval_timeout_s=agent.approval_timeout
-            )
-            extra.append(pause.tool(waits))
+        waits = StoreWaits(self.store, task, self.clock, approval_timeout_s=agent.approval_timeout)
+        for ref in agent.tools:
+            if ref.tool == pause.NAME:
+                extra.append(pause.tool(waits))
+            elif ref.tool == event_wait.NAME:
+                extra.append(event_wait.tool(waits, ref.events or (), ref.longest_wait))
         namespace = self.config.deployment(task.deployment).namespace
         wm = agent.working_memory
         if wm is not None and not wm.read_only:

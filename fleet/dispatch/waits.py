@@ -10,23 +10,28 @@ held by the broker).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable
-from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
 
-from fleet.dispatch.host import Cancelling, Clocked, Waking
+from fleet.constants import LIMITS
+from fleet.dispatch.host import Cancelling, Configured, Waking
+from fleet.domain import event_waits as event_rules
 from fleet.domain import waits as rules
 from fleet.domain.delegation import is_delegation_key
 from fleet.domain.values import Task, TaskStatus
 from fleet.store import Head, Store
 
 if TYPE_CHECKING:
-    from fleet.dispatch.hints import Hints
     from fleet.domain.runs import Outcome
     from fleet.store import Started
 
 log = logging.getLogger(__name__)
+
+#: An event's id is remembered this long past the lookback window (a repeat changes nothing).
+EVENT_IDS_KEPT_S = 24 * 3600.0
 
 
 class StoreWaits:
@@ -55,10 +60,8 @@ class StoreWaits:
         return decided
 
 
-class WaitingHost(Clocked, Cancelling, Waking, Protocol):
+class WaitingHost(Configured, Cancelling, Waking, Protocol):
     """What ``Waiting`` uses of its dispatcher."""
-
-    hints: Hints
 
 
 class Waiting:
@@ -66,11 +69,16 @@ class Waiting:
 
     def __init__(self, dispatcher: WaitingHost) -> None:
         self.d = dispatcher
+        self._next_prune = 0.0
 
     def park(self, started: Started, outcome: Outcome) -> Head | None:
         """Store the run's waits and let go of its task (fenced); the conversation's head."""
         task = started.task
-        head = self.d.store.park(task, started.run_id, outcome.waits, outcome, self.d.clock())
+        now = self.d.clock()
+        since = now - timedelta(seconds=self.d.settings.event_lookback)
+        head = self.d.store.park(
+            task, started.run_id, outcome.waits, outcome, now, events_since=since
+        )
         self.d.hints.changed(task.id)
         log.info(
             "task %s waits (%s), holding no worker",
@@ -104,6 +112,50 @@ class Waiting:
             self.d.wake_next(task)
         return wait
 
+    def new_event(
+        self,
+        *,
+        name: object,
+        key: object,
+        data: Any,
+        event_id: object,
+        tenant: str,
+        scope: str | None,
+        sender: str | None,
+    ) -> event_rules.Event:
+        """An event as sent now, checked (InputError names the field); its ``data`` at most
+        the agents' ``max_input_bytes`` (``[limits]`` of fleet.toml) as JSON."""
+        cap = self.d.config.app.limits.max_input_bytes or LIMITS["max_input_bytes"].default
+        return event_rules.new_event(
+            name=name,
+            key=key,
+            data=data,
+            event_id=event_id,
+            tenant=tenant,
+            scope=scope,
+            sender=sender,
+            now=self.d.clock(),
+            max_bytes=cap,
+        )
+
+    def send_event(self, event: event_rules.Event) -> event_rules.Sent:
+        """An event arrived (``POST /v1/events``, ``fleet events send``, a trigger): the waits
+        pending for it in its tenant and scope are resolved and their tasks resume at once; it
+        is kept for the lookback window for waits that start after it."""
+        sent, woken = self.d.store.send_event(event)
+        for task in woken:
+            self.d.hints.changed(task.id)
+            self.d.wake_next(task)
+        log.info(
+            "event %s (key %s, id %s) in tenant %s: %s",
+            event.name,
+            event.key,
+            event.id,
+            event.tenant,
+            "seen before" if sent.duplicate else f"resolved {sent.resolved} wait(s)",
+        )
+        return sent
+
     def delegate_ended(self, task: Task) -> None:
         """``task`` ended: the tasks waiting for it (``call_agent``) resume. (Only a delegated
         task can be waited for: other settles cost nothing here.)"""
@@ -120,7 +172,20 @@ class Waiting:
         for caller in woken:
             self.d.hints.changed(caller.id)
             self.d.wake_next(caller)
+        self._prune_events()
         return len(woken)
+
+    def _prune_events(self) -> None:
+        """Forget events past the lookback window and a day more (their ids are remembered
+        that long), at most every ``prune_interval``."""
+        at = time.monotonic()
+        if at < self._next_prune:
+            return
+        self._next_prune = at + self.d.settings.prune_interval
+        kept = self.d.settings.event_lookback + EVENT_IDS_KEPT_S
+        gone = self.d.store.prune_events(self.d.clock() - timedelta(seconds=kept))
+        if gone:
+            log.info("forgot %d event(s) past the lookback window", gone)
 
     def cancelled(self, *task_ids: uuid.UUID) -> None:
         """Waiting tasks were cancelled (``CancelTask``, a conversation reset): the delegates

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from fleet.errors import InputError
 
-WaitKind = Literal["approval", "delegate", "time"]
+WaitKind = Literal["approval", "delegate", "time", "event"]
 #: ``pending`` until decided; every other status ends the wait.
 WaitStatus = Literal[
     "pending", "approved", "rejected", "expired", "interrupted", "cancelled", "done"
@@ -51,6 +51,9 @@ class Request:
     timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S
     #: ``delegate``: the task waited for.
     target_task_id: str | None = None
+    #: ``event``: the event's name and key waited for.
+    event: str | None = None
+    key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,8 @@ class Decision:
     by: str | None = None
     reason: str | None = None
     arguments: dict[str, Any] = field(default_factory=dict)
+    #: ``event``: the data of the event that ended the wait (stored redacted).
+    data: Any = None
 
     @property
     def runs(self) -> bool:
@@ -88,6 +93,11 @@ class Wait:
     reason: str | None = None
     decided_at: datetime | None = None
     target_task_id: str | None = None
+    #: ``event``: the name and key waited for; once it arrived, its id and data.
+    event: str | None = None
+    event_key: str | None = None
+    event_id: str | None = None
+    data: Any = None
 
     def decision(self, now: datetime) -> Decision | None:
         """How it ended, as the resumed run sees it; None while it is pending (a pending one
@@ -96,7 +106,7 @@ class Wait:
             if now < self.expires_at:
                 return None
             return Decision("expired", arguments=self.arguments)
-        return Decision(self.status, self.decided_by, self.reason, self.arguments)
+        return Decision(self.status, self.decided_by, self.reason, self.arguments, self.data)
 
 
 def status_of(answer: str) -> WaitStatus:

@@ -291,13 +291,50 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
     return (value.strip() or None) if value is not None else None
 
 
-def _key(ref: FieldRef, document: Any, headers: Mapping[str, str]) -> str | None:
+def _key(
+    ref: FieldRef, document: Any, headers: Mapping[str, str], what: str = "the conversation key"
+) -> str | None:
     if ref.header is not None:
         return _header(headers, ref.header)
     assert ref.pointer is not None
     found = resolve_pointer(document, ref.pointer, default=None)
-    key = _scalar(found, "the conversation key", ref.pointer)
+    key = _scalar(found, what, ref.pointer)
     return None if key is None or blank(key) else key  # (white space alone is no key either)
+
+
+@dataclass(frozen=True, slots=True)
+class EventDelivery:
+    """What a delivery to an ``[event]`` trigger sends: an event's name, key, data and id."""
+
+    name: str | None
+    key: str | None
+    data: Any
+    event_id: str | None
+
+
+def extract_event(
+    trigger: TriggerConfig, document: Any, headers: Mapping[str, str]
+) -> EventDelivery:
+    """Map a delivery to an event by the trigger's ``[event]`` table (pure): the name (given,
+    or from a header or pointer), the key, the data at ``data`` (the whole body by default),
+    the id from ``idempotency_header``. A name or key that is absent is None (the event's
+    own checks then refuse it, naming the field)."""
+    spec = trigger.event
+    assert spec is not None
+    name = (
+        spec.name
+        if isinstance(spec.name, str)
+        else _key(spec.name, document, headers, "the event name")
+    )
+    delivery_id = None
+    if trigger.idempotency_header is not None:
+        delivery_id = _header(headers, trigger.idempotency_header)
+    return EventDelivery(
+        name=name,
+        key=_key(spec.key, document, headers, "the event key"),
+        data=resolve_pointer(document, spec.data),
+        event_id=delivery_id,
+    )
 
 
 def extract(trigger: TriggerConfig, document: Any, headers: Mapping[str, str]) -> Delivery:

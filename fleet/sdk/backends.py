@@ -96,6 +96,19 @@ class Backend(Protocol):
         approval of the task, Conflict when it was decided already or expired."""
         ...
 
+    def send_event(
+        self,
+        event: str,
+        key: str,
+        data: Any = None,
+        *,
+        event_id: str | None = None,
+        tenant: str | None = None,
+    ) -> View:
+        """SendEvent: the runs waiting for its name and key resume with ``data``;
+        ``{"id", "event", "key", "tenant", "resolved", "duplicate", "receivedAt"}``."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -244,6 +257,30 @@ class StoreTasks:
             "approval": approval_json(wait),
             "task": task_json(self.rt.store.get_task(task.id)),
         }
+
+    def send_event(
+        self,
+        event: str,
+        key: str,
+        data: Any = None,
+        *,
+        event_id: str | None = None,
+        tenant: str | None = None,
+    ) -> View:
+        """As the operator: it reaches every scope of ``tenant`` (default ``default``)."""
+        from fleet.views import sent_json
+
+        waiting = self.rt.dispatcher.waiting
+        ev = waiting.new_event(
+            name=event,
+            key=key,
+            data=data,
+            event_id=event_id,
+            tenant=tenant or DEFAULT_TENANT,
+            scope=None,
+            sender=LOCAL_DECIDER,
+        )
+        return sent_json(waiting.send_event(ev))
 
     def close(self) -> None:
         self.rt.close()

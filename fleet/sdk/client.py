@@ -470,5 +470,24 @@ class FleetClient(Closing):
         )
         return found
 
+    def send_event(
+        self,
+        event: str,
+        key: str,
+        data: Any = None,
+        *,
+        event_id: str | None = None,
+        tenant: str | None = None,
+    ) -> dict[str, Any]:
+        """SendEvent: the runs waiting for ``event`` and ``key`` in this key's tenant and scope
+        resume with ``data``; ``event_id`` makes a repeat change nothing (``duplicate``)."""
+        body: dict[str, Any] = {"event": event, "key": key, "data": data}
+        if event_id is not None:
+            body["id"] = event_id
+        if tenant is not None:
+            body["tenant"] = tenant
+        sent: dict[str, Any] = self._call("POST", "/v1/events", json=body)
+        return sent
+
 
 __all__ = ["ApiError", "Event", "FleetClient", "parse_sse"]

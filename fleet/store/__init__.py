@@ -10,6 +10,7 @@ from fleet.store.admission import AdmissionStore
 from fleet.store.claims import Chain, Claim, Head, Prepared, Started
 from fleet.store.delegation import DelegationStore
 from fleet.store.deliveries import DeliveryStore
+from fleet.store.event_waits import EventWaitStore
 from fleet.store.events import EventStore
 from fleet.store.followups import FollowupStore
 from fleet.store.leasing import LeasingStore
@@ -62,6 +63,7 @@ class Store(
     TenancyStore,
     QuotaStore,
     WaitStore,
+    EventWaitStore,
     FollowupStore,
     ScheduleStore,
     SnapshotStore,

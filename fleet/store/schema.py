@@ -53,7 +53,7 @@ from fleet.store.schema_types import (
     tenant,
     utcnow,
 )
-from fleet.store.schema_waits import followups, waits
+from fleet.store.schema_waits import followups, inbound_events, waits
 
 _ACTIVE = "status IN ('leased', 'running')"
 _CLAIMABLE = "status IN ('queued', 'interrupted', 'waiting')"
@@ -428,6 +428,7 @@ __all__ = [
     "deliveries",
     "followups",
     "idempotency_keys",
+    "inbound_events",
     "memory_block_versions",
     "memory_blocks",
     "message_embeddings",

@@ -1,14 +1,26 @@
 """Tables of waiting without a worker: what waiting tasks wait for (tool approvals, delegated
-tasks) and the follow-ups agents scheduled (``schedule_followup``).
+tasks, events), the events sent for them, and the follow-ups agents scheduled
+(``schedule_followup``).
 
-Re-exported by ``fleet.store.schema`` (``s.waits``, ``s.followups``).
+Re-exported by ``fleet.store.schema`` (``s.waits``, ``s.inbound_events``, ``s.followups``).
 """
 
 from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import Boolean, Column, ForeignKey, String, Table, Text, UniqueConstraint, Uuid
+from sqlalchemy import (
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    Uuid,
+)
 
 from fleet.store.schema_types import JSONType, UTCDateTime, metadata, partial_index, stamp, tenant
 
@@ -40,10 +52,45 @@ waits = Table(
     Column("decided_at", UTCDateTime()),
     # delegate: the task waited for.
     Column("target_task_id", Uuid),
+    # event: the name and key waited for; once one arrived, its id (in ``inbound_events``) and
+    # its data (redacted), which the resumed run's tool call returns.
+    Column("event", String(200)),
+    Column("event_key", String(500)),
+    Column("event_id", String(200)),
+    Column("data", JSONType),
     UniqueConstraint("task_id", "call_id"),
     # What is pending (the approvals list, the delegate watch): few rows at any time.
     partial_index("ix_waits_pending", "task_id", where="status = 'pending'"),
     partial_index("ix_waits_target", "target_task_id", where="target_task_id IS NOT NULL"),
+    partial_index(
+        "ix_waits_event",
+        "tenant",
+        "event",
+        "event_key",
+        where="kind = 'event' AND status = 'pending'",
+    ),
+)
+
+#: An event sent to the fleet (``POST /v1/events``, ``fleet events send``, a trigger's
+#: ``[event]``): it resolved the waits pending for it when it came (``resolved``), and is kept
+#: for the lookback window for waits that start after it. Ids are unique per tenant.
+inbound_events = Table(
+    "inbound_events",
+    metadata,
+    Column("id", Uuid, primary_key=True, default=uuid.uuid4),
+    tenant(),
+    Column("event_id", String(200), nullable=False),
+    # The scope whose waits it reaches; NULL: every scope of the tenant (an operator's).
+    Column("scope", String(200)),
+    Column("name", String(200), nullable=False),
+    Column("key", String(500), nullable=False),
+    Column("data", JSONType),
+    Column("sender", String(200)),
+    Column("resolved", Integer, nullable=False, default=0),
+    stamp("received_at"),
+    UniqueConstraint("tenant", "event_id"),
+    Index("ix_inbound_events_match", "tenant", "name", "key", "received_at"),
+    Index("ix_inbound_events_received", "received_at"),
 )
 
 #: A follow-up an agent scheduled in its conversation (``schedule_followup``), admitted as a task

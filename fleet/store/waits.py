@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from fleet.domain import event_waits as ev_rules
 from fleet.domain import waits as rules
 from fleet.domain.ids import IdPrefix
 from fleet.domain.runs import Outcome
 from fleet.domain.values import TERMINAL, Task, TaskStatus
 from fleet.errors import Conflict, LeaseLost, NotFound
-from fleet.store import rows
+from fleet.store import event_waits, rows
 from fleet.store import schema as s
 from fleet.store import statements as q
 from fleet.store.base import StoreBase
@@ -53,6 +54,10 @@ def _wait(row: Any) -> rules.Wait:
         reason=m["reason"],
         decided_at=m["decided_at"],
         target_task_id=None if m["target_task_id"] is None else str(m["target_task_id"]),
+        event=m.get("event"),
+        event_key=m.get("event_key"),
+        event_id=m.get("event_id"),
+        data=m.get("data"),
     )
 
 
@@ -64,13 +69,17 @@ class WaitStore(StoreBase):
         requests: Sequence[rules.Request],
         outcome: Outcome,
         now: datetime,
+        *,
+        events_since: datetime | None = None,
     ) -> Head | None:
         """The run stops to wait for ``requests`` (fenced, one transaction): each is stored
         once per tool call, the run is closed as ``waiting`` and the task goes ``waiting``,
         holding no worker, due again at the earliest deadline (or now, when nothing is pending:
         all were decided already, or a cancel or an interrupt came meanwhile, which ends the
         pending approvals). A wait does not use up an attempt. Returns the conversation's head.
-        Raises LeaseLost when the run no longer owns its task."""
+        An event wait takes an event kept since ``events_since`` (the lookback window) that
+        matches it (``fleet.store.event_waits``). Raises LeaseLost when the run no longer owns
+        its task."""
         fenced = {"b_task": task.id, "b_fence": task.fence, "b_run": run_id}
         insert_ = pg_insert if self.dialect == "postgresql" else sqlite_insert
         with self.tx() as conn:
@@ -92,6 +101,10 @@ class WaitStore(StoreBase):
                 conn.execute(
                     select(t.c.id).where(t.c.id.in_(targets)).with_for_update(read=True)
                 ).all()
+            if any(r.kind == "event" for r in requests):
+                lookback = ev_rules.DEFAULT_LOOKBACK_S
+                since = events_since or now - timedelta(seconds=lookback)
+                event_waits.take_kept(conn, task, now, since)
             # a delegate that ended before this wait was stored: nothing to wait for
             conn.execute(
                 update(w)
@@ -139,17 +152,11 @@ class WaitStore(StoreBase):
             "requested_at": now,
             "expires_at": rules.deadline(now, r.timeout_s),
             "target_task_id": None if r.target_task_id is None else uuid.UUID(r.target_task_id),
+            "event": r.event,
+            "event_key": r.key,
         }
 
-    @staticmethod
-    def _due(conn: Connection, task_id: uuid.UUID, now: datetime) -> datetime:
-        """When the waiting task is due: now if nothing is pending, else its first deadline."""
-        pending = conn.execute(
-            select(func.count(), func.min(w.c.expires_at)).where(
-                w.c.task_id == task_id, w.c.status == "pending"
-            )
-        ).one()
-        return rules.due_at([pending[1]] if pending[1] is not None else [], pending[0], now)
+    _due = staticmethod(event_waits.due)
 
     # -- reading --------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic.alias_generators import to_camel
 
 from fleet.constants import RECENT_SHOWN
-from fleet.domain import delivery, redaction
+from fleet.domain import delivery, event_waits, redaction
 from fleet.domain.cost import money
 from fleet.domain.deltas import Delta
 from fleet.domain.events import TaskEvent
@@ -65,15 +65,45 @@ def delivery_json(rec: delivery.Record) -> dict[str, Any]:
 
 
 def task_with_deliveries(
-    task: Task, deliveries: Iterable[delivery.Record], approvals: Iterable[Wait] = ()
+    task: Task, deliveries: Iterable[delivery.Record], waits: Iterable[Wait] = ()
 ) -> dict[str, Any]:
-    """GetTask and ``fleet tasks show``: the task, where its reply was delivered and the
-    approvals it waits for."""
+    """GetTask and ``fleet tasks show``: the task, where its reply was delivered and what it
+    waits for (``waits``: its pending ones; the approvals among them also as
+    ``pendingApprovals``)."""
+    pending = [w for w in waits if w.status == "pending"]
     return {
         **task_json(task),
         "deliveries": [delivery_json(d) for d in deliveries],
-        "pendingApprovals": [approval_json(w) for w in approvals],
+        "pendingApprovals": [approval_json(w) for w in pending if w.kind == "approval"],
+        "waitingFor": [waiting_json(w) for w in pending],
     }
+
+
+def waiting_json(wait: Wait) -> dict[str, Any]:
+    """One thing a waiting task waits for: a person's approval of a call, a delegated task,
+    a pause's end, an event of a name and key; until when."""
+    return {
+        "id": wait.id,
+        "kind": wait.kind,
+        "tool": wait.tool,
+        "event": wait.event,
+        "key": wait.event_key,
+        "taskId": wait.target_task_id,
+        "expiresAt": iso(wait.expires_at),
+        "text": waiting_text(wait),
+    }
+
+
+def waiting_text(wait: Wait) -> str:
+    """``waiting for event payment.cleared (key o-1) until …`` (the CLI, the UI, A2A)."""
+    if wait.kind == "event":
+        return event_waits.waiting_text(wait.event or "", wait.event_key or "", wait.expires_at)
+    until = wait.expires_at.isoformat(timespec="seconds")
+    if wait.kind == "approval":
+        return f"waiting for a person's approval of {wait.tool} until {until}"
+    if wait.kind == "delegate":
+        return f"waiting for task {wait.target_task_id} until {until}"
+    return f"paused until {until}"
 
 
 def approval_json(wait: Wait) -> dict[str, Any]:
@@ -91,6 +121,20 @@ def approval_json(wait: Wait) -> dict[str, Any]:
         "decidedBy": wait.decided_by,
         "reason": wait.reason,
         "decidedAt": iso(wait.decided_at),
+    }
+
+
+def sent_json(sent: event_waits.Sent) -> dict[str, Any]:
+    """SendEvent's answer: the event (a repeat: the first one) and the waits it resolved."""
+    ev = sent.event
+    return {
+        "id": ev.id,
+        "event": ev.name,
+        "key": ev.key,
+        "tenant": ev.tenant,
+        "resolved": sent.resolved,
+        "duplicate": sent.duplicate,
+        "receivedAt": iso(ev.received_at),
     }
 
 

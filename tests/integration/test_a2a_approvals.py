@@ -303,7 +303,10 @@ def test_a_task_waiting_for_a_delegate_is_working_and_takes_no_decision(
                 what="the caller's task to wait for its delegate",
             )
             got = await alice.client.get_task(GetTaskRequest(id=task.id))
-            assert got.status.state == WORKING and not got.status.HasField("message")
+            # working, its message saying what it waits for (no approval asked of the caller)
+            assert got.status.state == WORKING
+            said = got.status.message.parts[0].text
+            assert said.startswith("waiting for task ") and "approval" not in said
             assert MessageToDict(got.metadata)["fleet.status"] == "waiting"
             with pytest.raises(InvalidParamsError, match="has no approval to decide"):
                 await send(alice, message({"decision": "approve"}, task=task))

@@ -111,6 +111,9 @@ AGENTS = {
     # its tool call waits for a person's approval (never given here: the tool never runs)
     "approver": 'model = "echo"\n'
     'tools = [{ tool = "tests.support.shop_tools:count", approval = "required" }]\n',
+    # its run waits for an event of alpha's (never sent by alpha here)
+    "payer": 'model = "echo"\n'
+    'tools = [{ tool = "wait_for_event", events = ["payment.*"], max_timeout = "1d" }]\n',
     "recaller": 'model = "echo"\n[history]\nmax_items = 2\n'
     '[recall]\nthreshold = -1.0\ntop_k = 20\nscope = "resource"\n'
     '[working_memory]\nscope = "resource"\n',
@@ -122,8 +125,11 @@ DEPLOYMENTS = {
     "recall-solo": 'agent = "recaller"\nkind = "singleton"\n',
     "solo2": 'agent = "echo"\nkind = "singleton"\n',  # nobody's: the answer for a missing one
     "approve": 'agent = "approver"\n',
+    "pay": 'agent = "payer"\n',
 }
 PROBLEM = "application/problem+json"
+#: The event alpha's waiting task waits for.
+EVENT_WAIT = '/tool wait_for_event {"event": "payment.cleared", "key": "order-alpha"}'
 
 
 def auth(who: str) -> dict[str, str]:
@@ -289,8 +295,9 @@ SNAPSHOT = {
     "JOIN tasks t ON t.id = p.task_id WHERE t.tenant = 'alpha' ORDER BY 1, 2",
     "schedules": "SELECT name, scope, source, spec::text, last_tick, next_tick FROM schedules "
     "WHERE tenant = 'alpha' ORDER BY 1",
-    "waits": "SELECT id, task_id, status, decided_by, reason FROM waits WHERE tenant = 'alpha' "
-    "ORDER BY 1",
+    "waits": "SELECT id, task_id, status, decided_by, reason, event_id FROM waits "
+    "WHERE tenant = 'alpha' ORDER BY 1",
+    "events": "SELECT event_id, resolved FROM inbound_events WHERE tenant = 'alpha' ORDER BY 1",
     "working memory": "SELECT key, version FROM working_memory WHERE key LIKE 'resource:alpha/%' "
     "OR key IN (SELECT 'conversation:' || id FROM conversations WHERE tenant = 'alpha') "
     "ORDER BY 1",
@@ -392,6 +399,13 @@ def make_alpha(w: World) -> None:
         lambda: w.status(t["waiting"]) == "waiting",
         30,
         what="alpha's task to wait for its approval",
+    )
+    # a task waiting for an event (left waiting: nobody of alpha's sends it)
+    t["event-wait"] = w.submit("alpha", "pay", EVENT_WAIT, conversationKey="pays")
+    wait_for(
+        lambda: w.status(t["event-wait"]) == "waiting",
+        30,
+        what="alpha's task to wait for its event",
     )
 
 
@@ -541,14 +555,14 @@ class Probes:
         )
         overview = self.alpha_ui.get("/ui").text
         assert tooly(overview) == (1, 2), "alpha's queued and running tooly tasks"
-        # (queued: the task behind the running one; waiting: the one waiting for its approval)
-        assert tenant_row(overview, "alpha") == (2, 2, 1, 1), overview
+        # (queued: the task behind the running one; waiting: for its approval, for its event)
+        assert tenant_row(overview, "alpha") == (2, 2, 1, 2), overview
         tenants = self.w.http.get("/v1/tenants", headers=auth("alpha-ops")).json()["tenants"]
         figures = [
             (t["tenant"], t["running"], t["queued"], t["waiting"], t["tokensToday"] > 0)
             for t in tenants
         ]
-        assert figures == [("alpha", 2, 1, 1, True)], tenants
+        assert figures == [("alpha", 2, 1, 2, True)], tenants
         page = self.alpha_ui.get("/ui/conversations").text
         assert all(c in page for c in self.alpha_conversations), page
         approvals = self.w.http.get("/v1/approvals", headers=auth("alpha")).json()["approvals"]
@@ -586,6 +600,18 @@ class Probes:
                 shown = ({a["id"] for a in listed} | {a["taskId"] for a in listed}) & alpha_ids
                 if shown:
                     self.leaks.add(route, f"GET /v1/approvals lists alpha's {shown}")
+
+    def send_event(self, route: str) -> None:
+        """Bravo's keys send the event alpha's task waits for: it resolves nothing of alpha's
+        (bravo's own tenant), and naming alpha's tenant is refused (``waits`` and ``events``
+        of the snapshot show nothing changed)."""
+        body = {"event": "payment.cleared", "key": "order-alpha", "data": {"paid": True}}
+        for n, side in enumerate((self.bravo, self.ops)):
+            r = side(route, "POST", "/v1/events", json={**body, "id": f"probe-{n}"})
+            if self.leaks.status(route, r, 202, 200) and r.json()["resolved"]:
+                self.leaks.add(route, f"bravo's event resolved {r.json()['resolved']} wait(s)")
+            named = side(route, "POST", "/v1/events", json={**body, "tenant": "alpha"})
+            self.leaks.status(route, named, 403)
 
     def decide_approval(self, route: str) -> None:
         """Alpha's approval, named with each of alpha's tasks, decided by bravo's keys: as for a
@@ -1221,6 +1247,7 @@ HTTP: dict[str, Callable[[Probes, str], None]] = {
     "CancelTask": Probes.cancel_task,
     "SignalTask": Probes.signal_task,
     "DecideApproval": Probes.decide_approval,
+    "SendEvent": Probes.send_event,
     "ResetConversation": Probes.reset_conversation,
     "DeleteConversation": Probes.delete_conversation,
     "SetMemoryBlock": Probes.set_memory_block,

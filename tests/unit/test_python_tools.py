@@ -348,6 +348,6 @@ def test_builtin_tool_names_are_the_builtin_tools():
     """Config validation knows the built-ins by name (fleet.constants) without importing them;
     ``schedule_followup`` and ``pause`` are bound to each run instead (fleet.dispatch.sources)."""
     from fleet.agents.tools.builtin import BUILTIN_TOOLS
-    from fleet.constants import BUILTIN_TOOL_NAMES, FOLLOWUP_TOOL, PAUSE_TOOL
+    from fleet.constants import BUILTIN_TOOL_NAMES, RUN_BOUND_TOOLS
 
-    assert set(BUILTIN_TOOLS) | {FOLLOWUP_TOOL, PAUSE_TOOL} == BUILTIN_TOOL_NAMES
+    assert set(BUILTIN_TOOLS) | RUN_BOUND_TOOLS == BUILTIN_TOOL_NAMES

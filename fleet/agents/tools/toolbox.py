@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from fleet.agents.tools.base import Tool, ToolContext, ToolGone, ToolServer, ToolServerError
 from fleet.agents.tools.builtin import BUILTIN_TOOLS
 from fleet.agents.tools.python import ToolLoadError, from_function, resolve
-from fleet.constants import FLEET_TOOL_NAMES, FOLLOWUP_TOOL, PAUSE_TOOL
+from fleet.constants import FLEET_TOOL_NAMES, RUN_BOUND_TOOLS
 
 if TYPE_CHECKING:
     from fleet.agents.tools.mcp import McpToolServer
@@ -82,7 +82,7 @@ def build(
     static: dict[str, Tool] = {}
     for i, ref in enumerate(agent.tools):
         where = f"tools[{i}] ({ref.tool})"
-        if ref.tool in (FOLLOWUP_TOOL, PAUSE_TOOL):  # bound to each run (fleet.dispatch.sources)
+        if ref.tool in RUN_BOUND_TOOLS:  # bound to each run (fleet.dispatch.sources)
             continue
         try:
             if ref.builtin:
