@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from fleet.config import AgentConfig
-from fleet.domain.snapshots import fingerprint
+from fleet.domain.snapshots import fingerprint, settled
 
 log = logging.getLogger("fleet.dispatch.manager")
 
@@ -94,7 +94,8 @@ class Snapshots:
             if fp in self._kept or resolved.kept_tools is not None:
                 return
             self._kept.add(fp)
-        record = {"agent": resolved.agent.model_dump(mode="json"), "tools": tools()}
+        # (settled: a release before this one reads it unless it uses settings new to this one)
+        record = {"agent": settled(resolved.agent.model_dump(mode="json")), "tools": tools()}
         try:
             self.store.keep_agent_config(fp, resolved.agent.name, record, self.clock())
         except Exception as exc:

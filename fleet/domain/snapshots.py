@@ -19,10 +19,21 @@ from typing import Any
 FINGERPRINT_CHARS = 32
 
 
+def settled(value: Any) -> Any:
+    """A dump without its unset settings (``None``, at any depth): a release that adds an
+    optional setting (unset: ``None``, as every optional agent setting defaults) leaves the
+    fingerprints and differences of the configurations that do not use it as they were."""
+    if isinstance(value, Mapping):
+        return {k: settled(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [settled(v) for v in value]
+    return value
+
+
 def fingerprint(dump: Mapping[str, Any]) -> str:
     """The fingerprint of a dumped agent configuration (``AgentConfig.model_dump(mode="json")``):
     the same settings give the same fingerprint in every process and release."""
-    text = json.dumps(dump, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(settled(dump), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:FINGERPRINT_CHARS]
 
 
@@ -47,6 +58,7 @@ def changes(old: Mapping[str, Any], new: Mapping[str, Any] | None) -> list[str]:
     configured (``new``; None: the agent is gone), each as a short phrase."""
     if new is None:
         return ["the agent is no longer configured"]
+    old, new = settled(old), settled(new)
     found: list[str] = []
     before = [tool_name(t) for t in old.get("tools") or ()]
     after = [tool_name(t) for t in new.get("tools") or ()]

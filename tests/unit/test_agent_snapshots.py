@@ -37,6 +37,19 @@ def test_a_fingerprint_is_the_settings_not_their_order():
     assert snapshots.fingerprint({**BASE, "max_steps": 9}) != snapshots.fingerprint(BASE)
 
 
+def test_a_setting_a_release_adds_unset_changes_no_fingerprint_nor_difference():
+    """A newer release dumps its new optional settings as None (a tool entry's ``events``):
+    the configurations that do not use them keep their fingerprints, and nothing differs."""
+    newer = {
+        **BASE,
+        "context_tokens": None,
+        "tools": [{**t, "events": None, "max_timeout": None} for t in BASE["tools"]],
+    }
+    assert snapshots.fingerprint(newer) == snapshots.fingerprint(BASE)
+    assert snapshots.changes(BASE, newer) == []
+    assert snapshots.changes(BASE, {**newer, "context_tokens": 4000}) == ["context_tokens changed"]
+
+
 @pytest.mark.parametrize(
     ("new", "want"),
     [
