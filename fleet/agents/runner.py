@@ -42,7 +42,7 @@ from fleet.agents.ports import Delegation, Journal, MemoryJournal, RunPorts
 from fleet.agents.steps import Steps, inbox_texts
 from fleet.agents.tools import delegation, executor
 from fleet.agents.tools.base import Tool, ToolContext
-from fleet.domain import cost, journal, waits
+from fleet.domain import cost, error_classes, journal, waits
 from fleet.domain.model_limits import waiting_text
 from fleet.domain.runs import Outcome, Signals, TraceRow
 from fleet.domain.values import TaskStatus
@@ -89,6 +89,7 @@ def run_agent(
                 TaskStatus.FAILED,
                 error=f"step limit reached: {max_steps} model steps without a final reply "
                 "(raise max_steps in the agent's config if the task needs more)",
+                error_class="step_limit",
             )
         # The boundary before a model step: what an earlier attempt delivered comes again,
         # then finished steps are stored and waiting messages taken.
@@ -111,7 +112,7 @@ def run_agent(
         else:
             spent = ports.budget()  # before the call, never in the middle of one
             if spent is not None:
-                return steps.outcome(TaskStatus.FAILED, error=spent)
+                return steps.outcome(TaskStatus.FAILED, error=spent, error_class="budget")
             turn = _model_turn(model, convo, specs, steps)
             if isinstance(turn, Outcome):
                 return turn
@@ -170,9 +171,16 @@ def _model_turn(
             return steps.outcome(TaskStatus.CANCELLED, error="cancelled by request")
         if signals.interrupt:
             return _report(model, convo, steps)
-        return steps.outcome(TaskStatus.FAILED, error=f"model {model.name}: {stopped}")
-    if isinstance(msg_or_error, str):
-        return steps.outcome(TaskStatus.FAILED, error=f"model {model.name} failed: {msg_or_error}")
+        # (it waited for model capacity until it had to stop)
+        return steps.outcome(
+            TaskStatus.FAILED, error=f"model {model.name}: {stopped}", error_class="rate_limit"
+        )
+    if isinstance(msg_or_error, ModelError):
+        return steps.outcome(
+            TaskStatus.FAILED,
+            error=f"model {model.name} failed: {msg_or_error.message}",
+            error_class=error_classes.of_model(msg_or_error.status_code, msg_or_error.message),
+        )
     return msg_or_error
 
 
@@ -223,7 +231,7 @@ def _report(model: Model, convo: list[ChatMessage], steps: Steps) -> Outcome:
     note = ChatMessage(role="user", content=INTERRUPT_NOTE, name="fleet_interrupt")
     steps.reporting = True  # the interrupt is what asks for this call: it must not stop it
     msg = _call_model(model, [*convo, note], [], steps)
-    reply = None if isinstance(msg, str) else (msg.content or None)
+    reply = None if isinstance(msg, ModelError) else (msg.content or None)
     return steps.outcome(TaskStatus.SUPERSEDED, reply=reply, error=why)
 
 
@@ -242,8 +250,8 @@ def _to_send(convo: list[ChatMessage], steps: Steps) -> tuple[list[ChatMessage],
 
 def _call_model(
     model: Model, convo: list[ChatMessage], specs: list[Any], steps: Steps
-) -> ChatMessage | str:
-    """One model step, recorded; the message, or the error text if the call failed."""
+) -> ChatMessage | ModelError:
+    """One model step, recorded; the message, or the error if the call failed."""
     started, t0 = datetime.now(UTC), time.perf_counter()
     sent, seen = _to_send(convo, steps)
     with steps.ports.tracer.chat(model, sent, steps.count + 1) as span:
@@ -252,7 +260,7 @@ def _call_model(
         except ModelError as exc:
             span.error(exc)
             steps.record("model", model.name, started, t0, input=seen, error=exc.message)
-            return exc.message
+            return exc
         span.response(resp)
     out = _dump(resp.message)
     if resp.finish_reason:

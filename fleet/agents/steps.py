@@ -122,6 +122,7 @@ class Steps:
         reply: str | None = None,
         error: str | None = None,
         waits: tuple[Request, ...] = (),
+        error_class: str | None = None,
     ) -> Outcome:
         usage = {
             "prompt_tokens": self.usage.prompt_tokens,
@@ -150,6 +151,7 @@ class Steps:
             details=details,
             inbox=tuple(self.delivered),
             waits=waits,
+            error_class=error_class,
         )
 
 

@@ -24,6 +24,7 @@ from pydantic.alias_generators import to_camel
 
 from fleet.constants import MAX_PRIORITY
 from fleet.domain import keys
+from fleet.domain.error_classes import ErrorClass
 from fleet.domain.values import DataPart, TaskStatus, TextPart
 from fleet.domain.waits import MAX_REASON
 
@@ -162,6 +163,13 @@ class TaskView(_Camel):
     finished_at: datetime | None
     reply: str | None = Field(description="The agent's final answer once it succeeded.")
     error: str | None
+    error_class: ErrorClass | None = Field(
+        default=None,
+        description="`failed` or `cancelled`: why, in one word (`rate_limit`, `timeout`, "
+        "`auth`, `provider_error`, `model_error`, `tool_error`, `budget`, `step_limit`, "
+        "`config`, `lost`, `cancelled`, `internal`); none for tasks that ended under an "
+        "older release.",
+    )
 
 
 class DeliveryView(_Camel):

@@ -102,7 +102,7 @@ class Execution:
         metrics.started(task, self.d.clock())
         if agent is None:
             missing = f"deployment {task.deployment!r} is no longer configured"
-            return Outcome(TaskStatus.FAILED, None, missing, {})
+            return Outcome(TaskStatus.FAILED, None, missing, {}, error_class="config")
         ctx = ToolContext(
             task_id=str(task.id),
             run_id=str(run_id),
@@ -206,7 +206,7 @@ class Execution:
                     ports=ports,
                 )
         except (ToolServerError, ToolGone) as exc:
-            return Outcome(TaskStatus.FAILED, None, str(exc), {})
+            return Outcome(TaskStatus.FAILED, None, str(exc), {}, error_class="tool_error")
 
     def _toolbox(self, resolved: Resolved) -> Toolbox:
         return self._once(

@@ -73,3 +73,6 @@ class Outcome:
     reply_delivery: str = "sent"
     #: ``waiting``: what the run stopped to wait for (``fleet.domain.waits``).
     waits: tuple[Any, ...] = ()
+    #: ``failed``: why, in one word (``fleet.domain.error_classes``); None: the store
+    #: classifies the error's words.
+    error_class: str | None = None

@@ -116,6 +116,8 @@ class Task(_Frozen):
     resource_id: str | None = None
     #: A newer submission asked its run to report and stop (``interrupt`` mode).
     interrupt_requested: bool = False
+    #: Why it did not succeed, in one word (``fleet.domain.error_classes``); None otherwise.
+    error_class: str | None = None
 
     @property
     def conversation(self) -> str:

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from fleet import release
+from fleet.domain import error_classes
 from fleet.domain.context import Record
 from fleet.domain.quota import ledger_rows
 from fleet.domain.runs import TraceRow
@@ -178,6 +179,7 @@ class PgHotPath(StoreBase):
             "run": run_id,
             "status": outcome.status.value,
             "error": error,
+            "error_class": error_classes.of_outcome(outcome),
             "result": None if reply is None else json.dumps({"reply": reply}),
             "usage": json.dumps(outcome.usage),
             "details": json.dumps(outcome.details),

@@ -16,7 +16,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from fleet import release
-from fleet.domain import journal
+from fleet.domain import error_classes, journal
 from fleet.domain.context import Record
 from fleet.domain.quota import ledger_rows
 from fleet.domain.runs import InboxItem, Outcome, Signals, TraceRow
@@ -286,6 +286,7 @@ class LeasingStore(RecoveryStore, PgHotPath):
                     "b_run": run_id,
                     "b_status": outcome.status.value,
                     "b_error": error,
+                    "b_error_class": error_classes.of_outcome(outcome),
                     "b_result": None if reply is None else {"reply": reply},
                     "b_now": now,
                 },

@@ -268,7 +268,9 @@ class LifecycleStore(StoreBase):
         found = conn.execute(
             update(t)
             .where(t.c.conversation_id == conversation_id, t.c.status.in_(CLAIMABLE))
-            .values(status=TaskStatus.CANCELLED, error=reason, finished_at=now)
+            .values(
+                status=TaskStatus.CANCELLED, error=reason, error_class="cancelled", finished_at=now
+            )
             .returning(t.c.id)
         ).scalars()
         ids = tuple(found)

@@ -175,6 +175,7 @@ WITH settled AS (
   UPDATE tasks SET
     status = CASE WHEN cancel_requested THEN 'cancelled' ELSE %(status)s END,
     error = CASE WHEN cancel_requested THEN 'cancelled by request' ELSE %(error)s END,
+    error_class = CASE WHEN cancel_requested THEN 'cancelled' ELSE %(error_class)s END,
     result = CASE WHEN cancel_requested THEN NULL ELSE CAST(%(result)s AS jsonb) END,
     finished_at = %(now)s, worker = NULL
   WHERE id = %(task)s AND fence = %(fence)s AND status = 'running'

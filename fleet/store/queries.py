@@ -154,7 +154,12 @@ class QueryStore(StoreBase):
             row = conn.execute(
                 update(t)
                 .where(t.c.id == task_id, t.c.status.in_(CLAIMABLE))
-                .values(status=TaskStatus.CANCELLED, error="cancelled by request", finished_at=now)
+                .values(
+                    status=TaskStatus.CANCELLED,
+                    error="cancelled by request",
+                    error_class="cancelled",
+                    finished_at=now,
+                )
                 .returning(*rows.TASK_COLUMNS)
             ).first()
             if row is not None:  # (a waiting task's pending waits end with it)

@@ -53,7 +53,9 @@ class RecoveryStore(StoreBase):
                 conn.execute(
                     update(ib)
                     .where(ib.c.task_id == task_id, ib.c.status == "pending")
-                    .values(status="cancelled", error=lifecycle.RESET_REASON)
+                    .values(
+                        status="cancelled", error=lifecycle.RESET_REASON, error_class="cancelled"
+                    )
                 )
                 pending = []
             for msg in pending:

@@ -56,6 +56,7 @@ def task(row: Any) -> Task:
         interrupt_requested=bool(m.get("interrupt_requested")),
         tenant=m.get("tenant") or DEFAULT_TENANT,
         priority=m.get("priority", DEFAULT_PRIORITY),
+        error_class=m.get("error_class"),
     )
 
 

@@ -171,6 +171,9 @@ tasks = Table(
     Column("started_at", UTCDateTime()),
     Column("finished_at", UTCDateTime()),
     Column("error", Text),
+    # Why it did not succeed, in one word (``fleet.domain.error_classes``): set with a failed
+    # or cancelled end; NULL otherwise (and for tasks that ended under a release before it).
+    Column("error_class", String(32)),
     Column("result", JSONType),
     UniqueConstraint("conversation_id", "seq"),
     CheckConstraint(
@@ -199,6 +202,14 @@ tasks = Table(
     # The operator UI's last-hour throughput and failures: a range of recent finishes, not
     # a scan of every task ever finished.
     Index("ix_tasks_finished_at", "finished_at"),
+    # Failures by class (bulk retries, the UI's failures page): the tasks that did not succeed.
+    partial_index(
+        "ix_tasks_error_class",
+        "tenant",
+        "error_class",
+        "created_at",
+        where="error_class IS NOT NULL",
+    ),
     # A conversation's head (lowest unfinished seq) in one index probe, however many
     # finished tasks the conversation has (a singleton's grow without end).
     # Finished tasks whose inbox still holds messages (the sweeper requeues them): few.

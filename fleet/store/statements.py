@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    String,
     and_,
     bindparam,
     case,
@@ -129,6 +130,9 @@ SETTLE = (
             (t.c.cancel_requested, TaskStatus.CANCELLED.value), else_=bindparam("b_status")
         ),
         error=case((t.c.cancel_requested, "cancelled by request"), else_=bindparam("b_error")),
+        error_class=case(
+            (t.c.cancel_requested, "cancelled"), else_=bindparam("b_error_class", type_=String())
+        ),
         result=case((t.c.cancel_requested, null()), else_=bindparam("b_result", type_=s.JSONType)),
         finished_at=bindparam("b_now"),
         worker=None,
@@ -181,9 +185,11 @@ def _take_back(*, last_attempt_fails: bool) -> Any:
     cancelled = t.c.cancel_requested
     out_of_attempts = t.c.attempts >= t.c.max_attempts
     statuses: list[tuple[ColumnElement[bool], str]] = [(cancelled, TaskStatus.CANCELLED.value)]
+    classes: list[tuple[ColumnElement[bool], str]] = [(cancelled, "cancelled")]
     finishes: ColumnElement[bool] = cancelled
     if last_attempt_fails:
         statuses.append((out_of_attempts, TaskStatus.FAILED.value))
+        classes.append((out_of_attempts, "lost"))
         finishes = cancelled | out_of_attempts
     return (
         update(t)
@@ -195,6 +201,7 @@ def _take_back(*, last_attempt_fails: bool) -> Any:
         .values(
             status=case(*statuses, else_=TaskStatus.INTERRUPTED.value),
             error=case((cancelled, "cancelled by request"), else_=bindparam("b_reason")),
+            error_class=case(*classes, else_=null()),
             finished_at=case((finishes, bindparam("b_now", type_=s.UTCDateTime())), else_=null()),
             worker=None,
         )
@@ -352,6 +359,7 @@ DROP_QUEUED = (
     .values(
         status=TaskStatus.CANCELLED.value,
         error="dropped: queue full (max_queued; on_full = 'drop_oldest')",
+        error_class="cancelled",
         finished_at=bindparam("b_now"),
     )
     .returning(t.c.id)

@@ -42,6 +42,7 @@ def task_json(task: Task) -> dict[str, Any]:
         "finishedAt": iso(task.finished_at),
         "reply": task.reply,
         "error": task.error,
+        "errorClass": task.error_class,
     }
 
 
