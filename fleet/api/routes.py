@@ -6,6 +6,7 @@ from fastapi import FastAPI
 
 from fleet.api import (
     a2a,
+    bulk,
     conversations,
     events,
     inbound,
@@ -25,6 +26,7 @@ def include(app: FastAPI) -> None:
     # conversations after tasks: ListConversationMessages' path is more specific than theirs
     modules = (
         tasks,
+        bulk,
         conversations,
         memory,
         tenants,

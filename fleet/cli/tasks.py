@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fleet.cli import bulk
 from fleet.cli.backends import Tasks, tasks_for
 from fleet.cli.common import AsJson, OnlyDeployment, answer, fail, out, print_json
 from fleet.cli.runs import fetch_runs, show_context, show_runs, show_trace
@@ -27,7 +28,7 @@ AMBIGUOUS_SHOWN = 10
 #: ``tasks ls`` shows at most this many characters of a reply or error.
 SUMMARY_CHARS = 60
 
-tasks_app = typer.Typer(help="Inspect and cancel tasks.", no_args_is_help=True)
+tasks_app = typer.Typer(help="Inspect, cancel and retry tasks.", no_args_is_help=True)
 
 TaskRef = Annotated[
     str, typer.Argument(help="Task id, or a unique prefix of it (at least 6 hex characters).")
@@ -130,17 +131,84 @@ def tasks_ls(
 @tasks_app.command("cancel")
 def tasks_cancel(
     ctx: typer.Context,
-    task_id: TaskRef,
+    task_id: Annotated[
+        str | None,
+        typer.Argument(help="Task id or unique prefix; or name the tasks by filters instead."),
+    ] = None,
+    *,
+    status: bulk.Status = None,
+    tenant: bulk.Tenant = None,
+    deployment: bulk.Deployment = None,
+    since: bulk.Since = None,
+    until: bulk.Until = None,
+    label: bulk.Label = None,
+    error_class: bulk.ErrorClass = None,
+    everything: Annotated[
+        bool, typer.Option("--all", help="With no filter: every unfinished task.")
+    ] = False,
+    dry_run: bulk.DryRun = False,
+    yes: bulk.Yes = False,
     as_json: AsJson = False,
 ) -> None:
-    """Cancel a task: a queued one at once, a running one at its next step boundary."""
-    ref = parse_id(task_id)
-    answer(
-        tasks_for(ctx),
-        lambda tasks: tasks.cancel(str(resolve_id(tasks, ref))),
-        as_json,
-        lambda result: out.print(cancel_message(result), markup=False),
+    """Cancel a task (a queued one at once, a running one at its next step boundary), or
+    every task the filters name."""
+    filters = (status, tenant, deployment, since, until, label, error_class)
+    if task_id is not None:
+        if any(filters) or everything or dry_run:
+            fail("give a task id or filters, not both")
+        ref = parse_id(task_id)
+        answer(
+            tasks_for(ctx),
+            lambda tasks: tasks.cancel(str(resolve_id(tasks, ref))),
+            as_json,
+            lambda result: out.print(cancel_message(result), markup=False),
+        )
+        return
+    body = bulk.request(
+        "cancel",
+        status=status,
+        tenant=tenant,
+        deployment=deployment,
+        since=since,
+        until=until,
+        labels=label,
+        error_class=error_class,
+        everything=everything,
     )
+    with tasks_for(ctx) as tasks:
+        bulk.run(tasks, body, dry_run=dry_run, yes=yes, as_json=as_json)
+
+
+@tasks_app.command("retry")
+def tasks_retry(
+    ctx: typer.Context,
+    *,
+    status: bulk.Status = None,
+    tenant: bulk.Tenant = None,
+    deployment: bulk.Deployment = None,
+    since: bulk.Since = None,
+    until: bulk.Until = None,
+    label: bulk.Label = None,
+    error_class: bulk.ErrorClass = None,
+    dry_run: bulk.DryRun = False,
+    yes: bulk.Yes = False,
+    as_json: AsJson = False,
+) -> None:
+    """Retry the failed tasks the filters name: each a new task with the same input on the
+    same conversation, queued behind what is there now (so it answers after newer turns),
+    labelled retry_of=<id>."""
+    body = bulk.request(
+        "retry",
+        status=status,
+        tenant=tenant,
+        deployment=deployment,
+        since=since,
+        until=until,
+        labels=label,
+        error_class=error_class,
+    )
+    with tasks_for(ctx) as tasks:
+        bulk.run(tasks, body, dry_run=dry_run, yes=yes, as_json=as_json)
 
 
 # -- printing ----------------------------------------------------------------------------------

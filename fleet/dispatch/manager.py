@@ -30,6 +30,7 @@ from fleet.config import AgentConfig, FleetConfig, Settings
 from fleet.constants import DEFAULT_PRIORITY, DEFAULT_TENANT, NEAR_DEADLINE_S
 from fleet.delivery import Deliverer
 from fleet.dispatch import recovery
+from fleet.dispatch.bulk import Bulk
 from fleet.dispatch.delegation import Delegations
 from fleet.dispatch.execute import Execution, agent_of
 from fleet.dispatch.followups import Followups
@@ -126,6 +127,7 @@ class Dispatcher:
         self.execution = Execution(self)
         #: Runs that stop to wait (approvals), and the decisions that resume them.
         self.waiting = Waiting(self)
+        self.bulk = Bulk(self)
         #: Follow-ups agents scheduled, admitted by the sweeper when due.
         self.followups = Followups(self)
         #: Submissions' checks, admission and what follows it (``submit``'s steps).

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from fleet import metrics
 from fleet.delivery import Deliverer
+from fleet.dispatch.bulk import Bulk
 from fleet.dispatch.delegation import Delegations
 from fleet.dispatch.followups import Followups
 from fleet.dispatch.host import Configured, Waking
@@ -44,6 +45,7 @@ class SweepingHost(Configured, Waking, Protocol):
     lease: Lease
     lifecycle: Lifecycle
     waiting: Waiting
+    bulk: Bulk
     waker: Waker
 
 
@@ -76,6 +78,7 @@ def sweep(d: SweepingHost, alive: Callable[[str | None], bool] | None = None) ->
         d.waker.wake(conv, force=True, tenant=tenant, priority=priority)
     d.delegations.report_due()
     d.waiting.sweep()
+    d.bulk.sweep()
     d.followups.admit_due()
     d.deliveries.sweep(d.settings.sweep_interval)
     pruned = d.lifecycle.enforce()  # last: recovery never waits behind it

@@ -109,6 +109,15 @@ class Backend(Protocol):
         ``{"id", "event", "key", "tenant", "resolved", "duplicate", "receivedAt"}``."""
         ...
 
+    def bulk(self, request: dict[str, Any]) -> View:
+        """BulkTasks: a dry run's ``{"matched", "sample"}``, or the job (``request`` as its
+        body: ``action``, ``filter``, ``all``, ``dryRun``, ``idempotencyKey``)."""
+        ...
+
+    def bulk_job(self, job_id: str) -> View:
+        """GetBulkJob: the job's progress (``status``, ``matched``, ``done``, ``failed``)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -257,6 +266,32 @@ class StoreTasks:
             "approval": approval_json(wait),
             "task": task_json(self.rt.store.get_task(task.id)),
         }
+
+    def bulk(self, request: dict[str, Any]) -> View:
+        """As the operator (every tenant and scope); a job runs here to its end."""
+        from fleet.domain import bulk as rules
+
+        action, found = rules.parse_request(request)
+        walls = rules.Walls(None, None)
+        bulk = self.rt.dispatcher.bulk
+        if request.get("dryRun"):
+            count, sample = bulk.dry_run(found, walls)
+            return {"matched": count, "sample": [str(i) for i in sample], "dryRun": True}
+        job, _ = bulk.start(
+            action,
+            found,
+            walls,
+            tenant=DEFAULT_TENANT,
+            owner=LOCAL_DECIDER,
+            idempotency_key=request.get("idempotencyKey"),
+        )
+        return (bulk.run(job.id) or self.rt.store.bulk_job(job.id) or job).json()
+
+    def bulk_job(self, job_id: str) -> View:
+        job = self.rt.store.bulk_job(uuid.UUID(job_id))
+        if job is None or job.owner != LOCAL_DECIDER:
+            raise NotFound(f"no bulk job with id {job_id}", field="id")
+        return job.json()
 
     def send_event(
         self,

@@ -470,6 +470,16 @@ class FleetClient(Closing):
         )
         return found
 
+    def bulk(self, request: dict[str, Any]) -> dict[str, Any]:
+        """BulkTasks: a dry run's ``{"matched", "sample"}``, or the job (running)."""
+        found: dict[str, Any] = self._call("POST", "/v1/tasks:bulk", json=request)
+        return found
+
+    def bulk_job(self, job_id: str) -> dict[str, Any]:
+        """GetBulkJob: ``{"status", "matched", "done", "failed", "errors", …}``."""
+        found: dict[str, Any] = self._call("GET", f"/v1/tasks:bulk/{job_id}")
+        return found
+
     def send_event(
         self,
         event: str,

@@ -30,6 +30,7 @@ from sqlalchemy import (
     text,
 )
 
+from fleet.store.schema_bulk import bulk_jobs
 from fleet.store.schema_delivery import delegations, deliveries, push_configs
 from fleet.store.schema_memory import (
     memory_block_versions,
@@ -433,6 +434,7 @@ __all__ = [
     "FloatArray",
     "JSONType",
     "UTCDateTime",
+    "bulk_jobs",
     "conversation_tombstones",
     "conversations",
     "delegations",

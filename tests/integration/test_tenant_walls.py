@@ -613,6 +613,37 @@ class Probes:
             named = side(route, "POST", "/v1/events", json={**body, "tenant": "alpha"})
             self.leaks.status(route, named, 403)
 
+    def bulk_tasks(self, route: str) -> None:
+        """Bravo's keys count, retry and cancel by filters: nothing of alpha's is matched,
+        listed or changed (the snapshot), and the tenant filter naming alpha is refused."""
+        alpha_ids = set(self.alpha_tasks.values())
+        wide = {"status": ["queued", "waiting", "running", "leased", "interrupted"]}
+        for side in (self.bravo, self.ops):
+            for action, f in (("retry", {"status": ["failed", "cancelled"]}), ("cancel", wide)):
+                body = {"action": action, "filter": f}
+                dry = side(route, "POST", "/v1/tasks:bulk", json={**body, "dryRun": True})
+                if self.leaks.status(route, dry, 200) and alpha_ids & set(dry.json()["sample"]):
+                    self.leaks.add(route, f"a {action} dry run lists alpha's tasks")
+                done = side(route, "POST", "/v1/tasks:bulk", json=body)
+                self.leaks.status(route, done, 202)
+            named = {"action": "retry", "filter": {"tenant": "alpha"}, "dryRun": True}
+            self.leaks.status(route, side(route, "POST", "/v1/tasks:bulk", json=named), 403)
+
+    def get_bulk_job(self, route: str) -> None:
+        """Alpha's job (one that matched nothing) asked for by bravo's keys: as a missing one."""
+        made = self.w.http.post(
+            "/v1/tasks:bulk",
+            json={"action": "retry", "filter": {"deployment": "nothing-here"}},
+            headers=auth("alpha"),
+        )
+        assert made.status_code == 202, made.text
+        job = made.json()["id"]
+        missing = str(uuid.uuid4())
+        for side in (self.bravo, self.ops):
+            theirs = side(route, "GET", f"/v1/tasks:bulk/{job}")
+            absent = side(route, "GET", f"/v1/tasks:bulk/{missing}")
+            self.leaks.same(route, theirs, absent, ((job, missing),))
+
     def decide_approval(self, route: str) -> None:
         """Alpha's approval, named with each of alpha's tasks, decided by bravo's keys: as for a
         missing task."""
@@ -1248,6 +1279,8 @@ HTTP: dict[str, Callable[[Probes, str], None]] = {
     "SignalTask": Probes.signal_task,
     "DecideApproval": Probes.decide_approval,
     "SendEvent": Probes.send_event,
+    "BulkTasks": Probes.bulk_tasks,
+    "GetBulkJob": Probes.get_bulk_job,
     "ResetConversation": Probes.reset_conversation,
     "DeleteConversation": Probes.delete_conversation,
     "SetMemoryBlock": Probes.set_memory_block,

@@ -1,0 +1,250 @@
+"""Bulk actions: the filter's rules (table tests), and BulkTasks / GetBulkJob over HTTP on an
+embedded SQLite runtime: a dry run changes nothing; a key acts only on its own tenant and scope
+(the tenant filter is an operator's, within its reach); another key's job answers 404; bad
+filters are 422 naming the key; the CLI refuses bad input with exit 2 before anything."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from fleet.api.app import create_app
+from fleet.cli.app import main
+from fleet.config import Settings
+from fleet.constants import RETRY_LABEL
+from fleet.domain import bulk as rules
+from fleet.domain.values import TaskStatus
+from fleet.errors import InputError
+from fleet.runtime import Runtime, build
+from fleet.store import TaskFilter
+from tests.conftest import AGENTS, DEPLOYMENTS, write_config
+
+# -- the rules ------------------------------------------------------------------------------
+
+
+def test_a_filter_defaults_to_what_its_action_acts_on() -> None:
+    assert rules.parse_filter(None, "retry", everything=False).statuses == (TaskStatus.FAILED,)
+    cancel = rules.parse_filter({"deployment": "chat"}, "cancel", everything=False)
+    assert TaskStatus.QUEUED in cancel.statuses and TaskStatus.FAILED not in cancel.statuses
+    both = rules.parse_filter({"status": ["failed", "cancelled"]}, "retry", everything=False)
+    assert both.statuses == (TaskStatus.FAILED, TaskStatus.CANCELLED)
+    labelled = rules.parse_filter({"labels": ["team=a", "x=y=z"]}, "retry", everything=False)
+    assert labelled.labels == {"team": "a", "x": "y=z"}
+
+
+@pytest.mark.parametrize(
+    ("raw", "action", "field"),
+    [
+        ({"bogus": 1}, "retry", "filter.bogus"),
+        ({"status": "running"}, "retry", "filter.status"),
+        ({"status": "succeeded"}, "cancel", "filter.status"),
+        ({"status": []}, "retry", "filter.status"),
+        ({"since": "yesterday"}, "retry", "filter.since"),
+        ({"since": "2026-12-07T09:00:00"}, "retry", "filter.since"),  # no offset
+        (
+            {"since": "2026-12-07T10:00:00Z", "until": "2026-12-07T09:00:00Z"},
+            "retry",
+            "filter.since",
+        ),
+        ({"labels": ["nope"]}, "retry", "filter.labels"),
+        ({"errorClass": "slow"}, "retry", "filter.errorClass"),
+        ({}, "cancel", "filter"),  # an empty cancel needs `all`
+    ],
+)
+def test_bad_filters_are_refused_naming_the_key(
+    raw: dict[str, Any], action: str, field: str
+) -> None:
+    with pytest.raises(InputError) as err:
+        rules.parse_filter(raw, action, everything=False)  # type: ignore[arg-type]
+    assert err.value.field == field
+
+
+def test_an_empty_cancel_is_everything_when_said() -> None:
+    found = rules.parse_filter({}, "cancel", everything=True)
+    assert set(found.statuses) == set(rules.CANCELLABLE)
+
+
+def test_a_filter_survives_its_job_as_stored() -> None:
+    f = rules.parse_filter(
+        {
+            "status": "failed",
+            "since": "2026-12-07T09:00:00+00:00",
+            "labels": {"a": "b"},
+            "errorClass": "timeout",
+            "tenant": "acme",
+        },
+        "retry",
+        everything=False,
+    )
+    assert rules.filter_of(f.json()) == f
+
+
+# -- over HTTP ---------------------------------------------------------------------------------
+
+KEYS = {n: f"{n}-key-0123456789" for n in ("acme", "acme-other", "bravo", "acme-ops", "all-ops")}
+CALLERS = {
+    "acme": 'source = "api"\ntenant = "acme"\n',
+    "acme-other": 'source = "a2a"\ntenant = "acme"\n',  # acme's tenant, another scope
+    "bravo": 'source = "api"\ntenant = "bravo"\n',
+    "acme-ops": 'source = "api"\ntenant = "acme"\noperator = true\n',
+    "all-ops": 'source = "api"\ntenant = "acme"\noperator = true\ntenants = ["*"]\n',
+}
+STEPPER = 'model = "echo"\nmax_steps = 1\ntools = ["current_time"]\n'  # fails: step limit
+
+
+@pytest.fixture
+def rt(tmp_path: Path) -> Iterator[Runtime]:
+    config = write_config(
+        tmp_path / "config",
+        {**AGENTS, "stepper": STEPPER},
+        {**DEPLOYMENTS, "step": 'agent = "stepper"\n'},
+    )
+    (config / "callers").mkdir()
+    for name, body in CALLERS.items():
+        digest = hashlib.sha256(KEYS[name].encode()).hexdigest()
+        (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
+    runtime = build(Settings(home=tmp_path / "home", config_dir=config))
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture
+def client(rt: Runtime) -> Iterator[TestClient]:
+    with TestClient(create_app(rt), raise_server_exceptions=False) as c:
+        yield c
+
+
+def auth(name: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {KEYS[name]}"}
+
+
+def failed(client: TestClient, who: str, n: int) -> list[str]:
+    ids = []
+    for i in range(n):
+        r = client.post(
+            "/v1/tasks",
+            json={
+                "deployment": "step",
+                "input": "/tool current_time {}",
+                "conversationKey": f"k{i}",
+            },
+            headers=auth(who),
+        )
+        assert r.status_code == 202, r.text
+        ids.append(r.json()["id"])
+    for task_id in ids:
+        done = client.get(f"/v1/tasks/{task_id}", params={"wait": 30}, headers=auth(who)).json()
+        assert (done["status"], done["errorClass"]) == ("failed", "step_limit"), done
+    return ids
+
+
+def bulk(client: TestClient, who: str, **body: Any) -> Any:
+    return client.post("/v1/tasks:bulk", json=body, headers=auth(who))
+
+
+def finished_job(client: TestClient, who: str, job_id: str) -> dict[str, Any]:
+    for _ in range(200):
+        job = client.get(f"/v1/tasks:bulk/{job_id}", headers=auth(who)).json()
+        if job["status"] == "done":
+            return dict(job)
+        client.get("/healthz")  # (a round trip: the job's batches run meanwhile)
+    raise AssertionError(f"job {job_id} did not finish: {job}")
+
+
+def retried(rt: Runtime) -> list[str]:
+    tasks = rt.store.list_tasks(TaskFilter(limit=1000))
+    return sorted(t.labels[RETRY_LABEL] for t in tasks if RETRY_LABEL in t.labels)
+
+
+def test_a_key_retries_its_own_tenant_and_scope_only(rt: Runtime, client: TestClient) -> None:
+    mine = failed(client, "acme", 3)
+    other = rt.dispatcher.submit(  # acme's tenant, another scope (an A2A caller's)
+        "step", "/tool current_time {}", scope="a2a:acme-other", key="x", tenant="acme"
+    ).task
+    for _ in range(200):
+        if rt.store.get_task(other.id).status == TaskStatus.FAILED:
+            break
+        client.get("/healthz")  # (a round trip: the embedded run goes on meanwhile)
+    assert rt.store.get_task(other.id).status == TaskStatus.FAILED
+    failed(client, "bravo", 2)
+    dry = bulk(client, "acme", action="retry", filter={"errorClass": "step_limit"}, dryRun=True)
+    assert dry.status_code == 200 and dry.json()["matched"] == 3
+    assert sorted(dry.json()["sample"]) == sorted(mine)
+    assert retried(rt) == []  # the dry run changed nothing
+    r = bulk(client, "acme", action="retry", idempotencyKey="j1")
+    assert r.status_code == 202 and r.json()["matched"] == 3
+    job = finished_job(client, "acme", r.json()["id"])
+    assert (job["done"], job["failed"]) == (3, 0)
+    assert retried(rt) == sorted(mine)
+    again = bulk(client, "acme", action="retry", idempotencyKey="j1")
+    assert again.status_code == 200 and again.json()["id"] == job["id"]
+    assert retried(rt) == sorted(mine)  # nothing twice
+    # another key's job is not there for it
+    for other in ("bravo", "acme-other", "acme-ops"):
+        assert client.get(f"/v1/tasks:bulk/{job['id']}", headers=auth(other)).status_code == 404
+
+
+def test_the_tenant_filter_is_an_operators_within_its_reach(
+    rt: Runtime, client: TestClient
+) -> None:
+    failed(client, "bravo", 2)
+    failed(client, "acme", 1)
+    plain = bulk(client, "acme", action="retry", filter={"tenant": "bravo"}, dryRun=True)
+    assert plain.status_code == 403 and plain.json()["invalidParams"][0]["name"] == "filter.tenant"
+    out_of_reach = bulk(client, "acme-ops", action="retry", filter={"tenant": "bravo"}, dryRun=True)
+    assert out_of_reach.status_code == 403
+    own = bulk(client, "acme-ops", action="retry", dryRun=True)
+    assert own.json()["matched"] == 1  # every scope of acme: its reach
+    every = bulk(client, "all-ops", action="retry", filter={"tenant": "bravo"}, dryRun=True)
+    assert every.json()["matched"] == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"action": "retry", "filter": {"nope": 1}}, "filter.nope"),
+        ({"action": "cancel"}, "filter"),
+        ({"action": "explode"}, "action"),
+        ({"action": "retry", "filter": {"status": "running"}}, "filter.status"),
+    ],
+)
+def test_bad_bulk_requests_are_422_naming_the_field(
+    rt: Runtime, client: TestClient, body: dict[str, Any], field: str
+) -> None:
+    r = client.post("/v1/tasks:bulk", json=body, headers=auth("acme"))
+    assert r.status_code == 422, r.text
+    assert r.json()["invalidParams"][0]["name"] == field
+
+
+def test_a_cancel_by_filter_cancels_the_queued_and_nothing_else(
+    rt: Runtime, client: TestClient
+) -> None:
+    done = failed(client, "acme", 1)
+    r = bulk(client, "acme", action="cancel", filter={"status": "queued"}, dryRun=True)
+    assert r.json()["matched"] == 0
+    assert rt.store.get_task(uuid.UUID(done[0])).status == TaskStatus.FAILED
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["tasks", "cancel"], "an empty filter would cancel every unfinished task"),
+        (["tasks", "cancel", "abcdef12", "--status", "queued"], "a task id or filters"),
+        (["tasks", "retry", "--status", "running"], "status 'running' is not one"),
+        (["tasks", "retry", "--error-class", "slow"], "unknown error class 'slow'"),
+        (["tasks", "retry", "--since", "yesterday"], "--since 'yesterday' is not a time"),
+        (["tasks", "retry", "--label", "nope"], "label 'nope' is not k=v"),
+    ],
+)
+def test_the_cli_refuses_bad_filters_with_exit_2_and_one_line(
+    args: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(args) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("fleet: ") and says in line
