@@ -18,6 +18,7 @@ from fleet.api import (
     tenants,
     triggers,
     ui,
+    ui_failures,
     workers,
 )
 
@@ -42,3 +43,4 @@ def include(app: FastAPI) -> None:
     for module in modules:
         app.include_router(module.router)
     ui.install(app)
+    app.include_router(ui_failures.router)

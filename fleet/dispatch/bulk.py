@@ -100,6 +100,11 @@ class Bulk:
             return None
         return self._batches(job, max_batches)
 
+    def go_on(self, job: rules.Job) -> rules.Job:
+        """Run the rest of a job this process holds (``run`` with ``max_batches`` returned it
+        still running)."""
+        return self._batches(job, None)
+
     def sweep(self) -> int:
         """The sweeper's share: jobs whose process was lost (their claim ran out) go on; how
         many batches ran."""

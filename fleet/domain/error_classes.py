@@ -46,7 +46,7 @@ CLASSES: tuple[ErrorClass, ...] = (
     "internal",
 )
 #: What each class means (the docs, ``--help`` and the UI say it so).
-MEANING: dict[ErrorClass, str] = {
+MEANING: dict[str, str] = {
     "rate_limit": "the model's provider refused for rate or capacity (429, no capacity in time)",
     "timeout": "a model call timed out",
     "auth": "the model's provider refused the key (401, 403)",

@@ -13,7 +13,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from fleet.domain import bulk as rules
-from fleet.domain.values import Task
+from fleet.domain.values import Task, TaskStatus
 from fleet.store import rows
 from fleet.store import schema as s
 from fleet.store.base import StoreBase
@@ -83,6 +83,21 @@ class BulkStore(StoreBase):
                 select(t.c.id).where(*where).order_by(t.c.created_at, t.c.id).limit(sample)
             ).scalars()
             return int(count), list(ids)
+
+    def failure_groups(
+        self, walls: rules.Walls, since: datetime
+    ) -> list[tuple[str | None, int, datetime]]:
+        """The tasks that failed since ``since`` within ``walls``, by error class: (class,
+        count, newest), the most first (None: ended under an older release, no class)."""
+        f = rules.Filter(statuses=(TaskStatus.FAILED,), since=since)
+        with self.read() as conn:
+            found = conn.execute(
+                select(t.c.error_class, func.count(), func.max(t.c.created_at))
+                .where(*matching(f, walls))
+                .group_by(t.c.error_class)
+                .order_by(func.count().desc(), t.c.error_class)
+            ).all()
+        return [(c, int(n), newest) for c, n, newest in found]
 
     def create_bulk_job(
         self,

@@ -63,6 +63,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 
 from fleet.api.app import create_app
+from fleet.domain import error_classes
 from tests.conftest import PgServer, need, redis_client, write_config
 from tests.support.fleet import running_fleet, wait_for
 from tests.support.intake import A2A, caller_toml, reply_text, write_intake_config
@@ -1212,6 +1213,20 @@ class Probes:
         if shown or "alpha" in page:
             self.leaks.add(route, f"GET /ui/approvals shows alpha's {shown}")
 
+    def ui_failures(self, route: str) -> None:
+        page = self.ui(route, "GET", "/ui/failures?hours=720").text
+        shown = {i for i in self.alpha_tasks.values() if i in page}
+        if shown or "alpha" in page:
+            self.leaks.add(route, f"GET /ui/failures shows alpha's {shown}")
+
+    def ui_retry_failures(self, route: str) -> None:
+        """Bravo's operator retries every class of failure: nothing of alpha's is retried
+        (the snapshot of alpha's tasks)."""
+        for cls in (*error_classes.CLASSES, ""):
+            form = {"csrf": self.csrf, "errorClass": cls, "hours": "720"}
+            r = self.ui(route, "POST", "/ui/failures/retry", data=form)
+            self.leaks.status(route, r, 303)
+
     def ui_decide(self, route: str) -> None:
         ids = list(self.alpha_tasks.values())
         pattern = "/ui/tasks/{}/approvals/" + self.alpha_approval
@@ -1319,6 +1334,8 @@ HIDDEN: dict[tuple[str, str], Callable[[Probes, str], None]] = {
     ("POST", "/ui/tasks/{task_id}/cancel"): Probes.ui_cancel,
     ("POST", "/ui/conversations/{conversation_id}/reset"): Probes.ui_reset,
     ("GET", "/ui/approvals"): Probes.ui_approvals,
+    ("GET", "/ui/failures"): Probes.ui_failures,
+    ("POST", "/ui/failures/retry"): Probes.ui_retry_failures,
     ("POST", "/ui/tasks/{task_id}/approvals/{approval_id}"): Probes.ui_decide,
     ("POST", "/ui/logout"): Probes.ui_logout,  # last: it ends bravo's operator's session
 }

@@ -6,6 +6,7 @@ filters are 422 naming the key; the CLI refuses bad input with exit 2 before any
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -248,3 +249,22 @@ def test_the_cli_refuses_bad_filters_with_exit_2_and_one_line(
     assert main(args) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("fleet: ") and says in line
+
+
+def test_the_ui_lists_failures_by_class_and_retries_a_group_within_reach(
+    rt: Runtime, client: TestClient
+) -> None:
+    mine = failed(client, "acme", 2)
+    failed(client, "bravo", 1)
+    r = client.post("/ui/login", data={"key": KEYS["acme-ops"], "next": "/ui/failures"})
+    assert r.status_code == 200, r.text  # (followed to the page)
+    page = client.get("/ui/failures").text
+    row = page[page.index('id="class-step_limit"') :]
+    assert "the run reached max_steps" in row and "Retry 2" in row  # acme's two, not bravo's
+    token = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+    assert token is not None
+    form = {"csrf": token.group(1), "errorClass": "step_limit", "hours": "24"}
+    assert client.post("/ui/failures/retry", data={**form, "csrf": "0" * 32}).status_code == 403
+    done = client.post("/ui/failures/retry", data=form)
+    assert done.status_code == 200 and "2 of 2 retried" in done.text, done.text
+    assert retried(rt) == sorted(mine)
