@@ -203,7 +203,7 @@ def test_every_toml_example_loads(
         _stub(root, "agents", data["agent"], 'model = "echo"\n')
     for target in data.get("delegates", []) if kind == "agents" else []:
         _stub(root, "deployments", target, 'agent = "support"\n')
-    if kind in ("triggers", "schedules"):
+    if kind in ("triggers", "schedules") and "deployment" in data:  # ([event] triggers: none)
         _stub(root, "deployments", data["deployment"], 'agent = "support"\n')
     if kind == "callers":
         for target in set(data.get("deployments", [])) - {"*"}:
