@@ -43,7 +43,11 @@ def failed_tasks(rt: Runtime) -> dict[str, list[uuid.UUID]]:
     for tenant in TENANTS:
         for i in range(PER_TENANT):
             adm = rt.dispatcher.submit(
-                "chat", f"{tenant} {i}", key=f"c{i % CONVERSATIONS}", tenant=tenant
+                "chat",
+                f"{tenant} {i}",
+                key=f"c{i % CONVERSATIONS}",
+                tenant=tenant,
+                labels={"half": str(i % 2)},
             )
             made[tenant].append(adm.task.id)
     with rt.store.engine.begin() as conn:
@@ -70,6 +74,10 @@ def test_a_retry_of_one_tenant_touches_no_other_keeps_order_and_runs_once(
         {"tenant": "acme", "errorClass": "rate_limit"}, "retry", everything=False
     )
     assert bulk.dry_run(f, EVERYONE)[0] == PER_TENANT
+    halves = rules.parse_filter(
+        {"tenant": "acme", "labels": {"half": "1"}}, "retry", everything=False
+    )
+    assert bulk.dry_run(halves, EVERYONE)[0] == PER_TENANT // 2  # a label filter, on JSONB
     assert retries_of(rt, "acme") == []  # the dry run changed nothing
 
     job, new = bulk.start("retry", f, EVERYONE, tenant="acme", owner="ops", idempotency_key="k1")
@@ -88,7 +96,9 @@ def test_a_retry_of_one_tenant_touches_no_other_keeps_order_and_runs_once(
     assert Counter(t.labels[RETRY_LABEL] for t in retries) == Counter(str(i) for i in made["acme"])
     assert all(retries_of(rt, other) == [] for other in ("bravo", "carol"))
     # each conversation: the retries queued behind its tasks, in the order of the originals
-    by_id = {t.id: t for t in rt.store.list_tasks(TaskFilter(tenants=frozenset({"acme"}), limit=5000))}
+    by_id = {
+        t.id: t for t in rt.store.list_tasks(TaskFilter(tenants=frozenset({"acme"}), limit=5000))
+    }
     per_conv: dict[uuid.UUID, list[Any]] = defaultdict(list)
     for r in retries:
         per_conv[r.conversation_id].append(r)

@@ -268,3 +268,20 @@ def test_the_ui_lists_failures_by_class_and_retries_a_group_within_reach(
     done = client.post("/ui/failures/retry", data=form)
     assert done.status_code == 200 and "2 of 2 retried" in done.text, done.text
     assert retried(rt) == sorted(mine)
+
+
+def test_a_label_filter_matches_exactly_the_labelled(rt: Runtime, client: TestClient) -> None:
+    ids = {}
+    for team in ("a", "b", "a"):
+        r = client.post(
+            "/v1/tasks",
+            json={"deployment": "step", "input": "/tool current_time {}", "labels": {"team": team}},
+            headers=auth("acme"),
+        )
+        ids.setdefault(team, []).append(r.json()["id"])
+    for task_id in [*ids["a"], *ids["b"]]:
+        client.get(f"/v1/tasks/{task_id}", params={"wait": 30}, headers=auth("acme"))
+    dry = bulk(client, "acme", action="retry", filter={"labels": {"team": "a"}}, dryRun=True)
+    assert sorted(dry.json()["sample"]) == sorted(ids["a"])
+    none = bulk(client, "acme", action="retry", filter={"labels": {"team": "c"}}, dryRun=True)
+    assert none.json()["matched"] == 0

@@ -458,3 +458,28 @@ def test_the_send_path_is_not_taken_for_a_task_event_stream(client: TestClient) 
         "/v1/events", json={"event": "a.b", "key": "k", "nope": 1}, headers=auth("acme")
     )
     assert unknown.status_code == 422
+
+
+def test_fleet_events_send_on_the_store_resolves_as_the_operator(
+    rt: Runtime,
+    client: TestClient,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from fleet.cli.app import main
+
+    task = submit(client, wait_call("o-9"))
+    status_of(client, task, "waiting")
+    monkeypatch.setenv("FLEET_HOME", str(rt.settings.home))
+    monkeypatch.setenv("FLEET_CONFIG_DIR", str(rt.settings.config_dir))
+    monkeypatch.delenv("FLEET_SERVER", raising=False)
+    args = ["events", "send", "payment.cleared", "--key", "o-9", "--tenant", "acme"]
+    assert main([*args, "--data", '{"paid": true}', "--id", "cli-1"]) == 0
+    said = capsys.readouterr().out
+    assert "event payment.cleared (key o-9, id cli-1): resolved 1 wait" in said
+    [wait] = rt.store.waits_of(uuid.UUID(task))
+    assert (wait.status, wait.event_id, wait.data) == ("done", "cli-1", {"paid": True})
+    assert main([*args, "--id", "cli-1"]) == 0
+    assert "seen before; nothing changed" in capsys.readouterr().out
+    assert main(["events", "send", "payment.cleared", "--key", " "]) == 2
+    assert capsys.readouterr().err.startswith("fleet: key is required")
