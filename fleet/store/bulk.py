@@ -99,6 +99,19 @@ class BulkStore(StoreBase):
             ).all()
         return [(c, int(n), newest) for c, n, newest in found]
 
+    def unfinished_groups(self, walls: rules.Walls) -> list[tuple[str, str, int, datetime]]:
+        """The unfinished tasks within ``walls`` by deployment and status: (deployment,
+        status, count, oldest), the most first."""
+        f = rules.Filter(statuses=rules.DEFAULT_STATUSES["cancel"])
+        with self.read() as conn:
+            found = conn.execute(
+                select(t.c.deployment, t.c.status, func.count(), func.min(t.c.created_at))
+                .where(*matching(f, walls))
+                .group_by(t.c.deployment, t.c.status)
+                .order_by(func.count().desc(), t.c.deployment, t.c.status)
+            ).all()
+        return [(d, st, int(n), oldest) for d, st, n, oldest in found]
+
     def create_bulk_job(
         self,
         *,

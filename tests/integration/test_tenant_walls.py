@@ -1227,6 +1227,15 @@ class Probes:
             r = self.ui(route, "POST", "/ui/failures/retry", data=form)
             self.leaks.status(route, r, 303)
 
+    def ui_cancel_group(self, route: str) -> None:
+        """Bravo's operator cancels every group alpha has unfinished tasks in: nothing of
+        alpha's is cancelled (the snapshot of alpha's tasks)."""
+        for deployment in ("chat", "tooly", "pay", "approve"):
+            for status in ("queued", "waiting", "running"):
+                form = {"csrf": self.csrf, "deployment": deployment, "status": status}
+                r = self.ui(route, "POST", "/ui/failures/cancel", data=form)
+                self.leaks.status(route, r, 303)
+
     def ui_decide(self, route: str) -> None:
         ids = list(self.alpha_tasks.values())
         pattern = "/ui/tasks/{}/approvals/" + self.alpha_approval
@@ -1336,6 +1345,7 @@ HIDDEN: dict[tuple[str, str], Callable[[Probes, str], None]] = {
     ("GET", "/ui/approvals"): Probes.ui_approvals,
     ("GET", "/ui/failures"): Probes.ui_failures,
     ("POST", "/ui/failures/retry"): Probes.ui_retry_failures,
+    ("POST", "/ui/failures/cancel"): Probes.ui_cancel_group,
     ("POST", "/ui/tasks/{task_id}/approvals/{approval_id}"): Probes.ui_decide,
     ("POST", "/ui/logout"): Probes.ui_logout,  # last: it ends bravo's operator's session
 }

@@ -103,8 +103,8 @@ STEPPER = 'model = "echo"\nmax_steps = 1\ntools = ["current_time"]\n'  # fails: 
 def rt(tmp_path: Path) -> Iterator[Runtime]:
     config = write_config(
         tmp_path / "config",
-        {**AGENTS, "stepper": STEPPER},
-        {**DEPLOYMENTS, "step": 'agent = "stepper"\n'},
+        {**AGENTS, "stepper": STEPPER, "napper": 'model = "echo"\ntools = ["pause"]\n'},
+        {**DEPLOYMENTS, "step": 'agent = "stepper"\n', "nap": 'agent = "napper"\n'},
     )
     (config / "callers").mkdir()
     for name, body in CALLERS.items():
@@ -285,3 +285,32 @@ def test_a_label_filter_matches_exactly_the_labelled(rt: Runtime, client: TestCl
     assert sorted(dry.json()["sample"]) == sorted(ids["a"])
     none = bulk(client, "acme", action="retry", filter={"labels": {"team": "c"}}, dryRun=True)
     assert none.json()["matched"] == 0
+
+
+def test_the_ui_cancels_a_group_of_unfinished_tasks_within_reach(
+    rt: Runtime, client: TestClient
+) -> None:
+    napping = {}
+    for who in ("acme", "acme", "bravo"):
+        r = client.post(
+            "/v1/tasks",
+            json={"deployment": "nap", "input": '/tool pause {"duration": "1h"}'},
+            headers=auth(who),
+        )
+        napping.setdefault(who, []).append(uuid.UUID(r.json()["id"]))
+    for task_id in [*napping["acme"], *napping["bravo"]]:
+        for _ in range(200):
+            if rt.store.get_task(task_id).status == TaskStatus.WAITING:
+                break
+            client.get("/healthz")  # (a round trip: the embedded run goes on meanwhile)
+    client.post("/ui/login", data={"key": KEYS["acme-ops"], "next": "/ui/failures"})
+    page = client.get("/ui/failures").text
+    row = page[page.index('id="pending-nap-waiting"') :]
+    assert "Cancel 2" in row[: row.index("</tr>")]  # acme's two, not bravo's
+    token = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+    assert token is not None
+    form = {"csrf": token.group(1), "deployment": "nap", "status": "waiting"}
+    done = client.post("/ui/failures/cancel", data=form)
+    assert done.status_code == 200 and "2 of 2 cancelled" in done.text, done.text
+    assert [rt.store.get_task(i).status for i in napping["acme"]] == [TaskStatus.CANCELLED] * 2
+    assert rt.store.get_task(napping["bravo"][0]).status == TaskStatus.WAITING
