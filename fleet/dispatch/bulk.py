@@ -18,7 +18,7 @@ from fleet.constants import DEFAULT_TENANT
 from fleet.dispatch.host import Configured
 from fleet.domain import bulk as rules
 from fleet.domain.values import Admission, Task
-from fleet.errors import FleetError
+from fleet.errors import FleetError, NotFound
 from fleet.store import CancelResult
 
 log = logging.getLogger(__name__)
@@ -157,6 +157,9 @@ class Bulk:
             if job.action == "cancel":
                 self.d.cancel(task.id)
                 return None
+            # (a conversation deleted since the batch was read took its tasks with it: its
+            # retry would start the conversation afresh, so it is refused)
+            self.d.store.get_task(task.id)
             self.d.submit(
                 task.deployment,
                 [p.model_dump(mode="json") for p in task.input],
@@ -170,6 +173,8 @@ class Bulk:
                 tenant=task.tenant,
                 priority=task.priority,
             )
+        except NotFound:
+            return "its conversation was deleted: nothing to retry it in"
         except FleetError as exc:
             return exc.message
         return None

@@ -314,3 +314,25 @@ def test_the_ui_cancels_a_group_of_unfinished_tasks_within_reach(
     assert done.status_code == 200 and "2 of 2 cancelled" in done.text, done.text
     assert [rt.store.get_task(i).status for i in napping["acme"]] == [TaskStatus.CANCELLED] * 2
     assert rt.store.get_task(napping["bravo"][0]).status == TaskStatus.WAITING
+
+
+def test_a_retry_whose_conversation_was_deleted_meanwhile_is_refused(
+    rt: Runtime, client: TestClient
+) -> None:
+    ids = failed(client, "acme", 2)
+    bulk_ = rt.dispatcher.bulk
+    walls = rules.Walls(frozenset({"acme"}), "api:acme")
+    job, _ = bulk_.start(
+        "retry",
+        rules.parse_filter(None, "retry", everything=False),
+        walls,
+        tenant="acme",
+        owner="acme",
+        idempotency_key=None,
+    )
+    batch = rt.store.bulk_batch(job)  # the batch is read; then a conversation is deleted
+    gone = rt.store.get_task(uuid.UUID(ids[0]))
+    rt.dispatcher.lifecycle.delete("step", gone.key, by="test", tenant="acme", own="acme")
+    outcome = [bulk_._act(job, task) for task in batch]
+    assert outcome[1] is None and "conversation was deleted" in (outcome[0] or "")
+    assert retried(rt) == [ids[1]]  # no fresh conversation for the deleted one
