@@ -37,6 +37,7 @@ THROUGH_SERVER = (
     "run",
     "tasks",
     "approvals",
+    "events",
     "memory",
     "conversations",
     "tenants",

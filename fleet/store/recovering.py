@@ -53,9 +53,7 @@ class RecoveryStore(StoreBase):
                 conn.execute(
                     update(ib)
                     .where(ib.c.task_id == task_id, ib.c.status == "pending")
-                    .values(
-                        status="cancelled", error=lifecycle.RESET_REASON, error_class="cancelled"
-                    )
+                    .values(status="cancelled", error=lifecycle.RESET_REASON)
                 )
                 pending = []
             for msg in pending:

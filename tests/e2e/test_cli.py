@@ -142,6 +142,7 @@ def test_embedded_conversation_continues(cli: Cli) -> None:
     shown = cli.json("tasks", "show", tasks[0]["id"])
     assert shown.pop("deliveries") == []  # the detail adds the reply's delivery journal
     assert shown.pop("pendingApprovals") == []  # and the approvals a waiting task asks for
+    assert shown.pop("waitingFor") == []  # and what a waiting task waits for
     assert shown == tasks[0]
     assert shown["input"] == [{"type": "text", "text": "My order hasn't arrived"}]
 
@@ -238,6 +239,7 @@ def test_short_ids_whole_rows_in_a_pipe(cli: Cli, tmp_path: Path) -> None:
         **tasks[1],
         "deliveries": [],
         "pendingApprovals": [],
+        "waitingFor": [],
     }
     with_dash = tasks[0]["id"][:13]  # e.g. 67bdb609-1a2b
     assert cli.json("tasks", "cancel", with_dash)["task"]["id"] == tasks[0]["id"]

@@ -19,6 +19,8 @@ CALLS: dict[str, tuple[str, ...]] = {
     "tasks show": ("tasks", "show", TASK),
     "tasks ls": ("tasks", "ls"),
     "tasks cancel": ("tasks", "cancel", TASK),
+    "tasks retry": ("tasks", "retry", "--error-class", "rate_limit"),
+    "events send": ("events", "send", "payment.cleared", "--key", "o-1"),
     "approvals ls": ("approvals", "ls"),
     "approvals show": ("approvals", "show", TASK, APPROVAL),
     "approvals approve": ("approvals", "approve", TASK, APPROVAL),
