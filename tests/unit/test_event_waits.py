@@ -277,6 +277,19 @@ scope = "api:acme"
 """
 
 
+SIGNED = """
+tenant = "acme"
+[signature]
+style = "hmac"
+header = "X-Signature"
+secret_env = "FLEET_TEST_EVENT_SECRET"
+[event]
+name = "payment.cleared"
+key = { pointer = "/order" }
+scope = "api:acme"
+"""
+
+
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[Runtime]:
     config = write_config(
@@ -288,6 +301,7 @@ def rt(tmp_path: Path) -> Iterator[Runtime]:
         (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
     (config / "triggers").mkdir()
     (config / "triggers" / "stripe.toml").write_text(STRIPE)
+    (config / "triggers" / "paid.toml").write_text(SIGNED)
     runtime = build(Settings(home=tmp_path / "home", config_dir=config))
     yield runtime
     runtime.close()
@@ -483,3 +497,28 @@ def test_fleet_events_send_on_the_store_resolves_as_the_operator(
     assert "seen before; nothing changed" in capsys.readouterr().out
     assert main(["events", "send", "payment.cleared", "--key", " "]) == 2
     assert capsys.readouterr().err.startswith("fleet: key is required")
+
+
+def test_a_signed_event_trigger_takes_only_signed_deliveries(
+    rt: Runtime, client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib as hashes
+    import hmac
+
+    secret = "an-event-signing-secret"
+    monkeypatch.setenv("FLEET_TEST_EVENT_SECRET", secret)
+    task = submit(client, wait_call("o-11"))
+    status_of(client, task, "waiting")
+    body = json.dumps({"order": "o-11", "amount": 5}).encode()
+    headers = {"Content-Type": "application/json"}
+    unsigned = client.post("/v1/triggers/paid", content=body, headers=headers)
+    wrong = client.post(
+        "/v1/triggers/paid", content=body, headers={**headers, "X-Signature": "0" * 64}
+    )
+    assert (unsigned.status_code, wrong.status_code) == (401, 401)
+    assert rt.store.events_kept("acme", "payment.cleared", "o-11") == []  # nothing stored
+    sig = hmac.new(secret.encode(), body, hashes.sha256).hexdigest()
+    signed = client.post("/v1/triggers/paid", content=body, headers={**headers, "X-Signature": sig})
+    assert signed.status_code == 202 and signed.json()["resolved"] == 1, signed.text
+    status_of(client, task, "succeeded")
+    assert '\\"amount\\": 5' in tool_outputs(rt, task)[0]
