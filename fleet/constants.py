@@ -185,6 +185,8 @@ DELIVERY_BACKOFF_CAP_S = 300.0
 #: Reply delivery: how long past an attempt's timeout its claim holds before the attempt counts
 #: as lost (its worker died) and another may start.
 DELIVERY_CLAIM_MARGIN_S = 30.0
+#: The longest the event hub waits for its tasks (a Redis subscription closing) at shutdown.
+EVENTS_CLOSE_S = 2.0
 #: The label a bulk retry's task carries: the id of the task it retries.
 RETRY_LABEL = "retry_of"
 #: An event that arrives before the wait for it is kept this long (``FLEET_EVENT_LOOKBACK``).

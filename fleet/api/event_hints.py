@@ -18,6 +18,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
+from fleet.constants import EVENTS_CLOSE_S
 from fleet.dispatch.hints import channel
 from fleet.dispatch.redis_target import RedisTarget
 
@@ -91,8 +92,9 @@ class HintListener:
                 )
             finally:
                 self._set_live(False)
-                with suppress(Exception):
-                    await client.aclose()
+                with suppress(Exception):  # (a close that hangs must not hold a shutdown)
+                    async with asyncio.timeout(EVENTS_CLOSE_S):
+                        await client.aclose()
             await asyncio.sleep(retry)
             retry = min(retry * 2, RETRY_MAX_S)
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from starlette.concurrency import run_in_threadpool
 
+from fleet.constants import EVENTS_CLOSE_S
 from fleet.dispatch.redis_target import RedisTarget
 from fleet.domain.deltas import Delta
 from fleet.domain.deltas import decode as decode_deltas
@@ -292,8 +293,8 @@ class EventHub:
         for task in (self._task, self._hints_task):
             if task is not None:
                 task.cancel()
-                with suppress(asyncio.CancelledError):
-                    await task
+                # (bounded: a task stuck in a Redis close must not hold the server's shutdown)
+                await asyncio.wait({task}, timeout=EVENTS_CLOSE_S)
         self._task = self._hints_task = None
         if self._marks is not None:
             await self._marks.close()
