@@ -96,9 +96,9 @@ def request(
         "errorClass": error_class,
     }
     found = {k: v for k, v in raw.items() if v is not None}
-    rules.parse_filter(found, action, everything=everything)  # InputError: exit 2, one line
-    if isinstance(found.get("labels"), list):
-        found["labels"] = dict(item.split("=", 1) for item in found["labels"])
+    checked = rules.parse_filter(found, action, everything=everything)  # InputError: exit 2
+    if checked.labels:
+        found["labels"] = checked.labels  # (as the server takes them: an object)
     return {"action": action, "filter": found, "all": everything}
 
 

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
-from fleet.constants import DEFAULT_TENANT
-from fleet.dispatch.host import Configured
+from fleet.dispatch.host import Cancelling, Configured, Submitting
 from fleet.domain import bulk as rules
-from fleet.domain.values import Admission, Task
+from fleet.domain.values import Task
 from fleet.errors import FleetError, NotFound
-from fleet.store import CancelResult
 
 log = logging.getLogger(__name__)
 
@@ -30,27 +27,8 @@ HOLD_TTLS = 3.0
 SWEEP_BATCHES = 5
 
 
-class BulkHost(Configured, Protocol):
+class BulkHost(Configured, Submitting, Cancelling, Protocol):
     """What ``Bulk`` uses of its dispatcher: the actions a key takes one by one."""
-
-    def submit(
-        self,
-        deployment: str,
-        input: str | Sequence[Any],
-        *,
-        scope: str = "api",
-        key: str | None = None,
-        labels: dict[str, str] | None = None,
-        idempotency_key: str | None = None,
-        caller: str | None = None,
-        delivery: str | None = None,
-        resource_id: str | None = None,
-        tenant: str = DEFAULT_TENANT,
-        priority: int | None = None,
-        gated: bool = False,
-    ) -> Admission: ...
-
-    def cancel(self, task_id: uuid.UUID, *, scope: str | None = None) -> CancelResult: ...
 
 
 class Bulk:

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from fleet.dispatch.host import Clocked
+from fleet.dispatch.host import Clocked, Submitting
 from fleet.domain import followups as rules
-from fleet.domain.values import Admission, Task
+from fleet.domain.values import Task
 from fleet.errors import FleetError, InputError, NotFound
 from fleet.store import Store
 
@@ -39,21 +39,8 @@ class StoreFollowups:
         )
 
 
-class FollowupsHost(Clocked, Protocol):
+class FollowupsHost(Clocked, Submitting, Protocol):
     """What ``Followups`` uses of its dispatcher: it admits what is due as any caller would."""
-
-    def submit(
-        self,
-        deployment: str,
-        input: str,
-        *,
-        scope: str,
-        key: str | None,
-        labels: dict[str, str],
-        idempotency_key: str,
-        caller: str | None,
-        tenant: str,
-    ) -> Admission: ...
 
 
 class Followups:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from fleet.config import FleetConfig, Settings
+from fleet.constants import DEFAULT_TENANT
 from fleet.dispatch.hints import Hints
-from fleet.domain.values import Task
+from fleet.domain.values import Admission, Task
 from fleet.store import CancelResult, Store
 
 
@@ -40,6 +41,28 @@ class Waking(Protocol):
     """Wakes a conversation's next task (forced), as a turn of its tenant."""
 
     def wake_next(self, task: Task, at: datetime | None = None) -> None: ...
+
+
+class Submitting(Protocol):
+    """Admits a submission as any caller would (quotas, order, walls): the sweeper's
+    follow-ups, a bulk job's retries."""
+
+    def submit(
+        self,
+        deployment: str,
+        input: str | Sequence[Any],
+        *,
+        scope: str = "api",
+        key: str | None = None,
+        labels: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+        caller: str | None = None,
+        delivery: str | None = None,
+        resource_id: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        priority: int | None = None,
+        gated: bool = False,
+    ) -> Admission: ...
 
 
 class Cancelling(Protocol):

@@ -11,7 +11,7 @@ store's statement; ``of_text`` classifies what is left by the error's words.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 if TYPE_CHECKING:
     from fleet.domain.runs import Outcome
@@ -31,20 +31,7 @@ ErrorClass = Literal[
     "internal",
 ]
 #: Every class, in the order the UI lists them.
-CLASSES: tuple[ErrorClass, ...] = (
-    "rate_limit",
-    "timeout",
-    "auth",
-    "provider_error",
-    "model_error",
-    "tool_error",
-    "budget",
-    "step_limit",
-    "config",
-    "lost",
-    "cancelled",
-    "internal",
-)
+CLASSES: tuple[ErrorClass, ...] = get_args(ErrorClass)
 #: What each class means (the docs, ``--help`` and the UI say it so).
 MEANING: dict[str, str] = {
     "rate_limit": "the model's provider refused for rate or capacity (429, no capacity in time)",
