@@ -333,6 +333,8 @@ AGENTS = {
     "tools": 'model = "echo"\ntools = ["wait", "current_time"]\nmax_steps = 4\n',
     "small": 'model = "echo"\n[history]\nmax_items = 3\nmax_bytes = 200\n',
     "sleepy": '[model]\nprovider = "echo"\ndelay_ms = 2500\n',
+    # its first word is out at once, the rest ~2 s later: a step seen to be under way
+    "paced": '[model]\nprovider = "echo"\nstream_ms = 500\n',
 }
 DEPLOYMENTS = {
     "chat": 'agent = "echo"\n',
@@ -343,6 +345,7 @@ DEPLOYMENTS = {
     "short": 'agent = "small"\n',
     "once": 'agent = "echo"\nmax_attempts = 1\n',
     "sleepy": 'agent = "sleepy"\n',
+    "paced": 'agent = "paced"\n',
 }
 
 

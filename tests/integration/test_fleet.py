@@ -25,6 +25,7 @@ from fleet.domain.values import Task, TaskStatus
 from fleet.runtime import Runtime
 from fleet.store import TaskFilter
 from fleet.store import schema as s
+from fleet.streaming.redis import key as deltas_key
 from tests.conftest import redis_client
 from tests.support.fleet import Fleet, Proc, fleet_settings, running_fleet, wait_for
 
@@ -282,11 +283,14 @@ def test_a_run_stopped_by_its_cancel_leaves_no_trace_in_the_next_prompt(
     assert done[1].reply == "echo: second [history: 0]"
 
 
-def test_warm_shutdown_finishes_the_current_run(rt: Runtime, fleet: Fleet) -> None:
+def test_warm_shutdown_finishes_the_current_run(rt: Runtime, fleet: Fleet, redis_url: str) -> None:
     a = fleet.worker("a")
-    task = rt.dispatcher.submit("sleepy", "finish me", key="w").task
-    nxt = rt.dispatcher.submit("sleepy", "next", key="w").task
-    wait_for(lambda: status(rt, task.id) == TaskStatus.RUNNING, 20, what="the task to run")
+    task = rt.dispatcher.submit("paced", "finish me", key="w").task
+    nxt = rt.dispatcher.submit("paced", "next", key="w").task
+    # its model step is under way (its first words are out); a task only claimed as the stop
+    # begins would rightly be handed back before its first step instead
+    with redis_client(redis_url) as r:
+        wait_for(lambda: r.exists(deltas_key(task.id)), 20, what="the model step to begin")
     a.popen.send_signal(signal.SIGTERM)  # to the main process only: Celery's warm shutdown
     a.popen.wait(30)
     assert status(rt, task.id) == TaskStatus.SUCCEEDED
