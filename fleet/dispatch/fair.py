@@ -199,6 +199,21 @@ return nil
 )
 
 
+#: Seconds before a turn passed on by a stopping worker is due (a worker that is stopping and
+#: takes it again passes it on again: at most once per this, not in a loop).
+PASS_ON_S = 1.0
+
+#: One token onto the queue. KEYS[1]: the queue; ARGV: ``_LIB``'s, then the token's message.
+PASS_ON = (
+    _LIB
+    + """
+local n = redis.call('incr', P .. 'tokens')
+redis.call('lpush', KEYS[1], (string.gsub(ARGV[4], '@ID@', IDS .. n)))
+return n
+"""
+)
+
+
 class Due(NamedTuple):
     """A wake-up for the fair queue: which conversation, and whose turn it will be."""
 
@@ -248,6 +263,7 @@ class FairTurns:
         self._client = client
         self._pick = client.register_script(PICK)
         self._add = client.register_script(FAIR_ADD)
+        self._pass_on = client.register_script(PASS_ON)
 
     def _head(self) -> list[Any]:
         return [self.prefix, self.token, self.ids]
@@ -298,6 +314,10 @@ class FairTurns:
         conv, tenant, score, hold = (v.decode() if isinstance(v, bytes) else v for v in found)
         return Turn(uuid.UUID(conv), tenant, priority_of(score), hold)
 
+    def pass_on(self, after_s: float = PASS_ON_S) -> None:
+        """A token due in ``after_s`` seconds, for a turn this process will not take."""
+        self._pass_on(keys=[self.queue], args=[*self._head(), self._later(time.time() + after_s)])
+
     def configure(self, weights: Mapping[str, int], caps: Mapping[str, int | None]) -> None:
         """Write the configured tenants' weights and caps (a worker does at start: a config
         change reaches tenants already due, not only those that become due later)."""
@@ -334,3 +354,6 @@ class SharedTurns:
             self._turns.configure(*self._config)
             self._config = None
         return self._turns.pick(done, take=take)
+
+    def pass_on(self) -> None:
+        self._turns.pass_on()

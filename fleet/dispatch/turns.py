@@ -19,6 +19,9 @@ class Turns(Protocol):
     def pick(self, done: Turn | None = None, *, take: bool = True) -> Turn | None:
         """End the turn ``done`` (if given); then (``take``) the next turn, if any is allowed."""
 
+    def pass_on(self) -> None:
+        """Put a turn back on the queue for another worker, due in a moment."""
+
 
 def take_turns(
     turns: Turns,
@@ -33,6 +36,11 @@ def take_turns(
 
     Picking again after each drain keeps every due conversation moving while any worker is busy,
     whether or not its token arrived (a worker killed with tokens in hand)."""
+    if stopping():
+        # A turn that reached a worker on its way out (a pool on threads takes messages while
+        # it stops): another worker takes it, rather than the sweeper's next look.
+        turns.pass_on()
+        return 0
     deadline = time.monotonic() + budget_s
     ran, done = 0, None
     try:

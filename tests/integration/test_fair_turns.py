@@ -17,6 +17,7 @@ from fleet.dispatch.celery_app import CeleryWaker, make_app
 from fleet.dispatch.fair import Due, FairTurns
 from fleet.dispatch.leases.redis import RedisLease
 from fleet.dispatch.publish import WakeMessages
+from fleet.dispatch.turns import take_turns
 from fleet.dispatch.waker import Wake
 from fleet.domain.fairness import FairQueue, Turn
 
@@ -149,3 +150,20 @@ def test_the_waker_adds_a_tenants_turns_and_knocks_for_a_held_conversation(
         (a, "acme", 9),
         (b, "default", 5),
     }
+
+
+def test_a_stopping_worker_passes_its_turn_on_due_a_moment_later(
+    turns: FairTurns, client: Any
+) -> None:
+    a = uuid.uuid4()
+    turns.add([(Due(a, "t", 5), False)])
+    client.delete(QUEUE)  # its token reached a worker on its way out
+    drained: list[Turn] = []
+    ran = take_turns(turns, lambda t: drained.append(t) or 1, budget_s=5, stopping=lambda: True)
+    assert ran == 0 and drained == [], "a stopping worker takes no turn"
+    (token,) = _tokens(client)
+    assert token["headers"]["task"] == "fleet.turn" and token["headers"]["eta"] is not None
+    assert token["headers"]["id"] == token["properties"]["delivery_tag"]
+    # the worker that takes it finds the conversation where it was
+    assert take_turns(turns, lambda t: drained.append(t) or 1, budget_s=5, stopping=lambda: False)
+    assert [t.conversation_id for t in drained] == [a]

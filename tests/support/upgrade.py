@@ -2,7 +2,7 @@
 
 A release is the commit on main that sets a new ``version`` in ``pyproject.toml`` (tags may be
 absent: CI clones main). The previous release is the newest commit that set a version other
-than this tree's, e.g. while this tree says 0.4.0, the commit that set 0.3.0.
+than this tree's, e.g. while this tree says 0.5.0, the commit that set 0.4.0.
 ``FLEET_UPGRADE_FROM=<commit>`` names another.
 
 It is checked out in a detached git worktree with a venv of its own (``pip install -e .``: its
