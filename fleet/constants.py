@@ -189,6 +189,9 @@ DELIVERY_CLAIM_MARGIN_S = 30.0
 EVENTS_CLOSE_S = 2.0
 #: The label a bulk retry's task carries: the id of the task it retries.
 RETRY_LABEL = "retry_of"
+#: How long an erased resource refuses new tasks naming it (``FLEET_ERASED_HOLD``): longer than
+#: a webhook sender's or a client's retries go on.
+ERASED_HOLD_S = 30 * 86_400.0
 #: An event that arrives before the wait for it is kept this long (``FLEET_EVENT_LOOKBACK``).
 EVENT_LOOKBACK_S = 15 * 60.0
 #: Reply delivery: URLs longer than this are refused.

@@ -39,6 +39,8 @@ class Caller:
     tenant: str = DEFAULT_TENANT
     #: Tenants the operator endpoints show it (None: all); its own alone unless it lists more.
     reach: frozenset[str] | None = frozenset({DEFAULT_TENANT})
+    #: May export and erase a person's data of its own tenant (``erase = true``).
+    erase: bool = False
 
     def reaches(self, tenant: str) -> bool:
         """May its operator calls see this tenant's conversations?"""
@@ -122,6 +124,7 @@ class KeyRing:
                 operator=c.operator,
                 tenant=tenant,
                 reach=reach,
+                erase=c.erase,
             )
         if not found:
             log.warning("no callers configured in config/callers: the API accepts anyone as 'api'")

@@ -1,7 +1,8 @@
 """SubmitTask's admission without a thread-pool hop where the store allows it.
 
 On PostgreSQL the common submission (followup without a queue cap, no idempotency key, no
-authorize policy to ask) is one statement: its checks run on the event loop (they read nothing),
+resource to check against erasures, no authorize policy to ask) is one statement: its checks
+run on the event loop (they read nothing),
 the statement runs on the loop's own connections (``fleet.store.aio``), and the answer is sent
 once it has committed (a conversation's first task reads its key's tombstone, the
 ``freshAfterDelete`` notice, in that statement). Everything else (SQLite, the
@@ -32,7 +33,12 @@ class Intake:
         """``Dispatcher.submit``'s admission; the same arguments, answers and store effects."""
         dispatcher = self._rt.dispatcher
         steps = dispatcher.admissions
-        if self._statements is None or not steps.checks_without_store:
+        # a task naming a resource reads the store: is the resource erased?
+        if (
+            self._statements is None
+            or not steps.checks_without_store
+            or options.get("resource_id") is not None
+        ):
             return await run_in_threadpool(partial(dispatcher.submit, deployment, input, **options))
         sub = steps.submission(deployment, input, **options)
         single = dispatcher.store.admit_statement(sub, dispatcher.clock())

@@ -134,6 +134,9 @@ class CallerConfig(TenantRef):
     operator: StrictBool = False
     #: An operator key: the tenants it reaches (``["*"]``: all; unset: its own).
     tenants: tuple[str, ...] | None = None
+    #: May export and erase a person's data (``/v1/resources``) of its own tenant, without
+    #: being an operator (a privacy team's service, say).
+    erase: StrictBool = False
     #: ``"api"``: the shared ``api`` scope of the ``default`` tenant instead of a tenant's own
     #: (``fleet check`` warns: every such caller reads the others' conversations).
     scope: Literal["api"] | None = None

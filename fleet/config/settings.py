@@ -26,6 +26,7 @@ from fleet.constants import (
     DEFAULT_EMBEDDED_RUNS,
     DEFAULT_MAX_DELEGATION_DEPTH,
     DELIVERY_CLAIM_MARGIN_S,
+    ERASED_HOLD_S,
     EVENT_LOOKBACK_S,
     FAIR_HOLD_S,
     MAX_EMBEDDED_RUNS,
@@ -158,6 +159,8 @@ class Settings(BaseSettings):
     event_lookback: Annotated[Duration, _at_least(0, "must be zero or more seconds")] = (
         EVENT_LOOKBACK_S
     )
+    #: How long an erased resource (``fleet erase --resource``) refuses new tasks naming it.
+    erased_hold: PositiveDuration = ERASED_HOLD_S
     #: How many delegations deep (``call_agent``, ``start_agent``) a chain of tasks may go;
     #: ``0`` refuses every delegation.
     max_delegation_depth: int = Field(default=DEFAULT_MAX_DELEGATION_DEPTH, ge=0, le=20)

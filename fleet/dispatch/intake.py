@@ -20,7 +20,7 @@ from fleet.constants import DEFAULT_TENANT
 from fleet.dispatch.host import Configured
 from fleet.dispatch.quotas import Quotas
 from fleet.dispatch.waker import Waker
-from fleet.domain import inputs, keys
+from fleet.domain import inputs, keys, rights
 from fleet.domain.admission import QUEUE_MODES, QueuePolicy, Submission
 from fleet.domain.labels import merge_labels
 from fleet.domain.quota import QuotaExceeded
@@ -107,6 +107,11 @@ class Admissions:
                     tenant,
                 ),
             )
+        resource = inputs.resource_id(resource_id)
+        if resource is not None:
+            erased = d.store.erased(tenant, rights.digest(tenant, resource), d.clock())
+            if erased is not None:
+                raise rights.refused(tenant, *erased)
         sub = Submission(
             deployment=dep.name,
             scope=ref.scope,
@@ -120,7 +125,7 @@ class Admissions:
             max_input_bytes=agent.max_input_bytes,
             caller_scope=scope,
             caller=caller,
-            resource_id=inputs.resource_id(resource_id),
+            resource_id=resource,
             tenant=tenant,
             priority=inputs.priority(priority, dep.priority),
         )

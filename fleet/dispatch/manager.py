@@ -40,6 +40,7 @@ from fleet.dispatch.lease import Lease, LeaseHandle
 from fleet.dispatch.lifecycle import Lifecycle
 from fleet.dispatch.quotas import Quotas
 from fleet.dispatch.recovery import SweepReport
+from fleet.dispatch.rights import Rights
 from fleet.dispatch.shutdown import HandBack, InFlight, stop_runs
 from fleet.dispatch.sources import RunSources
 from fleet.dispatch.stops import StopWatch
@@ -128,6 +129,8 @@ class Dispatcher:
         #: Runs that stop to wait (approvals), and the decisions that resume them.
         self.waiting = Waiting(self)
         self.bulk = Bulk(self)
+        #: A person's data: export and erasure.
+        self.rights = Rights(self)
         #: Follow-ups agents scheduled, admitted by the sweeper when due.
         self.followups = Followups(self)
         #: Submissions' checks, admission and what follows it (``submit``'s steps).

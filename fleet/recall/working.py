@@ -19,7 +19,7 @@ from jsonschema import Draft202012Validator
 
 from fleet.agents.tools.base import Tool, ToolContext, ToolError
 from fleet.config import WorkingMemoryConfig
-from fleet.constants import DEFAULT_TENANT
+from fleet.domain.rights import memory_key
 from fleet.domain.values import Task
 from fleet.errors import ConfigError, FleetError
 from fleet.store.recall import RecallStore
@@ -32,8 +32,7 @@ def key_of(cfg: WorkingMemoryConfig, task: Task, namespace: str) -> str:
     """Where the state lives: per conversation, or per resource within tenant, scope and
     namespace (the ``default`` tenant's keys name no tenant, as before tenants)."""
     if cfg.scope == "resource" and task.resource_id is not None:
-        wall = "" if task.tenant == DEFAULT_TENANT else f"{task.tenant}/"
-        return f"resource:{wall}{namespace}:{task.scope}:{task.resource_id}"
+        return memory_key(task.tenant, namespace, task.scope, task.resource_id)
     return f"conversation:{task.conversation_id}"
 
 

@@ -22,6 +22,7 @@ from fleet.store.operator import OperatorStore
 from fleet.store.queries import CancelResult, QueryStore, TaskFilter
 from fleet.store.quotas import QuotaStore, TenantFigures
 from fleet.store.recall import ObservationStore, RecallStore
+from fleet.store.rights import RightsStore
 from fleet.store.schedules import ScheduleStore
 from fleet.store.snapshots import ConfigInUse, SnapshotStore
 from fleet.store.tenancy import TenancyStore
@@ -69,6 +70,7 @@ class Store(
     ScheduleStore,
     SnapshotStore,
     BulkStore,
+    RightsStore,
 ):
     """Everything fleet reads or writes in its database."""
 

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -234,13 +235,7 @@ class LifecycleStore(StoreBase):
             said = conn.execute(
                 select(func.count()).select_from(m).where(m.c.conversation_id == conversation_id)
             ).scalar_one()
-            stone = Tombstone(
-                row.deployment, row.scope, row.key, now, by[:200], int(tasks), int(said), row.tenant
-            )
-            conn.execute(
-                delete(tomb).where(*named(tomb, row.deployment, row.tenant, row.scope, row.key))
-            )
-            conn.execute(insert(tomb).values(**asdict(stone)))
+            stone = bury(conn, row, now, by=by, tasks=int(tasks), said=int(said))
             conn.execute(
                 delete(s.working_memory).where(
                     s.working_memory.c.key == f"conversation:{conversation_id}"
@@ -370,3 +365,12 @@ class LifecycleStore(StoreBase):
 def _of(tenants: frozenset[str] | None) -> ColumnElement[bool]:
     """Conversations of these tenants (None: every tenant)."""
     return true() if tenants is None else c.c.tenant.in_(sorted(tenants))
+
+
+def bury(conn: Connection, row: Any, now: datetime, *, by: str, tasks: int, said: int) -> Tombstone:
+    """Leave (or replace) the tombstone of a conversation's key (``row``: its deployment,
+    scope, key and tenant): a later submission with it starts fresh and is told so."""
+    stone = Tombstone(row.deployment, row.scope, row.key, now, by[:200], tasks, said, row.tenant)
+    conn.execute(delete(tomb).where(*named(tomb, row.deployment, row.tenant, row.scope, row.key)))
+    conn.execute(insert(tomb).values(**asdict(stone)))
+    return stone

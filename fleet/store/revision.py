@@ -14,7 +14,7 @@ from sqlalchemy import Connection, Engine, inspect, text
 from fleet.domain.schema import Verdict, verdict
 
 #: The newest revision in ``migrations/versions`` (update it with each new migration).
-HEAD = "0024_bulk_actions"
+HEAD = "0025_data_rights"
 #: The table that records each applied revision with its kind (``fleet.domain.schema``).
 LEDGER = "schema_revisions"
 

@@ -42,6 +42,7 @@ from fleet.store.schema_memory import (
     working_memory,
     working_memory_operations,
 )
+from fleet.store.schema_rights import resource_tombstones
 from fleet.store.schema_schedules import schedules
 from fleet.store.schema_types import (
     BigId,
@@ -230,6 +231,13 @@ tasks = Table(
         "conversation_id",
         "seq",
         where=_UNFINISHED,
+    ),
+    # A resource's tasks (export and erasure of a person's data, ``fleet.store.rights``).
+    partial_index(
+        "ix_tasks_resource",
+        "tenant",
+        "resource_id",
+        where="resource_id IS NOT NULL",
     ),
     # A tenant's unfinished tasks (its queued quota, ``fleet tenants``): few per tenant.
     partial_index(
@@ -452,6 +460,7 @@ __all__ = [
     "observations",
     "push_configs",
     "quota_refusals",
+    "resource_tombstones",
     "run_inbox",
     "runs",
     "schedules",

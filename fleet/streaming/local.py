@@ -6,7 +6,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from fleet.domain.deltas import Delta
 from fleet.domain.events import Position
@@ -54,6 +54,11 @@ class LocalChannel:
             self._published.notify_all()
         for subscriber in subscribers:
             subscriber(task_id, [delta])
+
+    def forget(self, task_ids: Sequence[uuid.UUID]) -> int:
+        """Drop these tasks' buffered deltas (an erasure); how many buffers went."""
+        with self._lock:
+            return sum(self._buffers.pop(t, None) is not None for t in task_ids)
 
     async def read(self, task_id: uuid.UUID) -> list[Delta]:
         with self._lock:

@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict, deque
+from collections.abc import Sequence
 from typing import Any
 
 from fleet.constants import DELTAS_KEY
@@ -100,6 +101,13 @@ class RedisChannel:
     def tail(self, task_id: uuid.UUID) -> RedisTail:
         """How to read the task's deltas in order from its stream."""
         return RedisTail(self._client, task_id)
+
+    def forget(self, task_ids: Sequence[uuid.UUID]) -> int:
+        """Delete these tasks' buffered deltas (an erasure); how many buffers went."""
+        gone = 0
+        for i in range(0, len(task_ids), 500):
+            gone += int(self._client.delete(*(key(t) for t in task_ids[i : i + 500])) or 0)
+        return gone
 
     def flush(self, timeout_s: float = 1.0) -> None:
         """Wait until what is pending now was sent (tests, a process about to exit)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 from fleet.agents.ports import NO_DELTAS, Deltas
@@ -139,6 +139,11 @@ class Streaming:
         if self.channel is None:
             return NO_DELTAS
         return RunDeltas(self.channel, task.id, run_id, task.attempts, self.redactor)
+
+    def forget(self, task_ids: Sequence[uuid.UUID]) -> int:
+        """Delete the buffered deltas of these tasks (an erasure); how many buffers went."""
+        forget = getattr(self.channel, "forget", None)
+        return 0 if forget is None or not task_ids else int(forget(task_ids))
 
     def tail(self, task_id: uuid.UUID) -> Tail | None:
         """How to read ``task_id``'s deltas in order in this process (None: not streamed)."""

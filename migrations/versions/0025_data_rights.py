@@ -1,0 +1,51 @@
+"""data rights: a resource's tasks found by an index, and the tombstones of erased resources
+
+Revision ID: 0025_data_rights
+Revises: 0024_bulk_actions
+Create Date: 2026-12-08 01:00:00
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import postgresql
+
+revision: str = "0025_data_rights"
+down_revision: str | None = "0024_bulk_actions"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+#: Adds only (an index, a table): a release before it runs on the schema after it (it does
+#: not read the tombstones, so it admits tasks naming an erased resource).
+fleet_kind = "expand"
+
+_NAMED = sa.text("resource_id IS NOT NULL")
+_JSON = sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql")
+
+
+def upgrade() -> None:
+    op.create_index(
+        "ix_tasks_resource",
+        "tasks",
+        ["tenant", "resource_id"],
+        postgresql_where=_NAMED,
+        sqlite_where=_NAMED,
+    )
+    op.create_table(
+        "resource_tombstones",
+        sa.Column("tenant", sa.String(length=63), server_default="default", nullable=False),
+        sa.Column("digest", sa.String(length=64), nullable=False),
+        sa.Column("erased_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("refused_until", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("erased_by", sa.String(length=200), nullable=False),
+        sa.Column("counts", _JSON, nullable=False),
+        sa.PrimaryKeyConstraint("tenant", "digest"),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("resource_tombstones")
+    op.drop_index("ix_tasks_resource", table_name="tasks")
