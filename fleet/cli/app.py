@@ -23,6 +23,7 @@ from fleet.cli.conversations import conversations_app
 from fleet.cli.events import events_app
 from fleet.cli.keys import keys_app
 from fleet.cli.memory import memory_app
+from fleet.cli.rights import erase, export
 from fleet.cli.run import run
 from fleet.cli.schedules import schedules_app
 from fleet.cli.tasks import tasks_app
@@ -43,6 +44,8 @@ THROUGH_SERVER = (
     "tenants",
     "schedules",
     "workers",
+    "export",
+    "erase",
 )
 HERE_ONLY = ("migrate", "check", "worker", "serve", "beat")
 
@@ -55,6 +58,8 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.command()(run)
+app.command()(export)
+app.command()(erase)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(events_app, name="events")

@@ -146,6 +146,7 @@ class Rights:
                 self._erase_one(conversation_id, erasure)
             conversations = self.store.resource_conversations(tenant, resource)
         rules.add(erasure.counts, {"working_memory": self.store.erase_working(keys)})
+        self.store.scrub()
         self.store.tombstone_resource(
             tenant, digest, now=now, until=until, by=by, counts=rules.counted(erasure.counts)
         )
@@ -175,6 +176,7 @@ class Rights:
         erasure = Erasure("conversation", tenant)
         erasure.cancelled = self._stop([conversation_id], wait_s)
         self._erase_one(conversation_id, erasure, by=by)
+        self.store.scrub()
         log.info("conversation %s erased by %s", conversation_id, by)
         return erasure
 

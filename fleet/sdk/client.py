@@ -26,6 +26,7 @@ from fleet.errors import (
     Unavailable,
 )
 from fleet.sdk.closing import Closing
+from fleet.sdk.rights import RightsCalls
 from fleet.sdk.wire import _BY_STATUS, ApiError, Event, _problem, parse_sse
 
 #: Longest long-poll one GetTask call asks for (the server caps ``wait`` at 60 s).
@@ -49,7 +50,7 @@ class _Deadline:
         return self._at is not None and time.monotonic() >= self._at
 
 
-class FleetClient(Closing):
+class FleetClient(RightsCalls, Closing):
     """Talks to ``fleet serve`` at ``base_url`` with an optional bearer API key."""
 
     def __init__(

@@ -239,6 +239,8 @@ def _sqlite(url: URL, *, readonly: bool, module: Any = None) -> Engine:
         if not readonly:
             cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA foreign_keys=ON")
+        # Deleted content is overwritten, not left in free pages (an erasure must not linger).
+        cur.execute("PRAGMA secure_delete=ON")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA busy_timeout=30000")
         cur.close()

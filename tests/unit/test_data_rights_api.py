@@ -107,6 +107,9 @@ def test_an_erasure_removes_every_row_and_refuses_new_tasks_naming_the_resource(
     db.close()
     assert "canary-ada" not in dumped and "canary-bob" in dumped
     assert WHO not in dumped  # the tombstone names it by digest only
+    # nor in the files' bytes: freed pages are overwritten, the write-ahead log emptied
+    files = b"".join(p.read_bytes() for p in (tmp_path / "home").glob("fleet.db*"))
+    assert b"canary-ada" not in files and b"canary-bob" in files
     again = client.delete(f"{path(WHO)}?tenant=default", headers=auth("boss"))
     assert again.status_code == 200 and again.json()["counts"]["conversations"] == 0
     refused = client.post(
