@@ -119,8 +119,9 @@ def stop_runs(dispatcher: StoppingHost, grace_s: float) -> int:
     mid-step is abandoned (handed back from here, its lease released, its conversation woken for
     another worker). Returns how many were abandoned."""
     dispatcher.stopping.set()
-    # Said once ``stopping`` is set: from this line on no run of this process starts a step.
-    log.warning("stopping: finishing the current steps, then handing the tasks back")
+    if len(dispatcher.inflight):
+        # Said once ``stopping`` is set: from this line on no run of this process starts a step.
+        log.warning("stopping: finishing the current steps, then handing the tasks back")
     abandoned = 0
     for run in dispatcher.inflight.wait_empty(grace_s):
         if shutdown.decide(stopping=True, where=run.where, grace_over=True) != "abandon":

@@ -299,6 +299,7 @@ SNAPSHOT = {
     "waits": "SELECT id, task_id, status, decided_by, reason, event_id FROM waits "
     "WHERE tenant = 'alpha' ORDER BY 1",
     "events": "SELECT event_id, resolved FROM inbound_events WHERE tenant = 'alpha' ORDER BY 1",
+    "erased resources": "SELECT digest FROM resource_tombstones WHERE tenant = 'alpha'",
     "working memory": "SELECT key, version FROM working_memory WHERE key LIKE 'resource:alpha/%' "
     "OR key IN (SELECT 'conversation:' || id FROM conversations WHERE tenant = 'alpha') "
     "ORDER BY 1",
@@ -824,6 +825,65 @@ class Probes:
     def delete_conversation(self, route: str) -> None:
         self.per_conversation(route, "DELETE", extra={"cancelRunning": "true"})
 
+    # -- a person's data (operators, erase = true) ---------------------------------------------
+
+    def export_resource(self, route: str) -> None:
+        """Bravo's operator exports the resource id alpha's tasks name: in bravo's tenant it
+        holds nothing of alpha's; naming alpha's tenant answers as a tenant nobody has."""
+        url = f"/v1/resources/{RESOURCE}/export"
+        mine = self.ops(route, "GET", url)
+        if self.leaks.status(route, mine, 200):
+            self.leaks.scan(route, "bravo's export of its own tenant", mine.text)
+        theirs = self.ops(route, "GET", url, params={"tenant": "alpha"})
+        missing = self.ops(route, "GET", url, params={"tenant": "nosuch"})
+        self.leaks.same(route, theirs, missing, (("'alpha'", "'nosuch'"),))
+        self.leaks.status(route, self.bravo(route, "GET", url), 403)
+
+    def erase_resource(self, route: str) -> None:
+        """Bravo's operator erases that id in its own tenant (alpha's rows stay: the
+        snapshot) and in alpha's (as a tenant nobody has); bravo's API key may not."""
+        url = f"/v1/resources/{RESOURCE}"
+        mine = self.ops(route, "DELETE", url)
+        if self.leaks.status(route, mine, 200) and any(mine.json()["counts"].values()):
+            self.leaks.add(route, f"bravo's erasure in its own tenant removed {mine.json()}")
+        # bravo's tenant refuses the id now; bravo's later runs in this module name it again
+        with self.w.db.begin() as conn:
+            conn.execute(text("DELETE FROM resource_tombstones WHERE tenant = 'bravo'"))
+        theirs = self.ops(route, "DELETE", url, params={"tenant": "alpha"})
+        missing = self.ops(route, "DELETE", url, params={"tenant": "nosuch"})
+        self.leaks.same(route, theirs, missing, (("'alpha'", "'nosuch'"),))
+        self.leaks.status(route, self.bravo(route, "DELETE", url), 403)
+
+    def conversation_rights(self, route: str, method: str, path: str) -> None:
+        """Alpha's conversations exported or erased by bravo's operator, each as a missing
+        one; bravo's API key is refused."""
+        for deployment, key, tenant, (mine, other) in self.NAMED:
+            singleton = mine.startswith("'")
+
+            def ask(key: str, deployment: str, tenant: str | None = tenant) -> httpx.Response:
+                named = {"deployment": deployment, "conversationKey": key}
+                if tenant is not None:
+                    named["tenant"] = tenant
+                if method == "GET":
+                    return self.ops(route, method, path, params=named)
+                return self.ops(route, method, path, json=named)
+
+            theirs = ask(key, deployment)
+            missing = ask(key, "solo2") if singleton else ask(key.replace(mine, other), deployment)
+            self.leaks.same(route, theirs, missing, ((mine, other),))
+        named = {"deployment": "chat", "conversationKey": "thread-one"}
+        if method == "GET":
+            r = self.bravo(route, method, path, params=named)
+        else:
+            r = self.bravo(route, method, path, json=named)
+        self.leaks.status(route, r, 403)
+
+    def export_conversation(self, route: str) -> None:
+        self.conversation_rights(route, "GET", "/v1/conversations:export")
+
+    def erase_conversation(self, route: str) -> None:
+        self.conversation_rights(route, "POST", "/v1/conversations:erase")
+
     def list_conversations(self, route: str) -> None:
         alpha = self.alpha_conversations
         states = ({"state": "running"}, {"state": "waiting"})  # alpha has one of each
@@ -1307,6 +1367,10 @@ HTTP: dict[str, Callable[[Probes, str], None]] = {
     "GetBulkJob": Probes.get_bulk_job,
     "ResetConversation": Probes.reset_conversation,
     "DeleteConversation": Probes.delete_conversation,
+    "ExportResource": Probes.export_resource,
+    "EraseResource": Probes.erase_resource,
+    "ExportConversation": Probes.export_conversation,
+    "EraseConversation": Probes.erase_conversation,
     "SetMemoryBlock": Probes.set_memory_block,
     "CreateSchedule": Probes.create_schedule,
     "DeleteSchedule": Probes.delete_schedule,
