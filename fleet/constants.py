@@ -189,6 +189,8 @@ DELIVERY_CLAIM_MARGIN_S = 30.0
 EVENTS_CLOSE_S = 2.0
 #: The label a bulk retry's task carries: the id of the task it retries.
 RETRY_LABEL = "retry_of"
+#: How long the audit log keeps an entry (``FLEET_AUDIT_RETENTION``).
+AUDIT_RETENTION_S = 365 * 86_400.0
 #: How long an erased resource refuses new tasks naming it (``FLEET_ERASED_HOLD``): longer than
 #: a webhook sender's or a client's retries go on.
 ERASED_HOLD_S = 30 * 86_400.0

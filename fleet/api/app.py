@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from fleet import gcpause
 from fleet.api import metrics_auth, problems
+from fleet.api.audit import AuditTrail
 from fleet.api.auth import KeyRing
 from fleet.api.event_hub import EventHub, LoopMarks
 from fleet.api.events import StreamHandoff
@@ -141,6 +142,7 @@ def create_app(runtime: Runtime | None = None, *, run_embedded: bool = True) -> 
         lifespan=lifespan,
     )
     problems.install(app)
+    app.add_middleware(AuditTrail)  # innermost: it sees the route and the caller
     app.add_middleware(BodyLimit)
     app.add_middleware(StreamHandoff)  # outside the rest: streams hold none of their frames
     from fleet.api import routes

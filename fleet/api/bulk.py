@@ -11,12 +11,13 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
+from fleet.api.audit import note
 from fleet.api.auth import ANONYMOUS, Caller
 from fleet.api.deps import CallerDep, RuntimeDep
 from fleet.api.schemas import _Camel, problem_responses
@@ -115,11 +116,16 @@ def _bulk(rt: Runtime, caller: Caller, req: BulkRequest) -> tuple[dict[str, Any]
         **problem_responses(400, 401, 403, 422, 503),
     },
 )
-async def bulk_tasks(rt: RuntimeDep, caller: CallerDep, body: BulkRequest) -> JSONResponse:
+async def bulk_tasks(
+    rt: RuntimeDep, caller: CallerDep, body: BulkRequest, request: Request
+) -> JSONResponse:
     """Acts only on tasks the key could act on one by one; a job matches the tasks created up
     to its start (its own retries never), and survives a restart (the sweeper goes on from its
     cursor). Follow it with `GET /v1/tasks:bulk/{id}`."""
+    note(request, bulk=body.action, dryRun=body.dry_run)
     out, status, run = await run_in_threadpool(_bulk, rt, caller, body)
+    if "id" in out:
+        request.state.audit_object = f"bulk:{out['id']}"
     return JSONResponse(out, status_code=status, background=run)
 
 

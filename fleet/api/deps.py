@@ -30,7 +30,9 @@ async def caller(request: Request) -> Caller:
     # The Authorization header is read here rather than declared as a parameter: one dependency
     # less to resolve per request (it was hidden from the schema either way).
     ring: KeyRing = request.app.state.keyring
-    return ring.authenticate(request.headers.get("authorization"))
+    found = ring.authenticate(request.headers.get("authorization"))
+    request.state.caller = found  # who acted, for the audit log (``fleet.api.audit``)
+    return found
 
 
 RuntimeDep = Annotated[Runtime, Depends(runtime)]

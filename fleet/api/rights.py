@@ -14,15 +14,16 @@ import json
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from pydantic.alias_generators import to_camel
 
+from fleet.api.audit import note
 from fleet.api.auth import ANONYMOUS, Caller
 from fleet.api.deps import CallerDep, RuntimeDep
 from fleet.api.schemas import problem_responses
-from fleet.dispatch.rights import erasure_json
+from fleet.dispatch.rights import Erasure, erasure_json
 from fleet.domain import rights as rules
 from fleet.errors import Forbidden, NotFound
 from fleet.runtime import Runtime
@@ -87,6 +88,13 @@ def _by(caller: Caller) -> str:
     return f"operator:{caller.name}" if caller.operator else f"caller:{caller.name}"
 
 
+def _erased(request: Request, erasure: Erasure) -> JSONResponse:
+    """The answer, its counts noted in the audit entry (the entry names no data)."""
+    found = erasure_json(erasure)
+    note(request, counts={k: n for k, n in found["counts"].items() if n})
+    return JSONResponse(found)
+
+
 def _lines(found: Iterator[dict[str, Any]]) -> Iterator[bytes]:
     for line in found:
         yield (json.dumps(line, separators=(",", ":"), default=str) + "\n").encode()
@@ -123,6 +131,8 @@ def erase_resource(
     resource: Resource,
     rt: RuntimeDep,
     caller: CallerDep,
+    request: Request,
+    *,
     tenant: Tenant = None,
     cancel_running: CancelRunning = True,
 ) -> JSONResponse:
@@ -136,7 +146,7 @@ def erase_resource(
     erasure = rt.dispatcher.rights.erase_resource(
         tenant, resource, by=_by(who), cancel_running=cancel_running
     )
-    return JSONResponse(erasure_json(erasure))
+    return _erased(request, erasure)
 
 
 def _tenant_of(rt: Runtime, caller: Caller, key: str, tenant: str | None) -> str:
@@ -177,7 +187,7 @@ def export_conversation(
     summary="Erase one conversation with everything derived from it",
 )
 def erase_conversation(
-    rt: RuntimeDep, caller: CallerDep, body: ConversationRequest
+    rt: RuntimeDep, caller: CallerDep, body: ConversationRequest, request: Request
 ) -> JSONResponse:
     """As EraseResource, for one conversation; its key's tombstone lets a later submission
     start afresh (`freshAfterDelete`), unlike an erased resource's."""
@@ -186,4 +196,6 @@ def erase_conversation(
     erasure = rt.dispatcher.rights.erase_conversation(
         info.id, info.tenant, by=_by(who), cancel_running=body.cancel_running
     )
-    return JSONResponse(erasure_json(erasure))
+    request.state.audit_tenant = info.tenant
+    request.state.audit_object = f"conversation:{info.id}"
+    return _erased(request, erasure)

@@ -6,6 +6,7 @@ from fastapi import FastAPI
 
 from fleet.api import (
     a2a,
+    audit,
     bulk,
     conversations,
     events,
@@ -31,6 +32,7 @@ def include(app: FastAPI) -> None:
         bulk,
         conversations,
         rights,
+        audit,
         memory,
         tenants,
         schedules,

@@ -11,11 +11,12 @@ import asyncio
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from fleet import views
+from fleet.api.audit import note
 from fleet.api.auth import ANONYMOUS, Caller
 from fleet.api.deps import CallerDep, IntakeDep, RuntimeDep
 from fleet.api.schemas import (
@@ -248,13 +249,16 @@ def decide_approval(
     approval_id: Annotated[uuid.UUID, Path(alias="approvalId")],
     body: DecideApprovalRequest,
     rt: RuntimeDep,
+    *,
     caller: CallerDep,
+    request: Request,
 ) -> JSONResponse:
     """`approve`: the call runs once, with the arguments `pendingApprovals` showed; `reject`:
     it never runs, the model is told who decided and why. The task's own caller scope decides,
     or an operator key of a tenant it reaches. Once none of the task's approvals is
     pending, it resumes (on any worker). 409 when it was decided already or expired."""
     who = _api_caller(caller)
+    note(request, decision=body.decision, approval=str(approval_id))
     task = _decidable(rt, who, task_id)
     wait = rt.dispatcher.waiting.decide(
         task, approval_id, body.decision, by=decider(who), reason=body.reason

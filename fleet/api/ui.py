@@ -23,7 +23,7 @@ from starlette.concurrency import run_in_threadpool
 
 from fleet import views
 from fleet.api import ui_format
-from fleet.api.auth import Unauthorized
+from fleet.api.auth import ANONYMOUS, KeyRing, Unauthorized
 from fleet.api.event_stream import snapshot
 from fleet.api.events import hub_of, sse_response, start_position
 from fleet.api.ui_auth import COOKIE, SESSION_S, UiAuth, Viewer
@@ -85,9 +85,14 @@ def _viewer(request: Request) -> Viewer:
     if auth.mode == "off":
         raise UiRefused(404, "The operator UI is off: no caller has operator = true.")
     try:
-        return auth.viewer(request.cookies.get(COOKIE))
+        viewer = auth.viewer(request.cookies.get(COOKIE))
     except Unauthorized as exc:
         raise UiRefused(401, exc.message) from None
+    # who acts, for the audit log (``fleet.api.audit``)
+    ring: KeyRing = request.app.state.keyring
+    named = ring.named(viewer.name) if viewer.name is not None else None
+    request.state.caller = named[0] if named is not None else ANONYMOUS
+    return viewer
 
 
 def _page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:

@@ -18,6 +18,7 @@ import typer
 
 from fleet.cli import ops
 from fleet.cli.approvals import approvals_app
+from fleet.cli.audit import audit_app
 from fleet.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, err, out
 from fleet.cli.conversations import conversations_app
 from fleet.cli.events import events_app
@@ -46,6 +47,7 @@ THROUGH_SERVER = (
     "workers",
     "export",
     "erase",
+    "audit",
 )
 HERE_ONLY = ("migrate", "check", "worker", "serve", "beat")
 
@@ -63,6 +65,7 @@ app.command()(erase)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(events_app, name="events")
+app.add_typer(audit_app, name="audit")
 app.add_typer(memory_app, name="memory")
 app.add_typer(conversations_app, name="conversations")
 app.add_typer(keys_app, name="keys")

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from fleet.cli.audited import audited
 from fleet.cli.backends import Tasks, tasks_for
 from fleet.cli.common import AsJson, answer, fail, out, print_json
 from fleet.cli.tasks import AMBIGUOUS_SHOWN, TaskRef, parse_id
@@ -103,6 +104,7 @@ def approvals_ls(
 
 
 @approvals_app.command("approve")
+@audited("approval.decide", names="task_id")
 def approvals_approve(
     ctx: typer.Context,
     task_id: TaskRef,
@@ -117,6 +119,7 @@ def approvals_approve(
 
 
 @approvals_app.command("reject")
+@audited("approval.decide", names="task_id")
 def approvals_reject(
     ctx: typer.Context,
     task_id: TaskRef,

@@ -76,11 +76,13 @@ def talk_to(
         with remote(server, api_key()) as found:
             yield found
         return
+    from fleet.cli.audited import recording
     from fleet.runtime import build
 
     rt = build()
     try:
-        yield local(rt)
+        with recording(rt.store):
+            yield local(rt)
     finally:
         rt.close()
 

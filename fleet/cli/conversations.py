@@ -12,6 +12,7 @@ from typing import Annotated, Any, Protocol
 
 import typer
 
+from fleet.cli.audited import audited
 from fleet.cli.common import AsJson, OnlyDeployment, answer, out, over_client, talk_to
 from fleet.cli.tables import Col, print_table
 from fleet.domain import lifecycle as rules
@@ -236,6 +237,7 @@ def _print_show(found: View) -> None:
 
 
 @conversations_app.command("reset")
+@audited("conversation.reset", names="key")
 def reset(
     ctx: typer.Context,
     key: Key,
@@ -268,6 +270,7 @@ def _print_reset(done: View) -> None:
 
 
 @conversations_app.command("delete")
+@audited("conversation.delete", names="key")
 def delete(
     ctx: typer.Context,
     key: Key,
@@ -296,6 +299,7 @@ def _print_delete(done: View) -> None:
 
 
 @conversations_app.command("prune")
+@audited("conversation.prune")
 def prune(
     ctx: typer.Context,
     *,

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from fleet.cli.audited import audited
 from fleet.cli.backends import tasks_for
 from fleet.cli.common import AsJson, fail, out, print_json
 from fleet.sdk.backends import View
@@ -43,6 +44,7 @@ def sent_message(view: View) -> str:
 
 
 @events_app.command("send")
+@audited("event.send", names="event")
 def send(
     ctx: typer.Context,
     event: Annotated[str, typer.Argument(help="The event's name: payment.cleared, ci.finished.")],

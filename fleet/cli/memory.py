@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Protocol
 import typer
 from rich.console import Console
 
+from fleet.cli.audited import audited
 from fleet.cli.common import AsJson, api_key, over_client, print_json, server_of
 from fleet.cli.tables import Col, print_table
 from fleet.constants import DEFAULT_TENANT
@@ -155,7 +156,9 @@ def _store() -> Iterator[Store]:
 
 @contextmanager
 def _local() -> Iterator[Memory]:
-    with _store() as store:
+    from fleet.cli.audited import recording
+
+    with _store() as store, recording(store):
         yield LocalMemory(store)
 
 
@@ -168,6 +171,7 @@ def _open(ctx: typer.Context) -> AbstractContextManager[Memory]:
 
 
 @memory_app.command("set")
+@audited("memory.set", names="block")
 def set_block(
     ctx: typer.Context,
     block: Annotated[str, typer.Argument(help="Block name.")],

@@ -7,16 +7,16 @@ caller (an operator key within its reach, or one whose caller file says ``erase 
 
 from __future__ import annotations
 
-import getpass
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 import typer
 
+from fleet.cli.audited import audited, os_user
 from fleet.cli.common import AsJson, fail, out, over_client, print_json, talk_to
 from fleet.constants import DEFAULT_TENANT
 
@@ -85,7 +85,7 @@ class LocalRights:
     def erase(self, named: Named, cancel_running: bool) -> dict[str, Any]:
         from fleet.dispatch.rights import erasure_json
 
-        by = f"cli:{_os_user()}"
+        by = f"cli:{os_user()}"
         if named.resource is not None:
             found = self.rights.tenant_of(named.resource, named.tenant, own=DEFAULT_TENANT)
             done = self.rights.erase_resource(
@@ -124,13 +124,6 @@ class RemoteRights:
         )
 
 
-def _os_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
-
-
 def _open(ctx: typer.Context) -> AbstractContextManager[Rights]:
     return talk_to(ctx, LocalRights, over_client(RemoteRights))
 
@@ -148,6 +141,11 @@ def _which(
     return Named(resource, conversation, deployment, tenant)
 
 
+def _action(verb: str) -> Callable[[dict[str, Any]], str]:
+    return lambda o: f"resource.{verb}" if o.get("resource") else f"conversation.{verb}"
+
+
+@audited(_action("export"), names="conversation")
 def export(
     ctx: typer.Context,
     *,
@@ -165,6 +163,7 @@ def export(
             sys.stdout.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
 
 
+@audited(_action("erase"), names="conversation")
 def erase(
     ctx: typer.Context,
     *,

@@ -13,6 +13,7 @@ from typing import Annotated, Any, NoReturn, Protocol
 
 import typer
 
+from fleet.cli.audited import audited
 from fleet.cli.common import AsJson, answer, fail, out, over_client, print_json, talk_to
 from fleet.cli.tables import Col, print_table
 from fleet.errors import InputError
@@ -186,6 +187,7 @@ def _print_ls(found: list[View]) -> None:
 
 
 @schedules_app.command("add")
+@audited("schedule.add", names="name")
 def add(
     ctx: typer.Context,
     name: Name,
@@ -243,6 +245,7 @@ def add(
 
 
 @schedules_app.command("rm")
+@audited("schedule.remove", names="name")
 def rm(ctx: typer.Context, name: Name, *, caller: CallerOpt = None) -> None:
     """Delete a schedule (one from config/schedules: delete its file instead)."""
     with _open(ctx) as schedules:

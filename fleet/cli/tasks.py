@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleet.cli import bulk
+from fleet.cli.audited import audited
 from fleet.cli.backends import Tasks, tasks_for
 from fleet.cli.common import AsJson, OnlyDeployment, answer, fail, out, print_json
 from fleet.cli.runs import fetch_runs, show_context, show_runs, show_trace
@@ -129,6 +130,7 @@ def tasks_ls(
 
 
 @tasks_app.command("cancel")
+@audited(lambda o: "task.cancel" if o.get("task_id") else "bulk.start", names="task_id")
 def tasks_cancel(
     ctx: typer.Context,
     task_id: Annotated[
@@ -180,6 +182,7 @@ def tasks_cancel(
 
 
 @tasks_app.command("retry")
+@audited("bulk.start")
 def tasks_retry(
     ctx: typer.Context,
     *,

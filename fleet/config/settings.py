@@ -19,10 +19,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from fleet.config.base import (
     Duration,
     PositiveDuration,
+    Retention,
     _at_least,
     _reason,
 )
 from fleet.constants import (
+    AUDIT_RETENTION_S,
     DEFAULT_EMBEDDED_RUNS,
     DEFAULT_MAX_DELEGATION_DEPTH,
     DELIVERY_CLAIM_MARGIN_S,
@@ -159,8 +161,10 @@ class Settings(BaseSettings):
     event_lookback: Annotated[Duration, _at_least(0, "must be zero or more seconds")] = (
         EVENT_LOOKBACK_S
     )
+    #: How long the audit log keeps an entry (the sweeper removes older ones).
+    audit_retention: Retention = AUDIT_RETENTION_S
     #: How long an erased resource (``fleet erase --resource``) refuses new tasks naming it.
-    erased_hold: PositiveDuration = ERASED_HOLD_S
+    erased_hold: Retention = ERASED_HOLD_S
     #: How many delegations deep (``call_agent``, ``start_agent``) a chain of tasks may go;
     #: ``0`` refuses every delegation.
     max_delegation_depth: int = Field(default=DEFAULT_MAX_DELEGATION_DEPTH, ge=0, le=20)

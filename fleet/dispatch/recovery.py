@@ -21,6 +21,7 @@ from fleet.dispatch.followups import Followups
 from fleet.dispatch.host import Configured, Waking
 from fleet.dispatch.lease import Lease
 from fleet.dispatch.lifecycle import Lifecycle
+from fleet.dispatch.rights import Rights
 from fleet.dispatch.waits import Waiting
 from fleet.dispatch.waker import Waker
 
@@ -46,6 +47,7 @@ class SweepingHost(Configured, Waking, Protocol):
     lifecycle: Lifecycle
     waiting: Waiting
     bulk: Bulk
+    rights: Rights
     waker: Waker
 
 
@@ -81,6 +83,7 @@ def sweep(d: SweepingHost, alive: Callable[[str | None], bool] | None = None) ->
     d.bulk.sweep()
     d.followups.admit_due()
     d.deliveries.sweep(d.settings.sweep_interval)
+    d.rights.sweep()
     pruned = d.lifecycle.enforce()  # last: recovery never waits behind it
     return SweepReport(recovered=recovered, woken=len(due), pruned=pruned)
 

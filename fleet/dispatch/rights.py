@@ -13,6 +13,7 @@ last look catches a conversation admitted while it ran. The rules are
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from fleet.dispatch.lifecycle import STOP_WAIT_S, Lifecycle
 from fleet.domain import rights as rules
 from fleet.domain.values import Task
 from fleet.errors import Conflict, InputError
+from fleet.store.audit import PRUNE_BATCH
 from fleet.streaming.sink import Streaming
 from fleet.views import iso
 
@@ -68,12 +70,32 @@ class Rights:
     def __init__(self, dispatcher: RightsHost) -> None:
         self.d = dispatcher
         self.store = dispatcher.store
+        self._next_prune = 0.0
+
+    def sweep(self, now_monotonic: float | None = None) -> int:
+        """The sweeper's share: at most every ``prune_interval``, remove audit entries older
+        than ``FLEET_AUDIT_RETENTION`` (a batch at a time, until none is left or ten went)."""
+        now = time.monotonic() if now_monotonic is None else now_monotonic
+        if now < self._next_prune:
+            return 0
+        self._next_prune = now + self.d.settings.prune_interval
+        before = self.d.clock() - timedelta(seconds=self.d.settings.audit_retention)
+        gone = 0
+        for _ in range(10):
+            n = self.store.prune_audit(before)
+            gone += n
+            if n < PRUNE_BATCH:
+                break
+        if gone:
+            log.info("removed %d audit entries older than the audit retention", gone)
+        return gone
 
     # -- naming -------------------------------------------------------------------------------
 
     def tenant_of(self, resource: str, tenant: str | None, *, own: str) -> str:
         """Whose resource: ``tenant`` if given; else the one tenant it exists in (InputError
         naming them when there are several), else ``own``."""
+        rules.named(resource)  # printable, 1-200 characters
         found = self.store.resource_tenants(resource)
         if tenant is not None:
             known = self.d.config.tenant_names

@@ -185,8 +185,8 @@ def parse_filter(raw: Mapping[str, Any] | None, action: Action, *, everything: b
         statuses=_statuses(raw.get("status"), action),
         tenant=_text(raw.get("tenant"), "tenant"),
         deployment=_text(raw.get("deployment"), "deployment"),
-        since=_when(raw.get("since"), "since"),
-        until=_when(raw.get("until"), "until"),
+        since=moment(raw.get("since"), "since"),
+        until=moment(raw.get("until"), "until"),
         labels=_labels(raw.get("labels")),
         error_class=_error_class(raw.get("errorClass")),
     )
@@ -242,7 +242,8 @@ def _text(value: Any, name: str) -> str | None:
     return value
 
 
-def _when(value: Any, name: str) -> datetime | None:
+def moment(value: Any, name: str, *, field: str | None = None) -> datetime | None:
+    """An ISO time with its offset (None stays None), or InputError naming ``name``."""
     if value is None:
         return None
     if isinstance(value, str):
@@ -254,7 +255,7 @@ def _when(value: Any, name: str) -> datetime | None:
             return found
     raise InputError(
         f"{name} must be a time with its offset (2026-12-07T09:00:00Z), got {value!r}",
-        field=f"filter.{name}",
+        field=field or f"filter.{name}",
     )
 
 

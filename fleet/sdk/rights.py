@@ -59,6 +59,12 @@ class RightsCalls:
         )
         return found
 
+    def audit_entries(self: _Client, **filters: Any) -> list[dict[str, Any]]:
+        """ListAuditEntries: newest first; filters ``tenant``, ``action``, ``actor``, ``since``,
+        ``until`` (ISO times), ``before`` (an entry id), ``limit``."""
+        found = self._call("GET", "/v1/audit", params=audit_params(**filters), timeout=30.0)
+        return list(found["entries"])
+
     def erase_conversation(
         self: _Client,
         key: str,
@@ -79,6 +85,11 @@ class RightsCalls:
             "POST", "/v1/conversations:erase", json=body, timeout=ERASE_TIMEOUT_S
         )
         return found
+
+
+def audit_params(**filters: Any) -> dict[str, str]:
+    """ListAuditEntries' query from keyword filters (None left out)."""
+    return {k: str(v) for k, v in filters.items() if v is not None}
 
 
 def _path(resource: str) -> str:

@@ -7,6 +7,7 @@ from fleet.domain.redaction import Redactor
 from fleet.domain.runs import Outcome, TraceRow
 from fleet.store import db
 from fleet.store.admission import AdmissionStore
+from fleet.store.audit import AuditStore
 from fleet.store.bulk import BulkStore
 from fleet.store.claims import Chain, Claim, Head, Prepared, Started
 from fleet.store.delegation import DelegationStore
@@ -71,6 +72,7 @@ class Store(
     SnapshotStore,
     BulkStore,
     RightsStore,
+    AuditStore,
 ):
     """Everything fleet reads or writes in its database."""
 

@@ -30,6 +30,7 @@ from sqlalchemy import (
     text,
 )
 
+from fleet.store.schema_audit import audit_log
 from fleet.store.schema_bulk import bulk_jobs
 from fleet.store.schema_delivery import delegations, deliveries, push_configs
 from fleet.store.schema_memory import (
@@ -442,6 +443,7 @@ __all__ = [
     "FloatArray",
     "JSONType",
     "UTCDateTime",
+    "audit_log",
     "bulk_jobs",
     "conversation_tombstones",
     "conversations",

@@ -854,6 +854,19 @@ class Probes:
         self.leaks.same(route, theirs, missing, (("'alpha'", "'nosuch'"),))
         self.leaks.status(route, self.bravo(route, "DELETE", url), 403)
 
+    def list_audit_entries(self, route: str) -> None:
+        """Bravo's operator lists the audit log: none of alpha's entries (alpha's operator
+        acted before), and alpha's tenant named answers as a tenant nobody has."""
+        mine = self.ops(route, "GET", "/v1/audit", params={"limit": "1000"})
+        if self.leaks.status(route, mine, 200):
+            for entry in mine.json()["entries"]:
+                if entry["tenant"] != "bravo":
+                    self.leaks.add(route, f"bravo's operator is shown {entry}")
+        theirs = self.ops(route, "GET", "/v1/audit", params={"tenant": "alpha"})
+        missing = self.ops(route, "GET", "/v1/audit", params={"tenant": "nosuch"})
+        self.leaks.same(route, theirs, missing, (("'alpha'", "'nosuch'"),))
+        self.leaks.status(route, self.bravo(route, "GET", "/v1/audit"), 403)
+
     def conversation_rights(self, route: str, method: str, path: str) -> None:
         """Alpha's conversations exported or erased by bravo's operator, each as a missing
         one; bravo's API key is refused."""
@@ -1358,6 +1371,7 @@ HTTP: dict[str, Callable[[Probes, str], None]] = {
     "ListMemoryBlocks": Probes.list_memory_blocks,
     "GetMemoryBlock": Probes.get_memory_block,
     "ListMemoryBlockVersions": Probes.list_memory_block_versions,
+    "ListAuditEntries": Probes.list_audit_entries,
     "SubmitTask": Probes.submit_task,
     "CancelTask": Probes.cancel_task,
     "SignalTask": Probes.signal_task,

@@ -184,3 +184,60 @@ def test_bad_input_is_refused_and_changes_nothing(rt: Runtime, client: TestClien
     control = client.delete(path("x\u0007y"), headers=auth("boss"))
     assert control.status_code == 422, control.text
     assert rt.store.resource_tenants(WHO) == ["default"]
+
+
+# -- the audit log ---------------------------------------------------------------------------
+
+
+def entries(client: TestClient, who: str = "boss", **params: str) -> list[dict]:
+    r = client.get("/v1/audit", params=params, headers=auth(who))
+    assert r.status_code == 200, r.text
+    return r.json()["entries"]
+
+
+def test_every_action_is_recorded_with_its_actor_and_no_resource_id(
+    rt: Runtime, client: TestClient
+) -> None:
+    ran(rt, "canary-ada", "k1", WHO)
+    client.get(f"{path(WHO)}/export", headers=auth("privacy"))
+    client.delete(path(WHO), headers=auth("privacy"))
+    client.post(
+        "/v1/conversations/api:k2/reset?deployment=chat&tenant=default", headers=auth("boss")
+    )  # 404: recorded as refused
+    found = entries(client)
+    assert [(e["action"], e["actor"], e["outcome"]) for e in found[:3]] == [
+        ("conversation.reset", "operator:boss", "refused 404"),
+        ("resource.erase", "caller:privacy", "ok"),
+        ("resource.export", "caller:privacy", "ok"),
+    ]
+    erased = found[1]
+    assert erased["tenant"] == "default" and erased["object"].startswith("resource:")
+    assert erased["detail"]["counts"]["conversations"] == 1
+    assert WHO not in json.dumps(found) and "canary" not in json.dumps(found)
+    assert found[0]["address"] == "testclient"
+
+
+def test_a_flood_of_bad_keys_is_one_entry_a_minute_per_address(client: TestClient) -> None:
+    for _ in range(50):
+        r = client.get("/v1/tasks", headers={"Authorization": "Bearer nope-nope-nope"})
+        assert r.status_code == 401
+    refused = entries(client, action="key.refused")
+    assert len(refused) == 1 and refused[0]["tenant"] is None
+    assert refused[0]["detail"] == {"refusals": 1} and refused[0]["actor"] == "unknown key"
+
+
+def test_an_operator_sees_only_the_entries_of_tenants_it_reaches(
+    rt: Runtime, client: TestClient
+) -> None:
+    ran(rt, "canary-acme", "k9", WHO, tenant="acme")
+    client.delete(f"{path(WHO)}?tenant=acme", headers=auth("acme-ops"))
+    client.delete(f"{path(WHO)}?tenant=default", headers=auth("acme-ops"))  # 404, acme's own
+    client.delete(path(WHO), headers=auth("privacy"))
+    mine = entries(client, "acme-ops")
+    assert {e["tenant"] for e in mine} == {"acme"} and len(mine) == 2
+    assert {e["outcome"] for e in mine} == {"ok", "refused 404"}
+    assert client.get("/v1/audit?tenant=default", headers=auth("acme-ops")).status_code == 404
+    assert client.get("/v1/audit", headers=auth("privacy")).status_code == 403
+    everyone = entries(client)
+    assert {e["tenant"] for e in everyone} == {"acme", "default"}
+    assert entries(client, action="resource", actor="caller:privacy")[0]["tenant"] == "default"
