@@ -104,6 +104,8 @@ class AuditTrail:
         if action is None:
             return None
         state: dict[str, Any] = scope.get("state") or {}
+        if state.get("audit_skip"):
+            return None
         caller: Caller | None = state.get("caller")
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         named = (query.get("tenant") or [None])[0]

@@ -382,9 +382,11 @@ async def cancel(request: Request, task_id: uuid.UUID) -> Response:
     task = await _task(request, viewer, task_id)
     target = _next(form.get("next") or f"/ui/conversations/{task.conversation_id}")
     if form.get("confirmed") != "yes":
+        request.state.audit_skip = True  # only asked to confirm: nothing done yet
         return _page(
             request, "confirm.html", viewer=viewer, task=views.task_json(task), next=target
         )
+    request.state.audit_tenant = task.tenant
     rt = _rt(request)
     await run_in_threadpool(rt.dispatcher.cancel, task.id, scope=task.scope)
     return RedirectResponse(target, status_code=303)
@@ -402,7 +404,9 @@ async def reset(request: Request, conversation_id: uuid.UUID) -> Response:
     _seen(viewer, found.deployment, "conversation", found.tenant)
     target = f"/ui/conversations/{found.id}"
     if form.get("confirmed") != "yes":
+        request.state.audit_skip = True  # only asked to confirm: nothing done yet
         return _page(request, "confirm_reset.html", viewer=viewer, conversation=found, next=target)
+    request.state.audit_tenant = found.tenant
     try:
         await run_in_threadpool(
             partial(rt.dispatcher.lifecycle.reset, tenant=found.tenant),

@@ -309,3 +309,22 @@ def test_the_overview_lists_schedules_with_their_next_tick(rt: Runtime, client: 
         sign_in(narrow, "narrow")  # chat alone: tooly's schedule is not shown
         page = narrow.get("/ui").text
         assert "cron 0 8 * * *" in page and "every 1h" not in page
+
+
+def test_the_uis_actions_are_in_the_audit_log_with_their_operator(
+    rt: Runtime, client: TestClient
+) -> None:
+    task = rt.dispatcher.submit("chat", "wait for me", scope="api", key="k").task
+    sign_in(client, "boss")
+    page = client.get(f"/ui/conversations/{task.conversation_id}").text
+    url = f"/ui/tasks/{task.id}/cancel"
+    assert client.post(url, data={"csrf": "0" * 32, "confirmed": "yes"}).status_code == 403
+    assert client.post(url, data={"csrf": csrf(page)}).status_code == 200  # only asks
+    assert client.post(url, data={"csrf": csrf(page), "confirmed": "yes"}).status_code == 303
+    r = client.get("/v1/audit", headers={"Authorization": f"Bearer {KEYS['boss']}"})
+    found = [(e["action"], e["actor"], e["object"], e["outcome"]) for e in r.json()["entries"]]
+    assert found == [
+        ("task.cancel", "operator:boss", str(task.id), "ok"),
+        ("task.cancel", "operator:boss", str(task.id), "refused 403"),
+    ]
+    assert r.json()["entries"][0]["tenant"] == "default"
