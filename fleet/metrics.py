@@ -52,6 +52,17 @@ PRUNED = Counter(
     "Stored messages deleted by retention (past their age) or the stored cap (oldest first).",
     ["deployment", "reason"],
 )
+RETENTION = Counter(
+    "fleet_retention_removed_total",
+    "What tenants' retention removed: whole conversations, journal steps, frozen prompts; and "
+    "audit entries past the audit retention (tenant 'other').",
+    ["tenant", "kind"],
+)
+ERASED = Counter(
+    "fleet_erasures_total",
+    "Erasures of a person's data (resource) or of one conversation.",
+    ["tenant", "what"],
+)
 LIFECYCLE = Counter(
     "fleet_conversations_lifecycle_total",
     "Conversations an operator reset or deleted.",
@@ -144,6 +155,15 @@ def pruned(deployment: str, reason: str, count: int) -> None:
     """Messages a prune deleted (``retention`` or ``stored_cap``)."""
     if count:
         PRUNED.labels(deployment, reason).inc(count)
+
+
+def retention_removed(tenant: str, kind: str, count: int) -> None:
+    if count:
+        RETENTION.labels(tenant_label(tenant), kind).inc(count)
+
+
+def erased(tenant: str, what: str) -> None:
+    ERASED.labels(tenant_label(tenant), what).inc()
 
 
 def lifecycle(deployment: str, action: str) -> None:

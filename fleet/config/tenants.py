@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, StrictInt
 
-from fleet.config.base import TenantRef, _Strict
+from fleet.config.base import Retention, TenantRef, _Strict
 from fleet.constants import DEFAULT_TENANT, MAX_TENANT_WEIGHT
 from fleet.domain.tenancy import tenant_name
 from fleet.errors import ConfigError
@@ -45,6 +45,12 @@ class TenantConfig(_Strict):
     tokens_per_day: StrictInt | None = Field(default=None, ge=1, le=10**12)
     #: Model tokens one task's runs may use in all (unset: no budget).
     tokens_per_task: StrictInt | None = Field(default=None, ge=1, le=10**12)
+    #: Finished conversations idle this long are removed whole, with everything derived from
+    #: them (``fleet beat``, in batches; unset: kept, but for the agents' message retention).
+    retention: Retention | None = None
+    #: Shorter retention of one kind of a finished task's data: ``steps`` (the step journal:
+    #: model calls, tool arguments and results), ``context`` (a run's frozen prompt).
+    retention_of: dict[Literal["steps", "context"], Retention] = Field(default_factory=dict)
 
     @property
     def quotas(self) -> dict[str, int]:

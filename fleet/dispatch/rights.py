@@ -15,11 +15,12 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
+from fleet import metrics
 from fleet.dispatch.host import Cancelling, Configured
 from fleet.dispatch.lifecycle import STOP_WAIT_S, Lifecycle
 from fleet.domain import rights as rules
@@ -33,6 +34,13 @@ log = logging.getLogger(__name__)
 
 #: Looks for conversations admitted while an erasure ran (each finds fewer; one is the rule).
 PASSES = 3
+#: Idle conversations one sweep removes at most per tenant (10,000 take 20 sweeps: 20 minutes
+#: at the default ``FLEET_PRUNE_INTERVAL``).
+RETENTION_BATCH = 500
+#: Journal steps (or frozen prompts) one sweep removes at most per tenant.
+STEPS_BATCH = 5000
+#: Batches of old audit entries one sweep removes at most.
+AUDIT_BATCHES = 10
 
 
 class RightsHost(Configured, Cancelling, Protocol):
@@ -72,23 +80,54 @@ class Rights:
         self.store = dispatcher.store
         self._next_prune = 0.0
 
-    def sweep(self, now_monotonic: float | None = None) -> int:
-        """The sweeper's share: at most every ``prune_interval``, remove audit entries older
-        than ``FLEET_AUDIT_RETENTION`` (a batch at a time, until none is left or ten went)."""
+    def sweep(self, now_monotonic: float | None = None) -> dict[str, int]:
+        """The sweeper's share, at most every ``prune_interval``: each tenant's retention
+        (``retention``: whole idle conversations, ``RETENTION_BATCH`` a tenant at a time;
+        ``retention_of``: journal steps and frozen prompts), and audit entries older than
+        ``FLEET_AUDIT_RETENTION``. What it removed, by kind."""
         now = time.monotonic() if now_monotonic is None else now_monotonic
         if now < self._next_prune:
-            return 0
+            return {}
         self._next_prune = now + self.d.settings.prune_interval
+        removed: dict[str, int] = {}
+        for tenant in self.d.config.tenants.values():
+            rules.add(removed, self._expire(tenant.name, tenant.retention, tenant.retention_of))
         before = self.d.clock() - timedelta(seconds=self.d.settings.audit_retention)
         gone = 0
-        for _ in range(10):
+        for _ in range(AUDIT_BATCHES):
             n = self.store.prune_audit(before)
             gone += n
             if n < PRUNE_BATCH:
                 break
-        if gone:
-            log.info("removed %d audit entries older than the audit retention", gone)
-        return gone
+        metrics.retention_removed("other", "audit", gone)
+        removed = {kind: n for kind, n in rules.add(removed, {"audit": gone}).items() if n}
+        if removed:
+            log.info("retention removed %s", removed)
+        return removed
+
+    def _expire(
+        self, tenant: str, retention: float | None, kinds: Mapping[Any, float]
+    ) -> dict[str, int]:
+        now = self.d.clock()
+        removed: dict[str, int] = {}
+        if retention is not None:
+            cutoff = now - timedelta(seconds=retention)
+            for conversation_id in self.store.expired_conversations(
+                tenant, cutoff, RETENTION_BATCH
+            ):
+                erasure = Erasure("conversation", tenant)
+                self._erase_one(conversation_id, erasure)
+                rules.add(removed, {"conversations": erasure.counts.get("conversations", 0)})
+        for kind, expire in (
+            ("steps", self.store.expire_steps),
+            ("context", self.store.expire_context),
+        ):
+            if kind in kinds:
+                cutoff = now - timedelta(seconds=kinds[kind])
+                rules.add(removed, {kind: expire(tenant, cutoff, STEPS_BATCH)})
+        for kind, n in removed.items():
+            metrics.retention_removed(tenant, kind, n)
+        return removed
 
     # -- naming -------------------------------------------------------------------------------
 
@@ -172,6 +211,7 @@ class Rights:
         self.store.tombstone_resource(
             tenant, digest, now=now, until=until, by=by, counts=rules.counted(erasure.counts)
         )
+        metrics.erased(tenant, "resource")
         log.info(
             "resource %s… of tenant %s erased by %s: %s",
             digest[:12],
@@ -199,6 +239,7 @@ class Rights:
         erasure.cancelled = self._stop([conversation_id], wait_s)
         self._erase_one(conversation_id, erasure, by=by)
         self.store.scrub()
+        metrics.erased(tenant, "conversation")
         log.info("conversation %s erased by %s", conversation_id, by)
         return erasure
 

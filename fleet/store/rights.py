@@ -39,6 +39,8 @@ _OWNED: tuple[tuple[str, Table, str], ...] = (
     ("wait", s.waits, "task"),
     ("delivery", s.deliveries, "task"),
 )
+#: What a run's frozen prompt becomes once its tenant's ``context`` retention is over.
+EXPIRED: dict[str, Any] = {"expired": True}
 #: Columns an export leaves out: derived numbers (vectors) and lease tokens.
 _SKIPPED = frozenset({"vector", "embedding", "claim", "fence"})
 
@@ -271,6 +273,59 @@ class RightsStore(StoreBase):
             raw.cursor().execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             raw.close()
+
+    # -- retention ----------------------------------------------------------------------------
+
+    def expired_conversations(self, tenant: str, cutoff: datetime, limit: int) -> list[uuid.UUID]:
+        """Conversations of ``tenant`` idle since before ``cutoff``: every task finished
+        before it, none unfinished (oldest first, at most ``limit``)."""
+        recent = select(t.c.id).where(
+            t.c.conversation_id == c.c.id,
+            or_(
+                t.c.status.in_((*ACTIVE, *CLAIMABLE)),
+                t.c.created_at >= cutoff,
+                t.c.finished_at >= cutoff,
+            ),
+        )
+        with self.read() as conn:
+            return list(
+                conn.execute(
+                    select(c.c.id)
+                    .where(c.c.tenant == tenant, c.c.created_at < cutoff, ~recent.exists())
+                    .order_by(c.c.created_at)
+                    .limit(limit)
+                ).scalars()
+            )
+
+    def expire_steps(self, tenant: str, cutoff: datetime, limit: int) -> int:
+        """Delete at most ``limit`` journal steps of ``tenant``'s tasks finished before
+        ``cutoff``; how many went."""
+        old = (
+            select(tr.c.id)
+            .join(t, t.c.id == tr.c.task_id)
+            .where(t.c.tenant == tenant, t.c.finished_at < cutoff)
+            .limit(limit)
+        )
+        with self.tx() as conn:
+            return int(conn.execute(delete(tr).where(tr.c.id.in_(old))).rowcount or 0)
+
+    def expire_context(self, tenant: str, cutoff: datetime, limit: int) -> int:
+        """Replace the frozen prompt of at most ``limit`` runs of ``tenant``'s tasks finished
+        before ``cutoff`` with a note that it expired; how many."""
+        old = (
+            select(r.c.id)
+            .join(t, t.c.id == r.c.task_id)
+            .where(
+                t.c.tenant == tenant,
+                t.c.finished_at < cutoff,
+                r.c.context["expired"].as_boolean().is_(None),
+            )
+            .limit(limit)
+        )
+        with self.tx() as conn:
+            return int(
+                conn.execute(update(r).where(r.c.id.in_(old)).values(context=EXPIRED)).rowcount or 0
+            )
 
     # -- tombstones ---------------------------------------------------------------------------
 
