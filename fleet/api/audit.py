@@ -98,13 +98,15 @@ class AuditTrail:
         route = scope.get("route")
         if route is None:
             return None
-        action = audit.ACTIONS.get(getattr(route, "operation_id", None) or "") or audit.ACTIONS.get(
-            f"{scope['method']} {getattr(route, 'path', '')}"
-        )
-        if action is None:
-            return None
         state: dict[str, Any] = scope.get("state") or {}
         if state.get("audit_skip"):
+            return None
+        action = (
+            state.get("audit_action")  # a route that acted beyond its own (an interrupt)
+            or audit.ACTIONS.get(getattr(route, "operation_id", None) or "")
+            or audit.ACTIONS.get(f"{scope['method']} {getattr(route, 'path', '')}")
+        )
+        if action is None:
             return None
         caller: Caller | None = state.get("caller")
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))

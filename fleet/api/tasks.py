@@ -34,6 +34,7 @@ from fleet.api.schemas import (
 )
 from fleet.constants import MIN_TASK_ID_PREFIX
 from fleet.domain import ids, keys
+from fleet.domain.audit import INTERRUPT
 from fleet.domain.values import Task, TaskStatus
 from fleet.domain.waits import Wait
 from fleet.errors import InputError, NotFound
@@ -102,7 +103,7 @@ def _deployment(rt: Runtime, caller: Caller, name: str) -> str:
     summary="Submit a task",
 )
 async def submit_task(
-    body: SubmitTaskRequest, intake: IntakeDep, caller: CallerDep
+    body: SubmitTaskRequest, intake: IntakeDep, caller: CallerDep, request: Request
 ) -> JSONResponse:
     """Admit work for a deployment (one transaction) and answer at once; follow it with GetTask.
 
@@ -124,6 +125,10 @@ async def submit_task(
         tenant=caller.tenant,
         priority=body.priority,
     )
+    if adm.interrupted is not None:  # it stopped a running task: an operator's act to record
+        request.state.audit_action = INTERRUPT
+        request.state.audit_object = str(adm.interrupted)
+        note(request, by=str(adm.task.id))
     return JSONResponse(
         views.admission_json(adm),
         status_code=202,

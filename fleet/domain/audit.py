@@ -45,6 +45,8 @@ ACTIONS: Mapping[str, str] = {
     "POST /ui/failures/cancel": "bulk.start",
     "POST /ui/tasks/{task_id}/approvals/{approval_id}": "approval.decide",
 }
+#: A submission in the ``interrupt`` queue mode that stopped a running task.
+INTERRUPT = "task.interrupt"
 #: A request refused for its key (401), rate-limited per address.
 KEY_REFUSED = "key.refused"
 
