@@ -64,6 +64,32 @@ def run_fields(task: Task, run_id: uuid.UUID) -> dict[str, Any]:
     }
 
 
+def task_ended(
+    logger: logging.Logger, task: Task, status: str, error_class: str | None, now: datetime
+) -> None:
+    """One line for a task that reached its end: status, attempts, how long since it was
+    submitted, its error class; with task, tenant and deployment fields (no message text)."""
+    took = max(0.0, (now - task.created_at).total_seconds())
+    logger.info(
+        "task %s %s after %d attempt(s) in %.1fs%s",
+        task.id,
+        status,
+        task.attempts,
+        took,
+        f" ({error_class})" if error_class else "",
+        extra={
+            "event": "task.finished",
+            "task_id": str(task.id),
+            "tenant": task.tenant,
+            "deployment": task.deployment,
+            "status": status,
+            "attempts": task.attempts,
+            "duration_s": round(took, 3),
+            "error_class": error_class,
+        },
+    )
+
+
 def current() -> Mapping[str, Any]:
     """The fields records logged here would get."""
     return _context.get() or {}

@@ -89,6 +89,40 @@ TENANT_TOKENS = Counter(
     ["tenant"],
 )
 
+MODEL_CALLS = Counter(
+    "fleet_model_calls_total",
+    "Model steps of runs, by the model that answered (or was asked) and how each ended: ok, or "
+    "its error class.",
+    ["model", "outcome"],
+)
+MODEL_ATTEMPTS = Counter(
+    "fleet_model_attempts_total",
+    "Attempts of models under fleet's retries (a model limit matches them, or they have "
+    "fallbacks), by how each went: ok, or its error class.",
+    ["model", "outcome"],
+)
+MODEL_RETRIES = Counter(
+    "fleet_model_retries_total",
+    "Model attempts fleet made again after a failure, by the failure's error class.",
+    ["model", "error_class"],
+)
+MODEL_FALLBACKS = Counter(
+    "fleet_model_fallbacks_total",
+    "Model calls a fallback answered once the models before it had failed.",
+    ["model"],
+)
+MODEL_COOLDOWNS = Counter(
+    "fleet_model_cooldowns_total",
+    "Cooldowns started on a model limit (a 429 or 529 from a model it matches).",
+    ["limit"],
+)
+CAPACITY_WAIT = Histogram(
+    "fleet_model_capacity_wait_seconds",
+    "How long a model call waited for a place under its model limits.",
+    ["model"],
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+)
+
 #: A worker process's load (``worker_load``), made in worker processes only: the API's
 #: ``/metrics`` shows no worker gauges at zero. Summed over the live processes of a worker's
 #: metrics endpoint (Prometheus multiprocess mode ``livesum``: no ``pid`` label).
@@ -177,6 +211,32 @@ def quota_refused(tenant: str, quota: str) -> None:
 def tokens(tenant: str, count: int) -> None:
     if count:
         TENANT_TOKENS.labels(tenant_label(tenant)).inc(count)
+
+
+def model_call(model: str, outcome: str) -> None:
+    """One model step: ``ok``, or its error class (``fleet.domain.error_classes``)."""
+    MODEL_CALLS.labels(model, outcome).inc()
+
+
+def model_attempt(model: str, outcome: str) -> None:
+    """One attempt under fleet's retries: ``ok``, or its error class."""
+    MODEL_ATTEMPTS.labels(model, outcome).inc()
+
+
+def model_retry(model: str, error_class: str) -> None:
+    MODEL_RETRIES.labels(model, error_class).inc()
+
+
+def model_fallback(model: str) -> None:
+    MODEL_FALLBACKS.labels(model).inc()
+
+
+def model_cooldown(limit: str) -> None:
+    MODEL_COOLDOWNS.labels(limit).inc()
+
+
+def capacity_waited(model: str, seconds: float) -> None:
+    CAPACITY_WAIT.labels(model).observe(max(0.0, seconds))
 
 
 def worker_load(in_flight: int, slots: int) -> None:

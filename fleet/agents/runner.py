@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from fleet import metrics
 from fleet.agents import tokens, waiting
 from fleet.agents.budget import fit as budget_fit
 from fleet.agents.capacity import Wait
@@ -260,8 +261,10 @@ def _call_model(
         except ModelError as exc:
             span.error(exc)
             steps.record("model", model.name, started, t0, input=seen, error=exc.message)
+            metrics.model_call(model.name, error_classes.of_model(exc.status_code, exc.message))
             return exc
         span.response(resp)
+    metrics.model_call(resp.answered_by or model.name, "ok")
     out = _dump(resp.message)
     if resp.finish_reason:
         out["finish_reason"] = resp.finish_reason

@@ -169,6 +169,8 @@ def _conversation(rt: Runtime, who: Caller, tenant: str, deployment: str, key: s
 def export_conversation(
     rt: RuntimeDep,
     caller: CallerDep,
+    request: Request,
+    *,
     deployment: Annotated[str, Query(min_length=1)],
     conversation_key: Annotated[str, Query(alias="conversationKey", min_length=1)],
     tenant: Tenant = None,
@@ -176,6 +178,8 @@ def export_conversation(
     """As ExportResource, for one conversation."""
     who, tenant = _who(caller, _tenant_of(rt, caller, conversation_key, tenant))
     info = _conversation(rt, who, tenant, deployment, conversation_key)
+    request.state.audit_tenant = info.tenant
+    request.state.audit_object = f"conversation:{info.id}"
     lines = rt.dispatcher.rights.export_conversation(info.id, info.tenant)
     return StreamingResponse(_lines(lines), media_type=NDJSON)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import Field
 
@@ -65,7 +65,9 @@ def _deployment(rt: Runtime, caller: Caller, name: str) -> None:
     responses=problem_responses(*_AUTH, 400, 409, 422),
     summary="Create a schedule (its tasks take the caller's tenant and scope)",
 )
-def create_schedule(body: CreateScheduleRequest, rt: RuntimeDep, caller: CallerDep) -> JSONResponse:
+def create_schedule(
+    body: CreateScheduleRequest, rt: RuntimeDep, caller: CallerDep, request: Request
+) -> JSONResponse:
     """Store a schedule; the beat admits one task at each tick (labels `schedule` and `tick`).
 
     Give `cron` (5 fields, read in `timezone`) or `every` (`15m`, at least `1s`). A name the
@@ -73,6 +75,7 @@ def create_schedule(body: CreateScheduleRequest, rt: RuntimeDep, caller: CallerD
     """
     tenant, scope = _own(caller)
     _deployment(rt, caller, body.deployment)
+    request.state.audit_object = body.name
     spec = ScheduleSpec.model_validate(body.model_dump(exclude={"name"}))
     rec = manager.create(
         rt.dispatcher,

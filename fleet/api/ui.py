@@ -23,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 
 from fleet import views
 from fleet.api import ui_format
+from fleet.api.audit import note
 from fleet.api.auth import ANONYMOUS, KeyRing, Unauthorized
 from fleet.api.event_stream import snapshot
 from fleet.api.events import hub_of, sse_response, start_position
@@ -342,7 +343,9 @@ async def decide(request: Request, task_id: uuid.UUID, approval_id: uuid.UUID) -
     viewer = _viewer(request)
     form = await _form(request)
     _csrf(viewer, form)
+    note(request, decision=form.get("decision", ""), approval=str(approval_id))
     task = await _task(request, viewer, task_id)
+    request.state.audit_tenant = task.tenant
     target = _next(form.get("next") or "/ui/approvals")
     rt = _rt(request)
     try:

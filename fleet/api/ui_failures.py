@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
+from fleet.api.audit import note
 from fleet.api.ui import UI_DECIDER, UiRefused, _csrf, _form, _page, _rt, _viewer
 from fleet.api.ui_auth import Viewer
 from fleet.domain import bulk as rules
@@ -136,6 +137,8 @@ async def _job(
     rest = None
     if held is not None and held.status == "running":
         rest = BackgroundTask(run_in_threadpool, rt.dispatcher.bulk.go_on, held)
+    request.state.audit_object = f"bulk:{job.id}"
+    note(request, bulk=action)
     target = f"/ui/failures?hours={hours}&job={job.id}"
     return RedirectResponse(target, status_code=303, background=rest)
 

@@ -104,7 +104,7 @@ def approvals_ls(
 
 
 @approvals_app.command("approve")
-@audited("approval.decide", names="task_id")
+@audited("approval.decide", names="task_id", detail={"decision": "approve"})
 def approvals_approve(
     ctx: typer.Context,
     task_id: TaskRef,
@@ -119,7 +119,7 @@ def approvals_approve(
 
 
 @approvals_app.command("reject")
-@audited("approval.decide", names="task_id")
+@audited("approval.decide", names="task_id", detail={"decision": "reject"})
 def approvals_reject(
     ctx: typer.Context,
     task_id: TaskRef,

@@ -10,9 +10,11 @@ import getpass
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from fleet.constants import DEFAULT_TENANT
 
 if TYPE_CHECKING:
     from fleet.store.audit import AuditStore
@@ -27,6 +29,7 @@ class Pending:
     object: str | None
     tenant: str | None
     resource: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
 _PENDING: ContextVar[Pending | None] = ContextVar("fleet_cli_audit", default=None)
@@ -40,7 +43,10 @@ def os_user() -> str:
 
 
 def audited(
-    action: str | Callable[[dict[str, Any]], str], *, names: str | None = None
+    action: str | Callable[[dict[str, Any]], str],
+    *,
+    names: str | None = None,
+    detail: dict[str, Any] | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Mark a command as audited: its store use (``recording``) appends one entry. ``action``
     (or what it makes of the command's options), ``names``: the option naming its object."""
@@ -57,6 +63,7 @@ def audited(
                     None if named is None else str(named)[:300],
                     tenant if isinstance(tenant, str) else None,
                     resource if isinstance(resource, str) else None,
+                    dict(detail or {}),
                 )
             )
             try:
@@ -69,12 +76,21 @@ def audited(
     return wrap
 
 
+def refine(**fields: Any) -> None:
+    """What the command learnt while it ran (the tenant it acted in, the object's id, a
+    detail such as a bulk job's): its entry says so. Nothing without a pending entry."""
+    pending = _PENDING.get()
+    if pending is None:
+        return
+    detail = {**pending.detail, **fields.pop("detail", {})}
+    _PENDING.set(replace(pending, detail=detail, **fields))
+
+
 @contextmanager
 def recording(store: AuditStore) -> Iterator[None]:
     """Append the pending command's entry once the block ends: ``ok``, or ``refused`` /
     ``failed`` as it raised (a command not marked ``audited`` records nothing)."""
-    pending = _PENDING.get()
-    if pending is None:
+    if _PENDING.get() is None:
         yield
         return
     outcome = "ok"
@@ -85,23 +101,27 @@ def recording(store: AuditStore) -> Iterator[None]:
         outcome = f"refused {status}" if isinstance(status, int) and status < 500 else "failed"
         raise
     finally:
-        _record(store, pending, outcome)
+        pending = _PENDING.get()  # as the command refined it
+        if pending is not None:
+            _record(store, pending, outcome)
 
 
 def _record(store: AuditStore, pending: Pending, outcome: str) -> None:
     from fleet.domain import audit
 
+    tenant = pending.tenant or DEFAULT_TENANT
     obj = pending.object
-    if pending.resource is not None:
-        obj = audit.resource_object(pending.tenant or "default", pending.resource)
+    if pending.resource is not None and (obj is None or not obj.startswith("resource:")):
+        obj = audit.resource_object(tenant, pending.resource)
     store.record(
         audit.Entry(
             at=datetime.now(UTC),
             actor=f"cli:{os_user()}",
             action=pending.action,
             outcome=outcome,
-            tenant=pending.tenant,
+            tenant=tenant,
             object=obj,
             address="local",
+            detail=pending.detail,
         )
     )

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from fleet.cli.audited import refine
 from fleet.cli.backends import Tasks
 from fleet.cli.common import fail, out, print_json
 from fleet.config.base import parse_duration
@@ -124,6 +125,7 @@ def run(tasks: Tasks, body: View, *, dry_run: bool, yes: bool, as_json: bool) ->
         if not typer.confirm(f"{action} {matched} tasks?"):
             fail("nothing done")
     job = tasks.bulk({**body, "idempotencyKey": f"cli-{uuid.uuid4().hex}"})
+    refine(object=f"bulk:{job['id']}", detail={"bulk": action})
     deadline = time.monotonic() + FOLLOW_S
     while job["status"] == "running" and time.monotonic() < deadline:
         time.sleep(_POLL_S)  # a server's job: its progress, read every half second

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 import typer
 
-from fleet.cli.audited import audited, os_user
+from fleet.cli.audited import audited, os_user, refine
 from fleet.cli.common import AsJson, fail, out, over_client, print_json, talk_to
 from fleet.constants import DEFAULT_TENANT
 
@@ -72,11 +72,14 @@ class LocalRights:
     def _conversation(self, named: Named) -> Any:
         assert named.conversation is not None and named.deployment is not None
         tenant = self.lifecycle.tenant_of(named.conversation, named.tenant)
-        return self.lifecycle.show(named.deployment, named.conversation, tenant=tenant)
+        info = self.lifecycle.show(named.deployment, named.conversation, tenant=tenant)
+        refine(tenant=info.tenant, object=f"conversation:{info.id}")
+        return info
 
     def export(self, named: Named) -> Iterator[dict[str, Any]]:
         if named.resource is not None:
             found = self.rights.tenant_of(named.resource, named.tenant, own=DEFAULT_TENANT)
+            refine(tenant=found)
             yield from self.rights.export_resource(found, named.resource)
             return
         info = self._conversation(named)
@@ -88,6 +91,7 @@ class LocalRights:
         by = f"cli:{os_user()}"
         if named.resource is not None:
             found = self.rights.tenant_of(named.resource, named.tenant, own=DEFAULT_TENANT)
+            refine(tenant=found)
             done = self.rights.erase_resource(
                 found, named.resource, by=by, cancel_running=cancel_running
             )

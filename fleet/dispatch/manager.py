@@ -47,7 +47,7 @@ from fleet.dispatch.stops import StopWatch
 from fleet.dispatch.turns import Turns, take_turns
 from fleet.dispatch.waits import Waiting
 from fleet.dispatch.waker import Waker
-from fleet.domain import inputs, shutdown
+from fleet.domain import error_classes, inputs, shutdown
 from fleet.domain.runs import Outcome
 from fleet.domain.values import ACTIVE, CLAIMABLE, Admission, Task, TaskStatus
 from fleet.errors import Conflict, LeaseLost
@@ -427,7 +427,7 @@ class Dispatcher:
         self.hints.changed(task.id)
         log.info("task %s handed back (%s): %s", task.id, status.value, reason)
         if status.terminal:  # a cancel won: the task ended here, as a settle would end it
-            self._ended(task, status)
+            self._ended(task, status, error_class="cancelled")
         return self.store.head(task.conversation_id)
 
     def shut_down(self, grace_s: float) -> int:
@@ -460,14 +460,24 @@ class Dispatcher:
         if isinstance(done.next, Started):
             self.hints.changed(done.next.task.id)
         self.sources.settled(self._agent(started.task.deployment), started.task)
-        self._ended(started.task, done.status, push_pending=done.push_pending)
+        cls = error_classes.of_outcome(outcome) if done.status == outcome.status else None
+        self._ended(started.task, done.status, push_pending=done.push_pending, error_class=cls)
         return done.next
 
-    def _ended(self, task: Task, final: TaskStatus, *, push_pending: bool = True) -> None:
+    def _ended(
+        self,
+        task: Task,
+        final: TaskStatus,
+        *,
+        push_pending: bool = True,
+        error_class: str | None = None,
+    ) -> None:
         """What follows a task's end (a settle, or a hand-back a cancel won): its metric, its
         delegation reported, its deliveries started (``push_pending``: the settle's word on
         A2A push configs; unknown, the store looks)."""
         metrics.finished(task, final, self.clock())
+        if final.terminal:
+            logs.task_ended(log, task, final.value, error_class, self.clock())
         self.delegations.settled(task)
         try:
             self.waiting.delegate_ended(task)

@@ -8,6 +8,7 @@ fenced or conditional write, so a second sweeper finds nothing left to do.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -27,6 +28,9 @@ from fleet.dispatch.waker import Waker
 
 #: Why a recovered task's run ended.
 LOST = "worker lost mid-run (lease expired)"
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +72,18 @@ def sweep(d: SweepingHost, alive: Callable[[str | None], bool] | None = None) ->
             d.hints.changed(task_id)
             recovered += 1
             metrics.recovered(status)
+            log.warning(
+                "task %s recovered from lost worker %s: %s",
+                task_id,
+                worker,
+                status.value,
+                extra={
+                    "event": "task.recovered",
+                    "task_id": str(task_id),
+                    "worker": worker,
+                    "status": status.value,
+                },
+            )
             d.wake_next(d.store.get_task(task_id))
     for task_id, _conv in d.store.inbox_orphans():
         # a worker died between its settle and the requeue of its run's inbox

@@ -134,3 +134,29 @@ def test_configure_redacts_the_settings_secrets_before_any_store_is_open(
         logging.captureWarnings(False)
     (record,) = _lines(stream)
     assert record["message"] == "key [REDACTED]"
+
+
+def test_each_finished_task_is_one_line_with_its_fields_and_no_text(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from fleet.config import Settings
+    from fleet.runtime import build
+    from tests.conftest import write_config
+
+    rt = build(Settings(home=tmp_path / "home", config_dir=write_config(tmp_path / "config")))
+    try:
+        with caplog.at_level(logging.INFO, logger="fleet.dispatch.manager"):
+            ok = rt.dispatcher.submit("chat", "a secret plan", key="k").task
+            rt.dispatcher.drain(ok.conversation_id)
+            failing = rt.dispatcher.submit("tooly", "/loop current_time", key="f").task
+            rt.dispatcher.drain(failing.conversation_id)
+    finally:
+        rt.close()
+    ended = [r for r in caplog.records if getattr(r, "event", "") == "task.finished"]
+    fields = [(r.task_id, r.status, r.attempts, r.error_class, r.tenant) for r in ended]  # type: ignore[attr-defined]
+    assert fields == [
+        (str(ok.id), "succeeded", 1, None, "default"),
+        (str(failing.id), "failed", 1, "step_limit", "default"),
+    ]
+    assert ended[1].getMessage().endswith("(step_limit)")
+    assert all("secret plan" not in r.getMessage() for r in caplog.records)

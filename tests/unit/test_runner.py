@@ -345,3 +345,23 @@ def test_history_reaches_the_model():
     ]
     out = run(EchoModel(), {}, messages, Boundary())
     assert out.reply == "echo: b [history: 2]"
+
+
+def test_every_model_step_is_counted_by_its_outcome() -> None:
+    from prometheus_client import REGISTRY
+
+    def count(outcome: str) -> float:
+        found = REGISTRY.get_sample_value(
+            "fleet_model_calls_total", {"model": "counted-model", "outcome": outcome}
+        )
+        return found or 0.0
+
+    before = {o: count(o) for o in ("ok", "provider_error", "rate_limit")}
+    call = ChatMessage(role="assistant", tool_calls=(ToolCall(id="c1", name="clock"),))
+    failure = ModelError("HTTP 429 from upstream", status_code=429, retryable=True)
+    model = Scripted("counted-model", [call, failure])
+    out = run(model, {"clock": Recorder("clock").tool}, "hi", Boundary())
+    assert out.status == TaskStatus.FAILED
+    assert count("ok") - before["ok"] == 1  # the step that called the tool
+    assert count("rate_limit") - before["rate_limit"] == 1
+    assert count("provider_error") == before["provider_error"]

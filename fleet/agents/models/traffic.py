@@ -18,11 +18,13 @@ model's failure.
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from fleet import metrics
 from fleet.agents import tokens
 from fleet.agents.capacity import Capacity, Wait
 from fleet.agents.models.base import (
@@ -36,9 +38,11 @@ from fleet.agents.models.base import (
     opened,
     streams,
 )
-from fleet.domain import model_errors
+from fleet.domain import error_classes, model_errors
 from fleet.domain.model_limits import Limit, past_max_wait_advice
 from fleet.errors import ModelError
+
+log = logging.getLogger(__name__)
 
 #: A wait shorter than this is not shown as a step (a burst's spacing is no news).
 SHOW_WAIT_S = 0.1
@@ -142,6 +146,14 @@ class ManagedModel:
                 continue
             if relay is not None:
                 relay.settle()
+            if cand is not self.candidates[0]:
+                metrics.model_fallback(cand.model.name)
+                log.warning(
+                    "fallback %s answered after %s",
+                    cand.model.name,
+                    "; then ".join(tried),
+                    extra={"event": "model.fallback", "model": cand.model.name, "failed": tried},
+                )
             return resp.model_copy(
                 update={
                     "answered_by": cand.model.name,
@@ -180,6 +192,8 @@ class ManagedModel:
                 resp = _attempt(cand.model, messages, tools, relay)
             except ModelError as exc:
                 self.capacity.release(cand.limits, grant, 0)
+                failed = error_classes.of_model(exc.status_code, exc.message)
+                metrics.model_attempt(cand.model.name, failed)
                 if exc.action == "fail" or attempt >= cand.max_retries:
                     raise _Failed(_counted(exc, attempt + 1), waited) from None
                 attempt += 1
@@ -188,8 +202,10 @@ class ManagedModel:
                     if exc.retry_after_s is not None
                     else model_errors.backoff(attempt)
                 )
+                _told_retry(cand, exc, failed, attempt, pause)
                 if exc.action == "wait" and cand.limits:
                     self.capacity.cool(cand.limits, pause)  # the next place waits it out
+                    _told_cooldown(cand, pause)
                 else:
                     self._pause(pause, stop)
                     waited += pause
@@ -199,6 +215,7 @@ class ManagedModel:
                 raise
             reported = resp.usage.total_tokens
             self.capacity.release(cand.limits, grant, reported - estimate if reported else 0)
+            metrics.model_attempt(cand.model.name, "ok")
             return resp, waited
 
     def _pause(self, seconds: float, stop: Stop | None) -> None:
@@ -244,8 +261,50 @@ class ManagedModel:
                     ended = waiting(wait, cand.model.name)
                 self._pause(min(wait.seconds, max(budget - waited, 0.0)), stop)
         finally:
+            metrics.capacity_waited(cand.model.name, self._clock() - started)
             if ended is not None:  # the shown wait is over: how long it lasted
                 ended(self._clock() - started)
+
+
+def _told_retry(cand: Candidate, exc: ModelError, failed: str, attempt: int, pause: float) -> None:
+    """A retry's log line: which model, why (its class and HTTP status), when it goes again."""
+    metrics.model_retry(cand.model.name, failed)
+    log.info(
+        "model %s failed (%s%s); attempt %d of %d in %.1fs",
+        cand.model.name,
+        failed,
+        f", HTTP {exc.status_code}" if exc.status_code else "",
+        attempt + 1,
+        cand.max_retries + 1,
+        pause,
+        extra={
+            "event": "model.retry",
+            "model": cand.model.name,
+            "error_class": failed,
+            "http_status": exc.status_code,
+            "attempt": attempt + 1,
+            "after_s": round(pause, 3),
+        },
+    )
+
+
+def _told_cooldown(cand: Candidate, pause: float) -> None:
+    """A cooldown's log line and metric, per limit it starts on."""
+    for limit in cand.limits:
+        metrics.model_cooldown(limit.match)
+    matched = ", ".join(limit.match for limit in cand.limits)
+    log.warning(
+        "cooldown of %.1fs started on model limit %s (model %s was rate limited)",
+        pause,
+        matched,
+        cand.model.name,
+        extra={
+            "event": "model.cooldown",
+            "model": cand.model.name,
+            "limits": [limit.match for limit in cand.limits],
+            "seconds": round(pause, 3),
+        },
+    )
 
 
 def _attempt(
