@@ -34,6 +34,8 @@ from fleet.domain.redaction import Redactor
 from fleet.store import Store, db, migrate
 
 if TYPE_CHECKING:
+    from tests.support.anthropic_server import FakeAnthropic
+    from tests.support.openai_server import FakeOpenAI
     from tests.support.postgres_tls import TlsPostgres
 
 CI = os.environ.get("CI", "").lower() == "true"
@@ -379,3 +381,21 @@ def settings(tmp_path: Path, config_dir: Path) -> Settings:
     return Settings(
         home=tmp_path / "home", config_dir=config_dir, lease_ttl=2.0, sweep_interval=1.0
     )
+
+
+@pytest.fixture
+def openai_server() -> Iterator[FakeOpenAI]:
+    """A fake OpenAI API on 127.0.0.1 (``tests.support.openai_server``), for one test."""
+    from tests.support.openai_server import FakeOpenAI
+
+    with FakeOpenAI() as srv:
+        yield srv
+
+
+@pytest.fixture
+def anthropic_server() -> Iterator[FakeAnthropic]:
+    """A fake Anthropic API on 127.0.0.1 (``tests.support.anthropic_server``), for one test."""
+    from tests.support.anthropic_server import FakeAnthropic
+
+    with FakeAnthropic() as srv:
+        yield srv

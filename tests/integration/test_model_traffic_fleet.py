@@ -5,7 +5,6 @@ pauses the other worker's calls, a fallback answers when the first model keeps f
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,18 +44,6 @@ def configure(root: Path, agent_toml: str, limits: str = "") -> Path:
     write_config(root, agents={"talk": agent_toml}, deployments={"talk": 'agent = "talk"\n'})
     (root / "fleet.toml").write_text(limits)
     return root
-
-
-@pytest.fixture
-def openai_server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as srv:
-        yield srv
-
-
-@pytest.fixture
-def anthropic_server() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as srv:
-        yield srv
 
 
 def submit(rt: Runtime, n: int, prefix: str = "t") -> list[Task]:

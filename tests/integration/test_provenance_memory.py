@@ -21,7 +21,8 @@ from fleet.domain.values import TaskStatus
 from fleet.runtime import Runtime, build
 from tests.conftest import AGENTS, DEPLOYMENTS, write_config
 from tests.e2e.test_cli import Cli
-from tests.unit.test_api_problems import KEYS, _write_callers
+from tests.support.callers import write_callers
+from tests.unit.test_api_problems import CALLERS, KEYS
 
 AGENT = (
     'model = "echo"\n[history]\nmax_items = 3\n'
@@ -57,7 +58,7 @@ def done(tmp_path: Path, db_url: str) -> Iterator[Done]:
         {**AGENTS, "full": AGENT},
         {**DEPLOYMENTS, "full": 'agent = "full"\n'},
     )
-    _write_callers(config)
+    write_callers(config, CALLERS, KEYS)
     rt = build(Settings(home=tmp_path / "home", database_url=db_url, config_dir=config))
     rt.dispatcher.sources.jobs = None  # embed and observe inline after each settle
     tasks = [

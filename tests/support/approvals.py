@@ -8,7 +8,6 @@ needs an approval (``/tool count {}``), so once run it waits, holding nothing.
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from fleet.config import Settings
 from fleet.domain.values import Task, TaskStatus
 from fleet.runtime import Runtime, build
 from tests.conftest import AGENTS, DEPLOYMENTS, write_config
+from tests.support.callers import write_callers
 
 KEYS = {
     name: f"{name}-key-0123456789" for name in ("alpha", "bravo", "alpha-ops", "bravo-ops", "boss")
@@ -41,11 +41,7 @@ def write_approvals_config(root: Path) -> Path:
     config = write_config(
         root, {**AGENTS, "shop": SHOP_AGENT}, {**DEPLOYMENTS, "shop": 'agent = "shop"\n'}
     )
-    (config / "callers").mkdir()
-    for name, body in CALLERS.items():
-        digest = hashlib.sha256(KEYS[name].encode()).hexdigest()
-        (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
-    return config
+    return write_callers(config, CALLERS, KEYS)
 
 
 def approvals_runtime(tmp_path: Path) -> Runtime:

@@ -6,7 +6,6 @@ an outage is 503 with Retry-After, never a 500.
 
 from __future__ import annotations
 
-import hashlib
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,37 +25,20 @@ from fleet.api.schemas import (
 from fleet.config import Settings
 from fleet.runtime import Runtime, build
 from fleet.store import Store, TaskFilter
-from tests.conftest import write_config
+from tests.support.callers import keyed_runtime
 
 KEYS = {"ops": "ops-key-0123456789", "narrow": "narrow-key-0123456789", "bot": "bot-key-0123456789"}
 CALLERS = {
-    "ops": ("api", '["*"]'),
-    "narrow": ("api", '["chat"]'),
-    "bot": ("a2a", '["*"]'),
+    "ops": 'source = "api"\ndeployments = ["*"]\n',
+    "narrow": 'source = "api"\ndeployments = ["chat"]\n',
+    "bot": 'source = "a2a"\ndeployments = ["*"]\n',
 }
 PROBLEM = "application/problem+json"
 
 
-def _write_callers(config: Path) -> None:
-    folder = config / "callers"
-    folder.mkdir()
-    for name, (source, deployments) in CALLERS.items():
-        digest = hashlib.sha256(KEYS[name].encode()).hexdigest()
-        (folder / f"{name}.toml").write_text(
-            f'source = "{source}"\nkey_sha256 = "{digest}"\ndeployments = {deployments}\n'
-        )
-
-
-def _runtime(tmp_path: Path, *, callers: bool, **settings: object) -> Runtime:
-    config = write_config(tmp_path / "config")
-    if callers:
-        _write_callers(config)
-    return build(Settings(home=tmp_path / "home", config_dir=config, **settings))  # type: ignore[arg-type]
-
-
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[Runtime]:
-    runtime = _runtime(tmp_path, callers=True)
+    runtime = keyed_runtime(tmp_path, CALLERS, KEYS)
     yield runtime
     runtime.close()
 
@@ -388,7 +370,7 @@ def closed_port() -> int:
 
 
 def test_an_unreachable_redis_fails_readyz_but_an_admitted_task_is_still_accepted(tmp_path):
-    runtime = _runtime(tmp_path, callers=False, redis_url=f"redis://127.0.0.1:{closed_port()}/0")
+    runtime = keyed_runtime(tmp_path, redis_url=f"redis://127.0.0.1:{closed_port()}/0")
     try:
         with TestClient(
             create_app(runtime, run_embedded=False), raise_server_exceptions=False
@@ -428,15 +410,12 @@ def test_metrics_show_submissions_and_the_backlog(client):
 METRICS_TOKEN = "metrics-token-0123456789abcdef"
 
 
-def _metrics_runtime(tmp_path: Path, **settings: object) -> Runtime:
-    """Callers ``app`` (no operator) and ``boss`` (an operator), and these settings."""
-    config = write_config(tmp_path / "config")
-    (config / "callers").mkdir()
-    for name, extra in (("app", ""), ("boss", "operator = true\ntenants = ['*']\n")):
-        digest = hashlib.sha256(f"{name}-key-0123456789".encode()).hexdigest()
-        body = f'source = "api"\nkey_sha256 = "{digest}"\n{extra}'
-        (config / "callers" / f"{name}.toml").write_text(body)
-    return build(Settings(home=tmp_path / "home", config_dir=config, **settings))  # type: ignore[arg-type]
+#: Callers ``app`` (no operator) and ``boss`` (an operator) of the metrics tests.
+METRICS_CALLERS = {
+    "app": 'source = "api"\n',
+    "boss": 'source = "api"\noperator = true\ntenants = ["*"]\n',
+}
+METRICS_KEYS = {name: f"{name}-key-0123456789" for name in METRICS_CALLERS}
 
 
 @pytest.mark.parametrize(
@@ -448,7 +427,7 @@ def _metrics_runtime(tmp_path: Path, **settings: object) -> Runtime:
     ],
 )
 def test_metrics_need_the_token_or_an_operator_key_once_either_is_set(tmp_path, settings):
-    rt = _metrics_runtime(tmp_path, **settings)
+    rt = keyed_runtime(tmp_path, METRICS_CALLERS, METRICS_KEYS, **settings)
     try:
         with TestClient(create_app(rt, run_embedded=False), raise_server_exceptions=False) as c:
             token = settings.get("metrics_token")
@@ -471,7 +450,7 @@ def test_metrics_need_the_token_or_an_operator_key_once_either_is_set(tmp_path, 
 
 
 def test_an_open_api_with_a_metrics_token_asks_for_it(tmp_path):
-    rt = _runtime(tmp_path, callers=False, metrics_token=METRICS_TOKEN)
+    rt = keyed_runtime(tmp_path, metrics_token=METRICS_TOKEN)
     try:
         with TestClient(create_app(rt, run_embedded=False), raise_server_exceptions=False) as c:
             assert_problem(c.get("/metrics"), 401)
@@ -483,7 +462,7 @@ def test_an_open_api_with_a_metrics_token_asks_for_it(tmp_path):
 
 
 def test_metrics_without_a_token_answer_anyone_as_before_and_a_keyed_api_warns(tmp_path, caplog):
-    rt = _metrics_runtime(tmp_path)
+    rt = keyed_runtime(tmp_path, METRICS_CALLERS, METRICS_KEYS)
     try:
         with (
             caplog.at_level("WARNING", logger="fleet.api.metrics_auth"),
@@ -526,7 +505,7 @@ def test_openapi_names_the_operations_and_documents_problems(client):
 
 
 def test_an_open_api_accepts_anyone_as_api(tmp_path):
-    runtime = _runtime(tmp_path, callers=False)
+    runtime = keyed_runtime(tmp_path)
     try:
         with TestClient(create_app(runtime, run_embedded=False)) as c:
             r = c.post(
@@ -559,7 +538,7 @@ def test_a_body_past_the_limit_is_refused_before_it_is_read(client):
 
 @pytest.mark.parametrize(("public", "status"), [(False, 401), (True, 202)])
 def test_an_unsigned_trigger_without_callers_is_closed_unless_public(tmp_path, public, status):
-    runtime = _runtime(tmp_path, callers=True)
+    runtime = keyed_runtime(tmp_path, CALLERS, KEYS)
     triggers = runtime.config.root / "triggers"
     triggers.mkdir()
     (triggers / "hook.toml").write_text(

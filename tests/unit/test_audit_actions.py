@@ -12,7 +12,6 @@ entry holds a resource id, a key or any text the actions carried.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import re
@@ -39,6 +38,7 @@ from fleet.store import Started
 from fleet.store.audit import AuditFilter
 from tests.conftest import AGENTS, DEPLOYMENTS, write_config
 from tests.support.approvals import ASK, SHOP_AGENT
+from tests.support.callers import auth, write_callers
 
 #: Every action the audit log knows.
 EVERY_ACTION = frozenset(audit.ACTIONS.values()) | {audit.KEY_REFUSED}
@@ -67,15 +67,8 @@ def write_audit_config(root: Path, callers: Mapping[str, str]) -> Path:
         {**DEPLOYMENTS, "shop": 'agent = "shop"\n', "step": 'agent = "stepper"\n'},
     )
     if callers:
-        (config / "callers").mkdir()
-        for name, body in callers.items():
-            digest = hashlib.sha256(KEYS[name].encode()).hexdigest()
-            (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
+        write_callers(config, callers, KEYS)
     return config
-
-
-def auth(who: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {KEYS[who]}"}
 
 
 @dataclass(frozen=True)
@@ -149,13 +142,13 @@ class Api:
         self.rt, self.client, self.said = rt, client, "-"
 
     def call(self, who: str, method: str, url: str, **kw: Any) -> Any:
-        r = self.client.request(method, url, headers=auth(who), **kw)
+        r = self.client.request(method, url, headers=auth(KEYS, who), **kw)
         self.said = f"{r.status_code} {r.text[:300]}"
         return r
 
     def submit(self, who: str, deployment: str, text: str, key: str, **extra: Any) -> Task:
         body = {"deployment": deployment, "input": text, "conversationKey": key, **extra}
-        r = self.client.post("/v1/tasks", json=body, headers=auth(who))
+        r = self.client.post("/v1/tasks", json=body, headers=auth(KEYS, who))
         assert r.status_code == 202, r.text
         return self.rt.store.get_task(uuid.UUID(r.json()["id"]))
 
@@ -331,24 +324,36 @@ class Performed:
     client: TestClient | None = None
 
 
-@pytest.fixture(scope="module")
-def api_done(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Performed]:
-    root = tmp_path_factory.mktemp("api")
+@contextlib.contextmanager
+def performed(
+    root: Path,
+    table: list[tuple[str, str, str, Callable[[Any], Expect]]],
+    scene: Callable[[Runtime, TestClient], Any],
+    **client_options: Any,
+) -> Iterator[Performed]:
+    """``table``'s rows performed in their ``scene`` over an app (a runtime in ``root`` that
+    runs nothing by itself), the log listed by ``boss`` after each."""
     config = write_audit_config(root / "config", CALLERS)
     rt = build(Settings(home=root / "home", config_dir=config))
     try:
         app = create_app(rt, run_embedded=False)
-        with TestClient(app, raise_server_exceptions=False) as client:
+        with TestClient(app, raise_server_exceptions=False, **client_options) as client:
 
-            def listed(who: str = "boss") -> list[dict[str, Any]]:
-                r = client.get("/v1/audit", params={"limit": 1000}, headers=auth(who))
+            def listed() -> list[dict[str, Any]]:
+                r = client.get("/v1/audit", params={"limit": 1000}, headers=auth(KEYS, "boss"))
                 assert r.status_code == 200, r.text
                 return r.json()["entries"]
 
-            rows = run_rows(API_TABLE, Api(rt, client), listed)
+            rows = run_rows(table, scene(rt, client), listed)
             yield Performed(rows, listed(), client)
     finally:
         rt.close()
+
+
+@pytest.fixture(scope="module")
+def api_done(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Performed]:
+    with performed(tmp_path_factory.mktemp("api"), API_TABLE, Api) as done:
+        yield done
 
 
 def test_the_api_records_every_action_with_its_actor(api_done: Performed) -> None:
@@ -361,7 +366,7 @@ def test_the_api_records_every_action_with_its_actor(api_done: Performed) -> Non
     assert {e["address"] for e in listed} == {"testclient"}
     # acme's operator sees every entry but the refused key's (no tenant's)
     assert api_done.client is not None
-    r = api_done.client.get("/v1/audit", params={"limit": 1000}, headers=auth("ops"))
+    r = api_done.client.get("/v1/audit", params={"limit": 1000}, headers=auth(KEYS, "ops"))
     assert r.status_code == 200, r.text
     assert r.json()["entries"] == [e for e in listed if e["action"] != audit.KEY_REFUSED]
 
@@ -679,22 +684,8 @@ UI_TABLE: list[tuple[str, str, str, Callable[[Any], Expect]]] = [
 
 @pytest.fixture(scope="module")
 def ui_done(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Performed]:
-    root = tmp_path_factory.mktemp("ui")
-    config = write_audit_config(root / "config", CALLERS)
-    rt = build(Settings(home=root / "home", config_dir=config))
-    try:
-        app = create_app(rt, run_embedded=False)
-        with TestClient(app, raise_server_exceptions=False, follow_redirects=False) as client:
-
-            def listed() -> list[dict[str, Any]]:
-                r = client.get("/v1/audit", params={"limit": 1000}, headers=auth("boss"))
-                assert r.status_code == 200, r.text
-                return r.json()["entries"]
-
-            rows = run_rows(UI_TABLE, Ui(rt, client), listed)
-            yield Performed(rows, listed(), client)
-    finally:
-        rt.close()
+    with performed(tmp_path_factory.mktemp("ui"), UI_TABLE, Ui, follow_redirects=False) as done:
+        yield done
 
 
 def test_the_uis_forms_record_their_actions_with_the_operator(ui_done: Performed) -> None:

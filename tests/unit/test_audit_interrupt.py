@@ -3,7 +3,6 @@ its caller (``task.interrupt``, the stopped task as its object); one that stops 
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import uuid
 from collections.abc import Iterator
@@ -13,10 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fleet.api.app import create_app
-from fleet.config import Settings
 from fleet.domain.values import TaskStatus
-from fleet.runtime import Runtime, build
-from tests.conftest import write_config
+from fleet.runtime import Runtime
+from tests.support.callers import auth, keyed_runtime
 from tests.support.fleet import wait_for
 
 KEYS = {"boss": "boss-key-0123456789", "app": "app-key-0123456789"}
@@ -30,12 +28,7 @@ DEPLOYMENTS = {"stopper": 'agent = "slow"\n[conversations]\nqueue_mode = "interr
 
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[Runtime]:
-    config = write_config(tmp_path / "config", AGENTS, DEPLOYMENTS)
-    (config / "callers").mkdir()
-    for name, body in CALLERS.items():
-        digest = hashlib.sha256(KEYS[name].encode()).hexdigest()
-        (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
-    runtime = build(Settings(home=tmp_path / "home", config_dir=config))
+    runtime = keyed_runtime(tmp_path, CALLERS, KEYS, AGENTS, DEPLOYMENTS)
     yield runtime
     runtime.close()
 
@@ -44,7 +37,7 @@ def submit(client: TestClient, text: str) -> uuid.UUID:
     r = client.post(
         "/v1/tasks",
         json={"deployment": "stopper", "input": text, "conversationKey": "c"},
-        headers={"Authorization": f"Bearer {KEYS['app']}"},
+        headers=auth(KEYS, "app"),
     )
     assert r.status_code == 202, r.text
     return uuid.UUID(r.json()["id"])
@@ -59,7 +52,7 @@ def test_an_interrupting_submission_is_recorded(rt: Runtime) -> None:
         wait_for(lambda: rt.store.get_task(first).status == TaskStatus.RUNNING, 20)
         second = submit(client, "stop that")
         runner.join(30)
-        r = client.get("/v1/audit", headers={"Authorization": f"Bearer {KEYS['boss']}"})
+        r = client.get("/v1/audit", headers=auth(KEYS, "boss"))
     found = r.json()["entries"]
     assert [(e["action"], e["actor"], e["object"], e["outcome"]) for e in found] == [
         ("task.interrupt", "caller:app", str(first), "ok")

@@ -5,7 +5,6 @@ filters are 422 naming the key; the CLI refuses bad input with exit 2 before any
 
 from __future__ import annotations
 
-import hashlib
 import re
 import uuid
 from collections.abc import Iterator
@@ -17,14 +16,14 @@ from fastapi.testclient import TestClient
 
 from fleet.api.app import create_app
 from fleet.cli.app import main
-from fleet.config import Settings
 from fleet.constants import RETRY_LABEL
 from fleet.domain import bulk as rules
 from fleet.domain.values import TaskStatus
 from fleet.errors import InputError
-from fleet.runtime import Runtime, build
+from fleet.runtime import Runtime
 from fleet.store import TaskFilter
-from tests.conftest import AGENTS, DEPLOYMENTS, write_config
+from tests.conftest import AGENTS, DEPLOYMENTS
+from tests.support.callers import auth, keyed_runtime
 
 # -- the rules ------------------------------------------------------------------------------
 
@@ -101,16 +100,13 @@ STEPPER = 'model = "echo"\nmax_steps = 1\ntools = ["current_time"]\n'  # fails: 
 
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[Runtime]:
-    config = write_config(
-        tmp_path / "config",
+    runtime = keyed_runtime(
+        tmp_path,
+        CALLERS,
+        KEYS,
         {**AGENTS, "stepper": STEPPER, "napper": 'model = "echo"\ntools = ["pause"]\n'},
         {**DEPLOYMENTS, "step": 'agent = "stepper"\n', "nap": 'agent = "napper"\n'},
     )
-    (config / "callers").mkdir()
-    for name, body in CALLERS.items():
-        digest = hashlib.sha256(KEYS[name].encode()).hexdigest()
-        (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
-    runtime = build(Settings(home=tmp_path / "home", config_dir=config))
     yield runtime
     runtime.close()
 
@@ -119,10 +115,6 @@ def rt(tmp_path: Path) -> Iterator[Runtime]:
 def client(rt: Runtime) -> Iterator[TestClient]:
     with TestClient(create_app(rt), raise_server_exceptions=False) as c:
         yield c
-
-
-def auth(name: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {KEYS[name]}"}
 
 
 def failed(client: TestClient, who: str, n: int) -> list[str]:
@@ -135,23 +127,25 @@ def failed(client: TestClient, who: str, n: int) -> list[str]:
                 "input": "/tool current_time {}",
                 "conversationKey": f"k{i}",
             },
-            headers=auth(who),
+            headers=auth(KEYS, who),
         )
         assert r.status_code == 202, r.text
         ids.append(r.json()["id"])
     for task_id in ids:
-        done = client.get(f"/v1/tasks/{task_id}", params={"wait": 30}, headers=auth(who)).json()
+        done = client.get(
+            f"/v1/tasks/{task_id}", params={"wait": 30}, headers=auth(KEYS, who)
+        ).json()
         assert (done["status"], done["errorClass"]) == ("failed", "step_limit"), done
     return ids
 
 
 def bulk(client: TestClient, who: str, **body: Any) -> Any:
-    return client.post("/v1/tasks:bulk", json=body, headers=auth(who))
+    return client.post("/v1/tasks:bulk", json=body, headers=auth(KEYS, who))
 
 
 def finished_job(client: TestClient, who: str, job_id: str) -> dict[str, Any]:
     for _ in range(200):
-        job = client.get(f"/v1/tasks:bulk/{job_id}", headers=auth(who)).json()
+        job = client.get(f"/v1/tasks:bulk/{job_id}", headers=auth(KEYS, who)).json()
         if job["status"] == "done":
             return dict(job)
         client.get("/healthz")  # (a round trip: the job's batches run meanwhile)
@@ -188,7 +182,9 @@ def test_a_key_retries_its_own_tenant_and_scope_only(rt: Runtime, client: TestCl
     assert retried(rt) == sorted(mine)  # nothing twice
     # another key's job is not there for it
     for other in ("bravo", "acme-other", "acme-ops"):
-        assert client.get(f"/v1/tasks:bulk/{job['id']}", headers=auth(other)).status_code == 404
+        assert (
+            client.get(f"/v1/tasks:bulk/{job['id']}", headers=auth(KEYS, other)).status_code == 404
+        )
 
 
 def test_the_tenant_filter_is_an_operators_within_its_reach(
@@ -218,7 +214,7 @@ def test_the_tenant_filter_is_an_operators_within_its_reach(
 def test_bad_bulk_requests_are_422_naming_the_field(
     rt: Runtime, client: TestClient, body: dict[str, Any], field: str
 ) -> None:
-    r = client.post("/v1/tasks:bulk", json=body, headers=auth("acme"))
+    r = client.post("/v1/tasks:bulk", json=body, headers=auth(KEYS, "acme"))
     assert r.status_code == 422, r.text
     assert r.json()["invalidParams"][0]["name"] == field
 
@@ -275,11 +271,11 @@ def test_a_label_filter_matches_exactly_the_labelled(rt: Runtime, client: TestCl
         r = client.post(
             "/v1/tasks",
             json={"deployment": "step", "input": "/tool current_time {}", "labels": {"team": team}},
-            headers=auth("acme"),
+            headers=auth(KEYS, "acme"),
         )
         ids.setdefault(team, []).append(r.json()["id"])
     for task_id in [*ids["a"], *ids["b"]]:
-        client.get(f"/v1/tasks/{task_id}", params={"wait": 30}, headers=auth("acme"))
+        client.get(f"/v1/tasks/{task_id}", params={"wait": 30}, headers=auth(KEYS, "acme"))
     dry = bulk(client, "acme", action="retry", filter={"labels": {"team": "a"}}, dryRun=True)
     assert sorted(dry.json()["sample"]) == sorted(ids["a"])
     none = bulk(client, "acme", action="retry", filter={"labels": {"team": "c"}}, dryRun=True)
@@ -294,7 +290,7 @@ def test_the_ui_cancels_a_group_of_unfinished_tasks_within_reach(
         r = client.post(
             "/v1/tasks",
             json={"deployment": "nap", "input": '/tool pause {"duration": "1h"}'},
-            headers=auth(who),
+            headers=auth(KEYS, who),
         )
         napping.setdefault(who, []).append(uuid.UUID(r.json()["id"]))
     for task_id in [*napping["acme"], *napping["bravo"]]:

@@ -3,7 +3,6 @@ problem+json for bad input, 404 that creates nothing, 409 while a run is active.
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -14,9 +13,8 @@ from fastapi.testclient import TestClient
 
 from fleet import views
 from fleet.api.app import create_app
-from fleet.config import Settings
-from fleet.runtime import Runtime, build
-from tests.conftest import write_config
+from fleet.runtime import Runtime
+from tests.support.callers import auth, keyed_runtime
 
 KEYS = {"boss": "boss-key-0123456789", "narrow": "narrow-key-0123456789", "app": "app-key-01234"}
 # the operators reach every tenant; the conversations below are the default tenant's
@@ -30,12 +28,7 @@ PROBLEM = "application/problem+json"
 
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[Runtime]:
-    config = write_config(tmp_path / "config")
-    (config / "callers").mkdir()
-    for name, body in CALLERS.items():
-        digest = hashlib.sha256(KEYS[name].encode()).hexdigest()
-        (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
-    runtime = build(Settings(home=tmp_path / "home", config_dir=config))
+    runtime = keyed_runtime(tmp_path, CALLERS, KEYS)
     yield runtime
     runtime.close()
 
@@ -44,10 +37,6 @@ def rt(tmp_path: Path) -> Iterator[Runtime]:
 def client(rt: Runtime) -> Iterator[TestClient]:
     with TestClient(create_app(rt, run_embedded=False), raise_server_exceptions=False) as c:
         yield c
-
-
-def auth(name: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {KEYS[name]}"}
 
 
 def ran(rt: Runtime, text: str, key: str = "k") -> None:
@@ -72,10 +61,10 @@ def test_operations_are_for_operator_keys_only(rt: Runtime, client: TestClient) 
         ("DELETE", "/v1/conversations/api:k?deployment=chat", {}),
         ("POST", "/v1/conversations:prune", {"json": {"dryRun": True}}),
     ):
-        r = client.request(method, path, headers=auth("app"), **kw)
+        r = client.request(method, path, headers=auth(KEYS, "app"), **kw)
         problem(r, 403, "not an operator")
         assert client.request(method, path, **kw).status_code == 401
-    narrow = client.get("/v1/conversations/api:k?deployment=solo", headers=auth("narrow"))
+    narrow = client.get("/v1/conversations/api:k?deployment=solo", headers=auth(KEYS, "narrow"))
     problem(narrow, 403, "may not use deployment 'solo'")
     assert rt.dispatcher.lifecycle.show("chat", "k").generation == 0
 
@@ -84,11 +73,11 @@ def test_get_lists_and_shows_and_an_unknown_key_is_404_creating_nothing(
     rt: Runtime, client: TestClient
 ) -> None:
     ran(rt, "hi")
-    listed = client.get("/v1/conversations?deployment=chat", headers=auth("boss")).json()
+    listed = client.get("/v1/conversations?deployment=chat", headers=auth(KEYS, "boss")).json()
     assert [c["conversation"] for c in listed["conversations"]] == ["api:k"]
-    shown = client.get("/v1/conversations/api:k?deployment=chat", headers=auth("boss")).json()
+    shown = client.get("/v1/conversations/api:k?deployment=chat", headers=auth(KEYS, "boss")).json()
     assert (shown["generation"], shown["messages"], shown["activeTask"]) == (0, 2, None)
-    missing = client.get("/v1/conversations/api:nope?deployment=chat", headers=auth("boss"))
+    missing = client.get("/v1/conversations/api:nope?deployment=chat", headers=auth(KEYS, "boss"))
     problem(missing, 404, "no conversation 'api:nope'")
     assert rt.store.lookup("chat", "api", "nope", tenant="default") is None
     assert len(rt.store.conversations(_all(), datetime.now(UTC))) == 1
@@ -139,7 +128,7 @@ def test_bad_input_is_problem_json(
     rt: Runtime, client: TestClient, method: str, path: str, kw: dict, status: int, says: str
 ) -> None:
     ran(rt, "hi")
-    headers = auth("boss")
+    headers = auth(KEYS, "boss")
     if "content" in kw:
         headers["content-type"] = "application/json"
     problem(client.request(method, path, headers=headers, **kw), status, says)
@@ -148,14 +137,16 @@ def test_bad_input_is_problem_json(
 def test_reset_delete_and_prune(rt: Runtime, client: TestClient) -> None:
     ran(rt, "one")
     queued = rt.dispatcher.submit("chat", "waiting", key="k").task
-    r = client.post("/v1/conversations/api:k/reset?deployment=chat", json={}, headers=auth("boss"))
+    r = client.post(
+        "/v1/conversations/api:k/reset?deployment=chat", json={}, headers=auth(KEYS, "boss")
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     assert (body["generation"], body["previousGeneration"]) == (1, 0)
     assert body["cancelled"] == [str(queued.id)]
-    dry = client.post("/v1/conversations:prune", json={"dryRun": True}, headers=auth("boss"))
+    dry = client.post("/v1/conversations:prune", json={"dryRun": True}, headers=auth(KEYS, "boss"))
     assert dry.json()["total"] == 0
-    gone = client.delete("/v1/conversations/api:k?deployment=chat", headers=auth("boss"))
+    gone = client.delete("/v1/conversations/api:k?deployment=chat", headers=auth(KEYS, "boss"))
     assert gone.status_code == 200, gone.text
     assert gone.json()["deletedBy"] == "operator:boss"
     assert gone.json()["tenant"] == "default"
@@ -167,7 +158,7 @@ def test_reset_delete_and_prune(rt: Runtime, client: TestClient) -> None:
     own = client.post(
         "/v1/tasks",
         json={"deployment": "chat", "input": "hi", "conversationKey": "k"},
-        headers=auth("boss"),
+        headers=auth(KEYS, "boss"),
     ).json()
     assert own["conversation"] == "api:boss:k" and "freshAfterDelete" not in own
 
@@ -185,7 +176,7 @@ def test_reset_while_a_run_is_active_is_409(rt: Runtime, client: TestClient) -> 
         ("POST", "/v1/conversations/api:k/reset?deployment=chat"),
         ("DELETE", "/v1/conversations/api:k?deployment=chat"),
     ):
-        r = client.request(method, path, headers=auth("boss"))
+        r = client.request(method, path, headers=auth(KEYS, "boss"))
         problem(r, 409, "cancelRunning")
 
 
@@ -195,18 +186,14 @@ TENANT_CALLERS = {
     "acme-ops": 'source = "api"\ntenant = "acme"\noperator = true\n',
     "bravo-ops": 'source = "api"\ntenant = "bravo"\noperator = true\n',
 }
+TENANT_KEYS = {name: f"{name}-key-0123456789" for name in TENANT_CALLERS}
 
 
 def test_a_bare_key_is_the_callers_own_tenants_on_every_endpoint(tmp_path: Path) -> None:
-    config = write_config(tmp_path / "config")
-    (config / "callers").mkdir()
-    for name, body in TENANT_CALLERS.items():
-        digest = hashlib.sha256(f"{name}-key-0123456789".encode()).hexdigest()
-        (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
-    rt = build(Settings(home=tmp_path / "home", config_dir=config))
+    rt = keyed_runtime(tmp_path, TENANT_CALLERS, TENANT_KEYS)
 
     def key(who: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {who}-key-0123456789"}
+        return auth(TENANT_KEYS, who)
 
     try:
         with TestClient(create_app(rt, run_embedded=False), raise_server_exceptions=False) as c:

@@ -3,7 +3,6 @@ what an export holds, what an erasure removes and refuses afterwards, bad input.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -14,10 +13,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fleet.api.app import create_app
-from fleet.config import Settings
 from fleet.domain import rights as rules
-from fleet.runtime import Runtime, build
-from tests.conftest import write_config
+from fleet.runtime import Runtime
+from tests.support.callers import auth, keyed_runtime
 
 KEYS = {
     "boss": "boss-key-0123456789",
@@ -39,12 +37,7 @@ OTHER = "bob@example.com"
 
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[Runtime]:
-    config = write_config(tmp_path / "config")
-    (config / "callers").mkdir()
-    for name, body in CALLERS.items():
-        digest = hashlib.sha256(KEYS[name].encode()).hexdigest()
-        (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
-    runtime = build(Settings(home=tmp_path / "home", config_dir=config))
+    runtime = keyed_runtime(tmp_path, CALLERS, KEYS)
     yield runtime
     runtime.close()
 
@@ -53,10 +46,6 @@ def rt(tmp_path: Path) -> Iterator[Runtime]:
 def client(rt: Runtime) -> Iterator[TestClient]:
     with TestClient(create_app(rt, run_embedded=False), raise_server_exceptions=False) as c:
         yield c
-
-
-def auth(name: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {KEYS[name]}"}
 
 
 def ran(rt: Runtime, text: str, key: str, resource: str | None, tenant: str = "default") -> None:
@@ -80,7 +69,7 @@ def test_an_export_holds_the_resources_conversations_and_nothing_of_another(
     ran(rt, "canary-ada-1", "k1", WHO)
     ran(rt, "canary-ada-2", "k2", WHO)
     ran(rt, "canary-bob", "k3", OTHER)
-    got = lines(client.get(f"{path(WHO)}/export?tenant=default", headers=auth("boss")))
+    got = lines(client.get(f"{path(WHO)}/export?tenant=default", headers=auth(KEYS, "boss")))
     assert got[0]["kind"] == "export" and got[0]["resource"] == WHO
     assert {ln["kind"] for ln in got} <= set(rules.LINE_KINDS) | {"inbox"}
     text = json.dumps(got)
@@ -96,7 +85,7 @@ def test_an_erasure_removes_every_row_and_refuses_new_tasks_naming_the_resource(
     ran(rt, "canary-ada-1", "k1", WHO)
     ran(rt, "canary-ada-2", "k2", WHO)
     ran(rt, "canary-bob", "k3", OTHER)
-    r = client.delete(path(WHO), headers=auth("privacy"))
+    r = client.delete(path(WHO), headers=auth(KEYS, "privacy"))
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["counts"]["conversations"] == 2 and body["counts"]["tasks"] == 2
@@ -110,19 +99,19 @@ def test_an_erasure_removes_every_row_and_refuses_new_tasks_naming_the_resource(
     # nor in the files' bytes: freed pages are overwritten, the write-ahead log emptied
     files = b"".join(p.read_bytes() for p in (tmp_path / "home").glob("fleet.db*"))
     assert b"canary-ada" not in files and b"canary-bob" in files
-    again = client.delete(f"{path(WHO)}?tenant=default", headers=auth("boss"))
+    again = client.delete(f"{path(WHO)}?tenant=default", headers=auth(KEYS, "boss"))
     assert again.status_code == 200 and again.json()["counts"]["conversations"] == 0
     refused = client.post(
         "/v1/tasks",
         json={"deployment": "chat", "input": "again", "resourceId": WHO},
-        headers=auth("app"),
+        headers=auth(KEYS, "app"),
     )
     assert refused.status_code == 409 and refused.headers["content-type"] == PROBLEM
     assert "erased" in refused.json()["detail"] and WHO not in refused.json()["detail"]
     ok = client.post(
         "/v1/tasks",
         json={"deployment": "chat", "input": "fine", "resourceId": OTHER},
-        headers=auth("app"),
+        headers=auth(KEYS, "app"),
     )
     assert ok.status_code in (200, 201, 202), ok.text
 
@@ -131,19 +120,22 @@ def test_who_may_export_and_erase(rt: Runtime, client: TestClient) -> None:
     ran(rt, "canary-ada", "k1", WHO)
     ran(rt, "canary-acme", "k9", WHO, tenant="acme")
     for method, suffix in (("GET", "/export"), ("DELETE", "")):
-        r = client.request(method, path(WHO) + suffix, headers=auth("app"))
+        r = client.request(method, path(WHO) + suffix, headers=auth(KEYS, "app"))
         assert r.status_code == 403 and r.headers["content-type"] == PROBLEM, r.text
         assert client.request(method, path(WHO) + suffix).status_code == 401
         # an operator of acme cannot reach default's; the erase caller only its own tenant
         outside = client.request(
-            method, path(WHO) + suffix + "?tenant=acme", headers=auth("privacy")
+            method, path(WHO) + suffix + "?tenant=acme", headers=auth(KEYS, "privacy")
         )
         assert outside.status_code == 404, outside.text
-    mine = lines(client.get(f"{path(WHO)}/export", headers=auth("acme-ops")))
+    mine = lines(client.get(f"{path(WHO)}/export", headers=auth(KEYS, "acme-ops")))
     assert "canary-acme" in json.dumps(mine) and "canary-ada" not in json.dumps(mine)
-    r = client.get(f"{path(WHO)}/export?tenant=default", headers=auth("acme-ops"))
+    r = client.get(f"{path(WHO)}/export?tenant=default", headers=auth(KEYS, "acme-ops"))
     assert r.status_code == 404
-    assert client.delete(f"{path(WHO)}?tenant=default", headers=auth("acme-ops")).status_code == 404
+    assert (
+        client.delete(f"{path(WHO)}?tenant=default", headers=auth(KEYS, "acme-ops")).status_code
+        == 404
+    )
     assert rt.store.resource_tenants(WHO) == ["acme", "default"], "nothing erased"
 
 
@@ -153,14 +145,14 @@ def test_a_conversation_is_exported_and_erased_alone(rt: Runtime, client: TestCl
     got = lines(
         client.get(
             "/v1/conversations:export?deployment=chat&conversationKey=api:k1",
-            headers=auth("privacy"),
+            headers=auth(KEYS, "privacy"),
         )
     )
     assert "canary-one" in json.dumps(got) and "canary-two" not in json.dumps(got)
     r = client.post(
         "/v1/conversations:erase",
         json={"deployment": "chat", "conversationKey": "api:k1"},
-        headers=auth("privacy"),
+        headers=auth(KEYS, "privacy"),
     )
     assert r.status_code == 200 and r.json()["counts"]["conversations"] == 1, r.text
     assert len(rt.store.resource_conversations("default", WHO)) == 1
@@ -170,18 +162,18 @@ def test_a_conversation_is_exported_and_erased_alone(rt: Runtime, client: TestCl
     missing = client.post(
         "/v1/conversations:erase",
         json={"deployment": "chat", "conversationKey": "api:nope"},
-        headers=auth("privacy"),
+        headers=auth(KEYS, "privacy"),
     )
     assert missing.status_code == 404
 
 
 def test_bad_input_is_refused_and_changes_nothing(rt: Runtime, client: TestClient) -> None:
     ran(rt, "canary-ada", "k1", WHO)
-    bad_tenant = client.delete(f"{path(WHO)}?tenant=Bad!", headers=auth("boss"))
+    bad_tenant = client.delete(f"{path(WHO)}?tenant=Bad!", headers=auth(KEYS, "boss"))
     assert bad_tenant.status_code == 422 and bad_tenant.headers["content-type"] == PROBLEM
-    unknown = client.delete(f"{path(WHO)}?tenant=nosuch", headers=auth("boss"))
+    unknown = client.delete(f"{path(WHO)}?tenant=nosuch", headers=auth(KEYS, "boss"))
     assert unknown.status_code == 422 and "no tenant named 'nosuch'" in unknown.json()["detail"]
-    control = client.delete(path("x\u0007y"), headers=auth("boss"))
+    control = client.delete(path("x\u0007y"), headers=auth(KEYS, "boss"))
     assert control.status_code == 422, control.text
     assert rt.store.resource_tenants(WHO) == ["default"]
 
@@ -190,7 +182,7 @@ def test_bad_input_is_refused_and_changes_nothing(rt: Runtime, client: TestClien
 
 
 def entries(client: TestClient, who: str = "boss", **params: str) -> list[dict]:
-    r = client.get("/v1/audit", params=params, headers=auth(who))
+    r = client.get("/v1/audit", params=params, headers=auth(KEYS, who))
     assert r.status_code == 200, r.text
     return r.json()["entries"]
 
@@ -199,10 +191,10 @@ def test_every_action_is_recorded_with_its_actor_and_no_resource_id(
     rt: Runtime, client: TestClient
 ) -> None:
     ran(rt, "canary-ada", "k1", WHO)
-    client.get(f"{path(WHO)}/export", headers=auth("privacy"))
-    client.delete(path(WHO), headers=auth("privacy"))
+    client.get(f"{path(WHO)}/export", headers=auth(KEYS, "privacy"))
+    client.delete(path(WHO), headers=auth(KEYS, "privacy"))
     client.post(
-        "/v1/conversations/api:k2/reset?deployment=chat&tenant=default", headers=auth("boss")
+        "/v1/conversations/api:k2/reset?deployment=chat&tenant=default", headers=auth(KEYS, "boss")
     )  # 404: recorded as refused
     found = entries(client)
     assert [(e["action"], e["actor"], e["outcome"]) for e in found[:3]] == [
@@ -230,14 +222,14 @@ def test_an_operator_sees_only_the_entries_of_tenants_it_reaches(
     rt: Runtime, client: TestClient
 ) -> None:
     ran(rt, "canary-acme", "k9", WHO, tenant="acme")
-    client.delete(f"{path(WHO)}?tenant=acme", headers=auth("acme-ops"))
-    client.delete(f"{path(WHO)}?tenant=default", headers=auth("acme-ops"))  # 404, acme's own
-    client.delete(path(WHO), headers=auth("privacy"))
+    client.delete(f"{path(WHO)}?tenant=acme", headers=auth(KEYS, "acme-ops"))
+    client.delete(f"{path(WHO)}?tenant=default", headers=auth(KEYS, "acme-ops"))  # 404, acme's own
+    client.delete(path(WHO), headers=auth(KEYS, "privacy"))
     mine = entries(client, "acme-ops")
     assert {e["tenant"] for e in mine} == {"acme"} and len(mine) == 2
     assert {e["outcome"] for e in mine} == {"ok", "refused 404"}
-    assert client.get("/v1/audit?tenant=default", headers=auth("acme-ops")).status_code == 404
-    assert client.get("/v1/audit", headers=auth("privacy")).status_code == 403
+    assert client.get("/v1/audit?tenant=default", headers=auth(KEYS, "acme-ops")).status_code == 404
+    assert client.get("/v1/audit", headers=auth(KEYS, "privacy")).status_code == 403
     everyone = entries(client)
     assert {e["tenant"] for e in everyone} == {"acme", "default"}
     assert entries(client, action="resource", actor="caller:privacy")[0]["tenant"] == "default"

@@ -6,7 +6,6 @@ timeout resumes it; another tenant's or another scope's event does not."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -21,15 +20,15 @@ from fleet.agents.ports import MemoryWaits
 from fleet.agents.tools import ToolContext, event_wait
 from fleet.agents.tools.base import Park, ToolError
 from fleet.api.app import create_app
-from fleet.config import Settings
 from fleet.config.loading import load_config
 from fleet.domain import event_waits as rules
 from fleet.domain.keys import SINGLETON_SCOPE
 from fleet.domain.waits import Decision, Wait
 from fleet.errors import ConfigError, InputError
-from fleet.runtime import Runtime, build
+from fleet.runtime import Runtime
 from fleet.views import waiting_text
 from tests.conftest import AGENTS, DEPLOYMENTS, write_config
+from tests.support.callers import auth, keyed_runtime
 
 CTX = ToolContext(task_id="task-1", run_id="run-1", call_id="c1")
 NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
@@ -292,17 +291,14 @@ scope = "api:acme"
 
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[Runtime]:
-    config = write_config(
-        tmp_path / "config", {**AGENTS, "payer": PAYER}, {**DEPLOYMENTS, "pay": 'agent = "payer"\n'}
+    runtime = keyed_runtime(
+        tmp_path,
+        CALLERS,
+        KEYS,
+        {**AGENTS, "payer": PAYER},
+        {**DEPLOYMENTS, "pay": 'agent = "payer"\n'},
+        folders={"triggers": {"stripe": STRIPE, "paid": SIGNED}},
     )
-    (config / "callers").mkdir()
-    for name, body in CALLERS.items():
-        digest = hashlib.sha256(KEYS[name].encode()).hexdigest()
-        (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
-    (config / "triggers").mkdir()
-    (config / "triggers" / "stripe.toml").write_text(STRIPE)
-    (config / "triggers" / "paid.toml").write_text(SIGNED)
-    runtime = build(Settings(home=tmp_path / "home", config_dir=config))
     yield runtime
     runtime.close()
 
@@ -313,16 +309,12 @@ def client(rt: Runtime) -> Iterator[TestClient]:
         yield c
 
 
-def auth(name: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {KEYS[name]}"}
-
-
 def wait_call(key: str, timeout: str = "10m", event: str = "payment.cleared") -> str:
     return "/tool wait_for_event " + json.dumps({"event": event, "key": key, "timeout": timeout})
 
 
 def submit(client: TestClient, text: str, who: str = "acme") -> str:
-    r = client.post("/v1/tasks", json={"deployment": "pay", "input": text}, headers=auth(who))
+    r = client.post("/v1/tasks", json={"deployment": "pay", "input": text}, headers=auth(KEYS, who))
     assert r.status_code == 202, r.text
     return str(r.json()["id"])
 
@@ -333,7 +325,7 @@ def status_of(client: TestClient, task_id: str, wanted: str) -> dict[str, Any]:
         found = client.get(
             f"/v1/tasks/{task_id}",
             params={"wait": 5 if wanted != "waiting" else 0},
-            headers=auth("acme"),
+            headers=auth(KEYS, "acme"),
         ).json()
         if found["status"] == wanted:
             return dict(found)
@@ -345,7 +337,7 @@ def status_of(client: TestClient, task_id: str, wanted: str) -> dict[str, Any]:
 
 
 def send(client: TestClient, who: str, **body: Any) -> Any:
-    return client.post("/v1/events", json=body, headers=auth(who))
+    return client.post("/v1/events", json=body, headers=auth(KEYS, who))
 
 
 def tool_outputs(rt: Runtime, task_id: str) -> list[str]:
@@ -373,7 +365,7 @@ def test_an_event_resumes_the_waiting_run_with_its_data_once(
         send(client, "acme-bot", event="payment.cleared", key="o-1", id="x1").json()["resolved"]
         == 0
     )
-    assert client.get(f"/v1/tasks/{task}", headers=auth("acme")).json()["status"] == "waiting"
+    assert client.get(f"/v1/tasks/{task}", headers=auth(KEYS, "acme")).json()["status"] == "waiting"
 
     first = send(client, "acme", event="payment.cleared", key="o-1", data={"amount": 20}, id="e1")
     assert first.status_code == 202
@@ -467,9 +459,9 @@ def test_bad_events_are_refused_naming_the_field_and_change_nothing(
 
 
 def test_the_send_path_is_not_taken_for_a_task_event_stream(client: TestClient) -> None:
-    assert client.get("/v1/events", headers=auth("acme")).status_code == 405
+    assert client.get("/v1/events", headers=auth(KEYS, "acme")).status_code == 405
     unknown = client.post(
-        "/v1/events", json={"event": "a.b", "key": "k", "nope": 1}, headers=auth("acme")
+        "/v1/events", json={"event": "a.b", "key": "k", "nope": 1}, headers=auth(KEYS, "acme")
     )
     assert unknown.status_code == 422
 

@@ -10,22 +10,19 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fleet.api.app import create_app
-from fleet.config import Settings
 from fleet.dispatch.embedded import run_until_done
-from fleet.runtime import Runtime, build
+from fleet.runtime import Runtime
 from fleet.sdk.client import Event, parse_sse
-from tests.conftest import write_config
 from tests.support.asgi import StreamClient
-from tests.unit.test_api_problems import KEYS, _write_callers, as_, assert_problem
+from tests.support.callers import keyed_runtime
+from tests.unit.test_api_problems import CALLERS, KEYS, as_, assert_problem
 
 TOOLS = '/tool current_time {}\n/tool wait {"seconds": 0}'
 
 
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[Runtime]:
-    config = write_config(tmp_path / "config")
-    _write_callers(config)
-    runtime = build(Settings(home=tmp_path / "home", config_dir=config))
+    runtime = keyed_runtime(tmp_path, CALLERS, KEYS)
     yield runtime
     runtime.close()
 

@@ -3,7 +3,6 @@ problem+json for bad input, 404 for an unknown block, versions with their author
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,10 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fleet.api.app import create_app
-from fleet.config import Settings
 from fleet.domain.blocks import MAX_BLOCK_BYTES
-from fleet.runtime import Runtime, build
-from tests.conftest import DEPLOYMENTS, write_config
+from fleet.runtime import Runtime
+from tests.conftest import DEPLOYMENTS
+from tests.support.callers import auth, keyed_runtime
 
 KEYS = {"boss": "boss-key-0123456789", "shop": "shop-key-0123456789", "app": "app-key-01234"}
 # one customer's keys: one tenant, whose memory the operators manage
@@ -30,12 +29,7 @@ BLOCK = "/v1/memory/blocks/user-prefs"
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[Runtime]:
     deployments = {**DEPLOYMENTS, "shopchat": 'agent = "echo"\nnamespace = "shop"\n'}
-    config = write_config(tmp_path / "config", deployments=deployments)
-    (config / "callers").mkdir()
-    for name, body in CALLERS.items():
-        digest = hashlib.sha256(KEYS[name].encode()).hexdigest()
-        (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
-    runtime = build(Settings(home=tmp_path / "home", config_dir=config))
+    runtime = keyed_runtime(tmp_path, CALLERS, KEYS, deployments=deployments)
     yield runtime
     runtime.close()
 
@@ -44,10 +38,6 @@ def rt(tmp_path: Path) -> Iterator[Runtime]:
 def client(rt: Runtime) -> Iterator[TestClient]:
     with TestClient(create_app(rt, run_embedded=False), raise_server_exceptions=False) as c:
         yield c
-
-
-def auth(name: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {KEYS[name]}"}
 
 
 def problem(r: object, status: int, says: str) -> dict:
@@ -68,7 +58,7 @@ OPERATIONS = (
 
 def test_operations_are_for_operator_keys_only(rt: Runtime, client: TestClient) -> None:
     for method, path, kw in OPERATIONS:
-        r = client.request(method, path, headers=auth("app"), **kw)
+        r = client.request(method, path, headers=auth(KEYS, "app"), **kw)
         problem(r, 403, "not an operator")
         assert client.request(method, path, **kw).status_code == 401
     assert rt.store.list_blocks(tenant="acme") == []
@@ -81,38 +71,38 @@ def test_an_operator_bound_to_deployments_reaches_only_their_namespaces(
         ("GET", "/v1/memory/blocks?namespace=default", {}),
         *OPERATIONS[1:],
     ):
-        r = client.request(method, path, headers=auth("shop"), **kw)
+        r = client.request(method, path, headers=auth(KEYS, "shop"), **kw)
         problem(r, 403, "may not use namespace 'default'")
-    put = client.put(f"{BLOCK}?namespace=shop", json={"value": "shop"}, headers=auth("shop"))
+    put = client.put(f"{BLOCK}?namespace=shop", json={"value": "shop"}, headers=auth(KEYS, "shop"))
     assert put.status_code == 200, put.text
-    client.put(BLOCK, json={"value": "default"}, headers=auth("boss"))
-    mine = client.get("/v1/memory/blocks", headers=auth("shop")).json()["blocks"]
+    client.put(BLOCK, json={"value": "default"}, headers=auth(KEYS, "boss"))
+    mine = client.get("/v1/memory/blocks", headers=auth(KEYS, "shop")).json()["blocks"]
     assert [(b["namespace"], b["block"]) for b in mine] == [("shop", "user-prefs")]
-    every = client.get("/v1/memory/blocks", headers=auth("boss")).json()["blocks"]
+    every = client.get("/v1/memory/blocks", headers=auth(KEYS, "boss")).json()["blocks"]
     assert [b["namespace"] for b in every] == ["default", "shop"]
 
 
 def test_set_get_list_and_versions_with_their_authors(rt: Runtime, client: TestClient) -> None:
     first = client.put(
-        BLOCK, json={"value": "likes tea", "title": "User preferences"}, headers=auth("boss")
+        BLOCK, json={"value": "likes tea", "title": "User preferences"}, headers=auth(KEYS, "boss")
     )
     assert first.status_code == 200, first.text
     assert (first.json()["version"], first.json()["namespace"]) == (1, "default")
     second = client.put(
-        BLOCK, json={"value": "likes coffee", "expectedVersion": 1}, headers=auth("boss")
+        BLOCK, json={"value": "likes coffee", "expectedVersion": 1}, headers=auth(KEYS, "boss")
     )
     assert second.json()["version"] == 2, second.text
-    got = client.get(BLOCK, headers=auth("boss")).json()
+    got = client.get(BLOCK, headers=auth(KEYS, "boss")).json()
     assert (got["value"], got["title"], got["version"], got["bytes"]) == (
         "likes coffee",
         "User preferences",
         2,
         12,
     )
-    listed = client.get("/v1/memory/blocks?namespace=default", headers=auth("boss")).json()
+    listed = client.get("/v1/memory/blocks?namespace=default", headers=auth(KEYS, "boss")).json()
     assert [(b["block"], b["version"]) for b in listed["blocks"]] == [("user-prefs", 2)]
     assert "value" not in listed["blocks"][0]
-    versions = client.get(f"{BLOCK}/versions", headers=auth("boss")).json()["versions"]
+    versions = client.get(f"{BLOCK}/versions", headers=auth(KEYS, "boss")).json()["versions"]
     assert [(v["version"], v["author"], v["value"]) for v in versions] == [
         (1, "operator:boss", "likes tea"),
         (2, "operator:boss", "likes coffee"),
@@ -122,19 +112,23 @@ def test_set_get_list_and_versions_with_their_authors(rt: Runtime, client: TestC
         "operator:boss",
         "operator:boss",
     ]
-    other = client.get(f"{BLOCK}?namespace=shop", headers=auth("boss"))
+    other = client.get(f"{BLOCK}?namespace=shop", headers=auth(KEYS, "boss"))
     problem(other, 404, "no memory block 'user-prefs' in namespace 'shop'")
 
 
 def test_a_stale_expected_version_is_409_naming_the_current_one(
     rt: Runtime, client: TestClient
 ) -> None:
-    client.put(BLOCK, json={"value": "one"}, headers=auth("boss"))
-    client.put(BLOCK, json={"value": "two"}, headers=auth("boss"))
-    stale = client.put(BLOCK, json={"value": "three", "expectedVersion": 1}, headers=auth("boss"))
+    client.put(BLOCK, json={"value": "one"}, headers=auth(KEYS, "boss"))
+    client.put(BLOCK, json={"value": "two"}, headers=auth(KEYS, "boss"))
+    stale = client.put(
+        BLOCK, json={"value": "three", "expectedVersion": 1}, headers=auth(KEYS, "boss")
+    )
     problem(stale, 409, "at version 2, not 1")
     fresh = client.put(
-        "/v1/memory/blocks/new", json={"value": "x", "expectedVersion": 1}, headers=auth("boss")
+        "/v1/memory/blocks/new",
+        json={"value": "x", "expectedVersion": 1},
+        headers=auth(KEYS, "boss"),
     )
     problem(fresh, 409, "at version 0, not 1")
     assert rt.store.get_block("default", "user-prefs", tenant="acme").value == "two"  # type: ignore[union-attr]
@@ -144,12 +138,14 @@ def test_a_stale_expected_version_is_409_naming_the_current_one(
 def test_a_value_past_the_size_cap_is_refused_with_the_sizes(
     rt: Runtime, client: TestClient
 ) -> None:
-    client.put(BLOCK, json={"value": "small"}, headers=auth("boss"))
+    client.put(BLOCK, json={"value": "small"}, headers=auth(KEYS, "boss"))
     big = "é" * (MAX_BLOCK_BYTES // 2 + 1)  # two bytes each: one character too many
-    r = client.put(BLOCK, json={"value": big}, headers=auth("boss"))
+    r = client.put(BLOCK, json={"value": big}, headers=auth(KEYS, "boss"))
     body = problem(r, 422, f"would be {MAX_BLOCK_BYTES + 2} bytes")
     assert f"at most {MAX_BLOCK_BYTES} bytes" in body["detail"]
-    at_cap = client.put(BLOCK, json={"value": "é" * (MAX_BLOCK_BYTES // 2)}, headers=auth("boss"))
+    at_cap = client.put(
+        BLOCK, json={"value": "é" * (MAX_BLOCK_BYTES // 2)}, headers=auth(KEYS, "boss")
+    )
     assert at_cap.status_code == 200, at_cap.text
 
 
@@ -176,7 +172,7 @@ def test_a_value_past_the_size_cap_is_refused_with_the_sizes(
 def test_bad_input_is_problem_json(
     rt: Runtime, client: TestClient, method: str, path: str, kw: dict, status: int, says: str
 ) -> None:
-    headers = auth("boss")
+    headers = auth(KEYS, "boss")
     if "content" in kw:
         headers["content-type"] = "application/json"
     problem(client.request(method, path, headers=headers, **kw), status, says)

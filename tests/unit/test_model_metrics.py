@@ -7,7 +7,6 @@ tests/unit/test_runner.py.)"""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,18 +18,6 @@ from tests.support.openai_server import FakeOpenAI
 from tests.unit.test_model_traffic import HELLO, Clock, managed
 
 PRIMARY, FALLBACK = "openai:gpt-test", "anthropic:claude-test"
-
-
-@pytest.fixture
-def openai_server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as srv:
-        yield srv
-
-
-@pytest.fixture
-def anthropic_server() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as srv:
-        yield srv
 
 
 class Samples:

@@ -74,18 +74,6 @@ class Heard:
 
 
 @pytest.fixture
-def openai_server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as srv:
-        yield srv
-
-
-@pytest.fixture
-def anthropic_server() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as srv:
-        yield srv
-
-
-@pytest.fixture
 def closing() -> Iterator[Callable[[Any], Any]]:
     """Closes what a test made (the SDK clients) after it."""
     made: list[Any] = []

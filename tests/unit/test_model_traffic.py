@@ -36,18 +36,6 @@ class Clock:
         self.now += seconds
 
 
-@pytest.fixture
-def openai_server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as srv:
-        yield srv
-
-
-@pytest.fixture
-def anthropic_server() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as srv:
-        yield srv
-
-
 @pytest.fixture(autouse=True)
 def _closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every managed model a test builds is closed after it (no unclosed sockets)."""

@@ -12,23 +12,21 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fleet.api.app import create_app
-from fleet.config import Settings
-from fleet.runtime import Runtime, build
+from fleet.runtime import Runtime
 from fleet.store import TaskFilter
-from tests.conftest import write_config
-from tests.unit.test_api_problems import KEYS, _write_callers
+from tests.support.callers import auth, keyed_runtime
+from tests.unit.test_api_problems import CALLERS, KEYS
+
+#: A public trigger whose resource is the sender's login.
+HOOK = (
+    'deployment = "chat"\ninput = "/text"\npublic = true\n'
+    'resource = { pointer = "/sender/login" }\n'
+)
 
 
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[Runtime]:
-    config = write_config(tmp_path / "config")
-    _write_callers(config)
-    (config / "triggers").mkdir()
-    (config / "triggers" / "hook.toml").write_text(
-        'deployment = "chat"\ninput = "/text"\npublic = true\n'
-        'resource = { pointer = "/sender/login" }\n'
-    )
-    runtime = build(Settings(home=tmp_path / "home", config_dir=config))
+    runtime = keyed_runtime(tmp_path, CALLERS, KEYS, folders={"triggers": {"hook": HOOK}})
     yield runtime
     runtime.close()
 
@@ -41,13 +39,13 @@ def client(rt: Runtime) -> Iterator[TestClient]:
 
 def test_submit_task_carries_the_resource_id(rt: Runtime, client: TestClient) -> None:
     body = {"deployment": "chat", "input": "hi", "resourceId": "user-42"}
-    r = client.post("/v1/tasks", json=body, headers={"Authorization": f"Bearer {KEYS['ops']}"})
+    r = client.post("/v1/tasks", json=body, headers=auth(KEYS, "ops"))
     assert r.status_code == 202, r.text
     assert rt.store.get_task(uuid.UUID(r.json()["id"])).resource_id == "user-42"
     plain = client.post(
         "/v1/tasks",
         json={"deployment": "chat", "input": "hi"},
-        headers={"Authorization": f"Bearer {KEYS['ops']}"},
+        headers=auth(KEYS, "ops"),
     )
     assert rt.store.get_task(uuid.UUID(plain.json()["id"])).resource_id is None
 
@@ -63,7 +61,7 @@ def test_a2a_metadata_carries_the_resource_id(rt: Runtime, client: TestClient) -
             "metadata": {"fleet.resource": "user-7"},
         },
     }
-    r = client.post("/a2a/chat", json=send, headers={"Authorization": f"Bearer {KEYS['bot']}"})
+    r = client.post("/a2a/chat", json=send, headers=auth(KEYS, "bot"))
     assert r.status_code == 200 and "error" not in r.json(), r.text
     [task] = rt.store.list_tasks(TaskFilter())
     assert task.scope == "a2a:bot" and task.resource_id == "user-7"

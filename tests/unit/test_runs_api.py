@@ -16,11 +16,11 @@ from fastapi.testclient import TestClient
 
 from fleet.api.app import create_app
 from fleet.api.run_schemas import RunList, RunView
-from fleet.config import Settings
 from fleet.dispatch.embedded import run_until_done
-from fleet.runtime import Runtime, build
-from tests.conftest import AGENTS, DEPLOYMENTS, write_config
-from tests.unit.test_api_problems import KEYS, _write_callers, as_, assert_problem
+from fleet.runtime import Runtime
+from tests.conftest import AGENTS, DEPLOYMENTS
+from tests.support.callers import keyed_runtime
+from tests.unit.test_api_problems import CALLERS, KEYS, as_, assert_problem
 
 #: A token budget small enough that one long tool result is shortened in what is sent.
 BUDGET = 'model = "echo"\ncontext_tokens = 256\ntools = ["tests.support.shop_tools:report"]\n'
@@ -28,13 +28,13 @@ BUDGET = 'model = "echo"\ncontext_tokens = 256\ntools = ["tests.support.shop_too
 
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[Runtime]:
-    config = write_config(
-        tmp_path / "config",
+    runtime = keyed_runtime(
+        tmp_path,
+        CALLERS,
+        KEYS,
         {**AGENTS, "budget": BUDGET},
         {**DEPLOYMENTS, "budget": 'agent = "budget"\n'},
     )
-    _write_callers(config)
-    runtime = build(Settings(home=tmp_path / "home", config_dir=config))
     yield runtime
     runtime.close()
 

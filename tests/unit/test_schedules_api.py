@@ -4,7 +4,6 @@ values answer 422 naming the field, never 500."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,9 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fleet.api.app import create_app
-from fleet.config import Settings
-from fleet.runtime import Runtime, build
-from tests.conftest import write_config
+from fleet.runtime import Runtime
+from tests.support.callers import auth, keyed_runtime
 
 KEYS = {name: f"{name}-key-0123456789" for name in ("acme", "bravo", "acme-two")}
 CALLERS = {
@@ -34,19 +32,13 @@ DIGEST = {
     "catchUp": "none",
 }
 
+#: A schedule of acme's in its config (``schedules/pulse.toml``).
+PULSE = 'deployment = "chat"\nevery = "15m"\ninput = "pulse"\ncaller = "acme"\n'
+
 
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[Runtime]:
-    config = write_config(tmp_path / "config")
-    (config / "callers").mkdir()
-    for name, body in CALLERS.items():
-        digest = hashlib.sha256(KEYS[name].encode()).hexdigest()
-        (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
-    (config / "schedules").mkdir()
-    (config / "schedules" / "pulse.toml").write_text(
-        'deployment = "chat"\nevery = "15m"\ninput = "pulse"\ncaller = "acme"\n'
-    )
-    runtime = build(Settings(home=tmp_path / "home", config_dir=config))
+    runtime = keyed_runtime(tmp_path, CALLERS, KEYS, folders={"schedules": {"pulse": PULSE}})
     yield runtime
     runtime.close()
 
@@ -57,12 +49,8 @@ def client(rt: Runtime) -> Iterator[TestClient]:
         yield c
 
 
-def auth(name: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {KEYS[name]}"}
-
-
 def test_create_list_get_delete(client: TestClient) -> None:
-    r = client.post("/v1/schedules", json=DIGEST, headers=auth("acme"))
+    r = client.post("/v1/schedules", json=DIGEST, headers=auth(KEYS, "acme"))
     assert r.status_code == 201, r.text
     made = r.json()
     assert r.headers["location"] == "/v1/schedules/digest"
@@ -70,35 +58,35 @@ def test_create_list_get_delete(client: TestClient) -> None:
     assert made["cron"] == "0 8 * * 1-5" and made["catchUp"] == "none"
     assert made["overlap"] == "skip" and made["source"] == "api" and made["state"] == "new"
     assert made["nextTick"].endswith(":00:00Z")  # 08:00 Berlin is 06:00 or 07:00 UTC
-    listed = client.get("/v1/schedules", headers=auth("acme")).json()["schedules"]
+    listed = client.get("/v1/schedules", headers=auth(KEYS, "acme")).json()["schedules"]
     # acme's config/schedules/pulse.toml too, shown before any beat stored it (nothing written)
     assert [(s["name"], s["state"]) for s in listed] == [("digest", "new"), ("pulse", "unsynced")]
-    assert client.get("/v1/schedules/digest", headers=auth("acme")).json() == made
-    pulse = client.get("/v1/schedules/pulse", headers=auth("acme")).json()
+    assert client.get("/v1/schedules/digest", headers=auth(KEYS, "acme")).json() == made
+    pulse = client.get("/v1/schedules/pulse", headers=auth(KEYS, "acme")).json()
     assert pulse | {"createdAt": None} == listed[1] | {"createdAt": None}
-    assert client.get("/v1/schedules/pulse", headers=auth("bravo")).status_code == 404
-    assert client.delete("/v1/schedules/digest", headers=auth("acme")).status_code == 204
-    again = client.delete("/v1/schedules/digest", headers=auth("acme"))
+    assert client.get("/v1/schedules/pulse", headers=auth(KEYS, "bravo")).status_code == 404
+    assert client.delete("/v1/schedules/digest", headers=auth(KEYS, "acme")).status_code == 204
+    again = client.delete("/v1/schedules/digest", headers=auth(KEYS, "acme"))
     assert again.status_code == 404 and again.headers["content-type"] == PROBLEM
 
 
 def test_another_tenant_can_neither_see_list_nor_delete_it(client: TestClient) -> None:
-    assert client.post("/v1/schedules", json=DIGEST, headers=auth("acme")).status_code == 201
+    assert client.post("/v1/schedules", json=DIGEST, headers=auth(KEYS, "acme")).status_code == 201
     # acme's other caller shares acme's tenant and scope: it sees acme's schedules
-    mates = client.get("/v1/schedules", headers=auth("acme-two")).json()["schedules"]
+    mates = client.get("/v1/schedules", headers=auth(KEYS, "acme-two")).json()["schedules"]
     assert [s["name"] for s in mates] == ["digest", "pulse"]
-    assert client.get("/v1/schedules", headers=auth("bravo")).json() == {"schedules": []}
-    theirs = client.get("/v1/schedules/digest", headers=auth("bravo"))
-    missing = client.get("/v1/schedules/nothing", headers=auth("bravo"))
+    assert client.get("/v1/schedules", headers=auth(KEYS, "bravo")).json() == {"schedules": []}
+    theirs = client.get("/v1/schedules/digest", headers=auth(KEYS, "bravo"))
+    missing = client.get("/v1/schedules/nothing", headers=auth(KEYS, "bravo"))
     assert theirs.status_code == missing.status_code == 404
     assert theirs.json()["detail"].replace("digest", "nothing") == missing.json()["detail"]
-    gone = client.delete("/v1/schedules/digest", headers=auth("bravo"))
+    gone = client.delete("/v1/schedules/digest", headers=auth(KEYS, "bravo"))
     assert gone.status_code == 404
     assert gone.json()["detail"] == theirs.json()["detail"]
     # the same name is free in bravo's own scope, and acme's schedule is untouched
-    mine = client.post("/v1/schedules", json=DIGEST, headers=auth("bravo"))
+    mine = client.post("/v1/schedules", json=DIGEST, headers=auth(KEYS, "bravo"))
     assert mine.status_code == 201 and mine.json()["scope"] == "api:bravo"
-    kept = client.get("/v1/schedules/digest", headers=auth("acme"))
+    kept = client.get("/v1/schedules/digest", headers=auth(KEYS, "acme"))
     assert kept.status_code == 200 and kept.json()["scope"] == "api:acme"
 
 
@@ -108,12 +96,14 @@ def test_a_file_schedule_is_its_callers_and_is_not_deleted_over_the_api(
     from fleet.dispatch.schedules import Scheduler
 
     Scheduler(rt.dispatcher).sync()
-    listed = client.get("/v1/schedules", headers=auth("acme")).json()["schedules"]
+    listed = client.get("/v1/schedules", headers=auth(KEYS, "acme")).json()["schedules"]
     assert [(s["name"], s["source"], s["every"]) for s in listed] == [("pulse", "file", 900.0)]
-    assert client.get("/v1/schedules", headers=auth("bravo")).json() == {"schedules": []}
-    r = client.delete("/v1/schedules/pulse", headers=auth("acme"))
+    assert client.get("/v1/schedules", headers=auth(KEYS, "bravo")).json() == {"schedules": []}
+    r = client.delete("/v1/schedules/pulse", headers=auth(KEYS, "acme"))
     assert r.status_code == 409 and "config/schedules/pulse.toml" in r.json()["detail"]
-    taken = client.post("/v1/schedules", json={**DIGEST, "name": "pulse"}, headers=auth("acme"))
+    taken = client.post(
+        "/v1/schedules", json={**DIGEST, "name": "pulse"}, headers=auth(KEYS, "acme")
+    )
     assert taken.status_code == 409 and "config/schedules" in taken.json()["detail"]
 
 
@@ -140,7 +130,7 @@ def test_bad_values_answer_422_naming_the_field(
     client: TestClient, change: dict[str, Any], field: str, says: str
 ) -> None:
     body = {k: v for k, v in {**DIGEST, **change}.items() if v is not None}
-    r = client.post("/v1/schedules", json=body, headers=auth("acme"))
+    r = client.post("/v1/schedules", json=body, headers=auth(KEYS, "acme"))
     assert r.status_code == 422, r.text
     assert r.headers["content-type"] == PROBLEM
     problem = r.json()
@@ -153,7 +143,7 @@ def test_an_end_before_the_first_tick_is_refused_naming_the_field_as_sent(
 ) -> None:
     """The caller sent ``endAt``: the detail names ``endAt``, never the stored ``end_at``."""
     body = {**DIGEST, "endAt": "2020-01-01T00:00:00Z"}
-    r = client.post("/v1/schedules", json=body, headers=auth("acme"))
+    r = client.post("/v1/schedules", json=body, headers=auth(KEYS, "acme"))
     assert r.status_code == 422, r.text
     problem = r.json()
     assert problem["invalidParams"][0]["name"] == "endAt"
@@ -161,17 +151,17 @@ def test_an_end_before_the_first_tick_is_refused_naming_the_field_as_sent(
         "endAt 2020-01-01T00:00:00+00:00 is not after the first tick: it would never fire; "
         "give a later time or leave it out"
     )
-    listed = client.get("/v1/schedules", headers=auth("acme")).json()["schedules"]
+    listed = client.get("/v1/schedules", headers=auth(KEYS, "acme")).json()["schedules"]
     assert "digest" not in [s["name"] for s in listed]
 
 
 def test_a_deployment_the_caller_may_not_use_is_forbidden(client: TestClient) -> None:
     body = {**DIGEST, "deployment": "solo"}
-    r = client.post("/v1/schedules", json=body, headers=auth("acme-two"))
+    r = client.post("/v1/schedules", json=body, headers=auth(KEYS, "acme-two"))
     assert r.status_code == 403 and "may not use deployment 'solo'" in r.json()["detail"]
     # nor may its ticks continue a conversation of another source's scope
     body = {**DIGEST, "conversation": "webhook:gh:7"}
-    r = client.post("/v1/schedules", json=body, headers=auth("acme"))
+    r = client.post("/v1/schedules", json=body, headers=auth(KEYS, "acme"))
     assert r.status_code == 403 and r.json()["invalidParams"][0]["name"] == "conversation"
     assert "belongs to scope 'webhook:gh'" in r.json()["detail"]
 
@@ -216,7 +206,7 @@ def test_an_embedded_server_fires_its_schedules(rt: Runtime) -> None:
 
     with TestClient(create_app(rt), raise_server_exceptions=False) as c:
         body = {"name": "pulse2", "deployment": "chat", "every": "1s", "input": "tick"}
-        assert c.post("/v1/schedules", json=body, headers=auth("bravo")).status_code == 201
+        assert c.post("/v1/schedules", json=body, headers=auth(KEYS, "bravo")).status_code == 201
         done = wait_for(ticked, 20, what="a tick's task run to its end")
     assert done[0].result is not None and done[0].scope == "api:bravo"
     assert done[0].labels["tick"].endswith("Z")

@@ -4,7 +4,6 @@ unknown one), and the figures are what was submitted, run and refused."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,6 +21,7 @@ from fleet.sdk.client import FleetClient
 from fleet.store.quotas import TenantFigures
 from fleet.views.tenants import count_text, tenant_json
 from tests.conftest import write_config
+from tests.support.callers import auth, keyed_runtime
 
 KEYS = {
     name: f"{name}-key-0123456789"
@@ -41,15 +41,7 @@ PROBLEM = "application/problem+json"
 
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[Runtime]:
-    config = write_config(tmp_path / "config")
-    (config / "callers").mkdir()
-    for name, body in CALLERS.items():
-        digest = hashlib.sha256(KEYS[name].encode()).hexdigest()
-        (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
-    (config / "tenants").mkdir()
-    for name, body in TENANTS.items():
-        (config / "tenants" / f"{name}.toml").write_text(body)
-    runtime = build(Settings(home=tmp_path / "home", config_dir=config))
+    runtime = keyed_runtime(tmp_path, CALLERS, KEYS, folders={"tenants": TENANTS})
     yield runtime
     runtime.close()
 
@@ -60,15 +52,11 @@ def client(rt: Runtime) -> Iterator[TestClient]:
         yield c
 
 
-def auth(name: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {KEYS[name]}"}
-
-
 def submit(client: TestClient, who: str, key: str) -> int:
     r = client.post(
         "/v1/tasks",
         json={"deployment": "chat", "input": "hi", "conversationKey": key},
-        headers=auth(who),
+        headers=auth(KEYS, who),
     )
     return r.status_code
 
@@ -99,33 +87,33 @@ def workload(rt: Runtime, client: TestClient) -> int:
 
 def test_an_operator_sees_only_the_tenants_it_reaches(rt: Runtime, client: TestClient) -> None:
     workload(rt, client)
-    own = client.get("/v1/tenants", headers=auth("acme-ops"))
+    own = client.get("/v1/tenants", headers=auth(KEYS, "acme-ops"))
     assert own.status_code == 200, own.text
     assert [t["tenant"] for t in own.json()["tenants"]] == ["acme"]
-    everyone = client.get("/v1/tenants", headers=auth("boss")).json()
+    everyone = client.get("/v1/tenants", headers=auth(KEYS, "boss")).json()
     assert [t["tenant"] for t in everyone["tenants"]] == ["acme", "boss", "bravo", "default"]
-    assert client.get("/v1/tenants/acme", headers=auth("acme-ops")).json()["tenant"] == "acme"
+    assert client.get("/v1/tenants/acme", headers=auth(KEYS, "acme-ops")).json()["tenant"] == "acme"
 
 
 def test_another_tenant_answers_404_exactly_like_an_unknown_one(
     rt: Runtime, client: TestClient
 ) -> None:
     workload(rt, client)  # bravo has tasks: it exists, just not for acme's operator
-    other = client.get("/v1/tenants/bravo", headers=auth("acme-ops"))
-    unknown = client.get("/v1/tenants/nobody", headers=auth("acme-ops"))
+    other = client.get("/v1/tenants/bravo", headers=auth(KEYS, "acme-ops"))
+    unknown = client.get("/v1/tenants/nobody", headers=auth(KEYS, "acme-ops"))
     for r, name in ((other, "bravo"), (unknown, "nobody")):
         assert r.status_code == 404 and r.headers["content-type"] == PROBLEM
         assert r.json()["detail"] == f"no tenant {name!r}"
     assert {k: v for k, v in other.json().items() if k != "detail"} == {
         k: v for k, v in unknown.json().items() if k != "detail"
     }
-    assert client.get("/v1/tenants/bravo", headers=auth("boss")).status_code == 200
-    assert client.get("/v1/tenants/nobody", headers=auth("boss")).status_code == 404
+    assert client.get("/v1/tenants/bravo", headers=auth(KEYS, "boss")).status_code == 200
+    assert client.get("/v1/tenants/nobody", headers=auth(KEYS, "boss")).status_code == 404
 
 
 def test_tenants_are_for_operator_keys_only(client: TestClient) -> None:
     for path in ("/v1/tenants", "/v1/tenants/bravo"):
-        r = client.get(path, headers=auth("plain"))
+        r = client.get(path, headers=auth(KEYS, "plain"))
         assert r.status_code == 403 and r.headers["content-type"] == PROBLEM
         assert "not an operator" in r.json()["detail"]
         assert client.get(path).status_code == 401
@@ -135,7 +123,7 @@ def test_the_figures_are_what_was_submitted_run_and_refused(
     rt: Runtime, client: TestClient
 ) -> None:
     used = workload(rt, client)
-    shown = by_name(client.get("/v1/tenants", headers=auth("boss")).json())
+    shown = by_name(client.get("/v1/tenants", headers=auth(KEYS, "boss")).json())
     acme, bravo = shown["acme"], shown["bravo"]
     assert acme["weight"] == 3 and bravo["weight"] == 1
     assert acme["quotas"] == {"max_queued_tasks": 2, "tokens_per_day": 100000}
@@ -149,7 +137,7 @@ def test_the_figures_are_what_was_submitted_run_and_refused(
     resets = datetime.fromisoformat(acme["budgetResetsAt"].replace("Z", "+00:00"))
     assert (resets.hour, resets.minute, resets.tzinfo) == (0, 0, UTC)
     assert timedelta(0) < resets - datetime.now(UTC) <= timedelta(days=1)
-    assert client.get("/v1/tenants/bravo", headers=auth("boss")).json() == bravo
+    assert client.get("/v1/tenants/bravo", headers=auth(KEYS, "boss")).json() == bravo
     # embedded: refusals are kept in the store, so another process (the CLI) sees them too
     other = build(rt.settings)
     try:

@@ -3,22 +3,19 @@ sessions, CSRF, what an operator sees, and the pages' content."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from fleet.api.app import create_app
 from fleet.api.ui_auth import COOKIE, UiAuth
-from fleet.config import Settings
 from fleet.dispatch.embedded import run_until_done
-from fleet.runtime import Runtime, build
-from tests.conftest import write_config
+from fleet.runtime import Runtime
+from tests.support.callers import auth, keyed_runtime
 
 KEYS = {
     "boss": "boss-key-0123456789",
@@ -33,19 +30,9 @@ CALLERS = {
 }
 
 
-def _runtime(tmp_path: Path, callers: dict[str, str] | None, **settings: Any) -> Runtime:
-    config = write_config(tmp_path / "config")
-    if callers is not None:
-        (config / "callers").mkdir()
-        for name, body in callers.items():
-            digest = hashlib.sha256(KEYS[name].encode()).hexdigest()
-            (config / "callers" / f"{name}.toml").write_text(f'{body}key_sha256 = "{digest}"\n')
-    return build(Settings(home=tmp_path / "home", config_dir=config, **settings))
-
-
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[Runtime]:
-    runtime = _runtime(tmp_path, CALLERS)
+    runtime = keyed_runtime(tmp_path, CALLERS, KEYS)
     yield runtime
     runtime.close()
 
@@ -180,7 +167,7 @@ def test_a_short_ui_secret_is_warned_at_start_and_the_ui_still_serves(
 ) -> None:
     """For one release a process upgraded with a short FLEET_UI_SECRET starts (`fleet check`
     refuses it): the start warns, naming the variable and never its value."""
-    runtime = _runtime(tmp_path, CALLERS, ui_secret=secret)
+    runtime = keyed_runtime(tmp_path, CALLERS, KEYS, ui_secret=secret)
     try:
         app = create_app(runtime, run_embedded=False)
         with (
@@ -205,7 +192,7 @@ def test_a_short_ui_secret_is_warned_at_start_and_the_ui_still_serves(
 
 
 def test_without_operators_the_ui_is_off(tmp_path: Path) -> None:
-    runtime = _runtime(tmp_path, {"app": CALLERS["app"]})
+    runtime = keyed_runtime(tmp_path, {"app": CALLERS["app"]}, KEYS)
     try:
         with TestClient(create_app(runtime, run_embedded=False), follow_redirects=False) as c:
             assert c.get("/ui").status_code == 404
@@ -217,7 +204,7 @@ def test_without_operators_the_ui_is_off(tmp_path: Path) -> None:
 
 
 def test_an_open_api_serves_the_ui_without_sign_in(tmp_path: Path) -> None:
-    runtime = _runtime(tmp_path, None)
+    runtime = keyed_runtime(tmp_path)
     try:
         with TestClient(create_app(runtime, run_embedded=False), follow_redirects=False) as c:
             page = c.get("/ui")
@@ -267,7 +254,7 @@ def test_reset_needs_the_csrf_token_and_a_confirmation(rt: Runtime, client: Test
 def test_the_overview_shows_the_tenants_the_viewer_reaches(tmp_path: Path) -> None:
     # acme's operator reaches acme alone; boss reaches every tenant
     ops = 'source = "api"\ntenant = "acme"\noperator = true\n'
-    runtime = _runtime(tmp_path, {**CALLERS, "acme-ops": ops})
+    runtime = keyed_runtime(tmp_path, {**CALLERS, "acme-ops": ops}, KEYS)
     try:
         for key in ("a", "b"):
             runtime.dispatcher.submit("chat", "x", scope="api:acme", key=key, tenant="acme")
@@ -321,7 +308,7 @@ def test_the_uis_actions_are_in_the_audit_log_with_their_operator(
     assert client.post(url, data={"csrf": "0" * 32, "confirmed": "yes"}).status_code == 403
     assert client.post(url, data={"csrf": csrf(page)}).status_code == 200  # only asks
     assert client.post(url, data={"csrf": csrf(page), "confirmed": "yes"}).status_code == 303
-    r = client.get("/v1/audit", headers={"Authorization": f"Bearer {KEYS['boss']}"})
+    r = client.get("/v1/audit", headers=auth(KEYS, "boss"))
     found = [(e["action"], e["actor"], e["object"], e["outcome"]) for e in r.json()["entries"]]
     assert found == [
         ("task.cancel", "operator:boss", str(task.id), "ok"),
