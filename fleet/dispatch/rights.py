@@ -116,7 +116,7 @@ class Rights:
                 tenant, cutoff, RETENTION_BATCH
             ):
                 erasure = Erasure("conversation", tenant)
-                self._erase_one(conversation_id, erasure)
+                self._erase_one(conversation_id, erasure, idle_before=cutoff)
                 rules.add(removed, {"conversations": erasure.counts.get("conversations", 0)})
         for kind, expire in (
             ("steps", self.store.expire_steps),
@@ -244,9 +244,16 @@ class Rights:
         return erasure
 
     def _erase_one(
-        self, conversation_id: uuid.UUID, erasure: Erasure, *, by: str | None = None
+        self,
+        conversation_id: uuid.UUID,
+        erasure: Erasure,
+        *,
+        by: str | None = None,
+        idle_before: datetime | None = None,
     ) -> None:
-        counts, task_ids = self.store.erase_conversation(conversation_id, self.d.clock(), by=by)
+        counts, task_ids = self.store.erase_conversation(
+            conversation_id, self.d.clock(), by=by, idle_before=idle_before
+        )
         counts["stream_buffers"] = self.d.streaming.forget(task_ids)
         rules.add(erasure.counts, counts)
         for task_id in task_ids:

@@ -15,7 +15,17 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, delete, func, insert, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Table,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 
 from fleet.domain import rights as rules
 from fleet.domain.values import ACTIVE, CLAIMABLE
@@ -156,18 +166,28 @@ class RightsStore(StoreBase):
     # -- erasure ------------------------------------------------------------------------------
 
     def erase_conversation(
-        self, conversation_id: uuid.UUID, now: datetime, *, by: str | None = None
+        self,
+        conversation_id: uuid.UUID,
+        now: datetime,
+        *,
+        by: str | None = None,
+        idle_before: datetime | None = None,
     ) -> tuple[dict[str, int], list[uuid.UUID]]:
         """Erase the conversation and every copy derived from it, in one transaction: counts
         per kind and its tasks' ids (none when it is gone already: erasure is idempotent).
-        ``by``: leave its key's tombstone too (an erased conversation's, not a resource's)."""
+        ``by``: leave its key's tombstone too (an erased conversation's, not a resource's).
+        ``idle_before`` (retention): only if it is still idle since then, looked at under the
+        row's lock, so a task admitted meanwhile keeps it whole."""
         with self.tx() as conn:
+            # The row's lock: an admission (which upserts it) waits for this transaction.
             row = conn.execute(
-                select(c.c.deployment, c.c.scope, c.c.key, c.c.tenant).where(
-                    c.c.id == conversation_id
-                )
+                select(c.c.deployment, c.c.scope, c.c.key, c.c.tenant)
+                .where(c.c.id == conversation_id)
+                .with_for_update()
             ).first()
             if row is None:
+                return {}, []
+            if idle_before is not None and not self._idle(conn, conversation_id, idle_before):
                 return {}, []
             task_ids = list(
                 conn.execute(select(t.c.id).where(t.c.conversation_id == conversation_id)).scalars()
@@ -189,6 +209,18 @@ class RightsStore(StoreBase):
         with self.tx() as conn:
             conn.execute(delete(ops).where(ops.c.key.in_(keys)))
             return int(conn.execute(delete(wm).where(wm.c.key.in_(keys))).rowcount or 0)
+
+    @staticmethod
+    def _idle(conn: Connection, conversation_id: uuid.UUID, since: datetime) -> bool:
+        """No unfinished task, and none created or finished since ``since``."""
+        return (
+            conn.execute(
+                select(t.c.id)
+                .where(t.c.conversation_id == conversation_id, _recent(since))
+                .limit(1)
+            ).first()
+            is None
+        )
 
     @staticmethod
     def _count_owned(
@@ -279,14 +311,7 @@ class RightsStore(StoreBase):
     def expired_conversations(self, tenant: str, cutoff: datetime, limit: int) -> list[uuid.UUID]:
         """Conversations of ``tenant`` idle since before ``cutoff``: every task finished
         before it, none unfinished (oldest first, at most ``limit``)."""
-        recent = select(t.c.id).where(
-            t.c.conversation_id == c.c.id,
-            or_(
-                t.c.status.in_((*ACTIVE, *CLAIMABLE)),
-                t.c.created_at >= cutoff,
-                t.c.finished_at >= cutoff,
-            ),
-        )
+        recent = select(t.c.id).where(t.c.conversation_id == c.c.id, _recent(cutoff))
         with self.read() as conn:
             return list(
                 conn.execute(
@@ -372,6 +397,13 @@ class RightsStore(StoreBase):
                 )
             ).first()
         return None if row is None else (row.erased_at, row.refused_until)
+
+
+def _recent(since: datetime) -> ColumnElement[bool]:
+    """A task that keeps its conversation from retention: unfinished, or of the window."""
+    return or_(
+        t.c.status.in_((*ACTIVE, *CLAIMABLE)), t.c.created_at >= since, t.c.finished_at >= since
+    )
 
 
 def _erase_versions(conn: Connection, authors: list[str]) -> int:

@@ -154,3 +154,14 @@ def test_old_audit_entries_go(rt: Runtime) -> None:
         )
     assert rt.dispatcher.rights.sweep(now_monotonic=1e6) == {"audit": 2}
     assert count(rt, s.audit_log) == 1
+
+
+def test_a_conversation_a_task_joined_after_it_was_found_idle_stays_whole(rt: Runtime) -> None:
+    old = ran(rt, "acme", "back", 40)
+    cutoff = datetime.now(UTC) - timedelta(days=30)
+    assert rt.store.expired_conversations("acme", cutoff, 10) == [old]
+    # the person comes back between the sweep's look and its erasure
+    back = rt.dispatcher.submit("chat", "hello again", key="back", tenant="acme").task
+    assert back.conversation_id == old
+    assert rt.store.erase_conversation(old, datetime.now(UTC), idle_before=cutoff) == ({}, [])
+    assert exists(rt, old) and rt.store.get_task(back.id).status.value == "queued"
