@@ -187,7 +187,7 @@ def export_conversation(
 @router.post(
     "/v1/conversations:erase",
     operation_id="EraseConversation",
-    responses=problem_responses(*_AUTH, 404, 409, 422),
+    responses=problem_responses(*_AUTH, 400, 404, 409, 422),
     summary="Erase one conversation with everything derived from it",
 )
 def erase_conversation(

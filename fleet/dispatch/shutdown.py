@@ -121,7 +121,7 @@ def stop_runs(dispatcher: StoppingHost, grace_s: float) -> int:
     dispatcher.stopping.set()
     if len(dispatcher.inflight):
         # Said once ``stopping`` is set: from this line on no run of this process starts a step.
-        log.warning("stopping: finishing the current steps, then handing the tasks back")
+        log.info("stopping: finishing the current steps, then handing the tasks back")
     abandoned = 0
     for run in dispatcher.inflight.wait_empty(grace_s):
         if shutdown.decide(stopping=True, where=run.where, grace_over=True) != "abandon":

@@ -141,7 +141,9 @@ def test_run_within_keeps_its_deadline_while_a_run_executes_and_give_up_cancels_
     rt = runtime(tmp_path)
     assert rt.local_waker is not None
     task = rt.dispatcher.submit("tooly", '/tool wait {"seconds": 60}', key="w").task
-    waited = run_within(rt.dispatcher, rt.local_waker, task.id, timeout_s=1.0)
+    # long enough for its run to start on a loaded machine (the point: it returns while
+    # the run executes)
+    waited = run_within(rt.dispatcher, rt.local_waker, task.id, timeout_s=3.0)
     assert not waited.status.terminal, waited
     ended = give_up(rt.dispatcher, task.id)
     assert (ended.status, ended.error) == (TaskStatus.CANCELLED, "cancelled by request")
