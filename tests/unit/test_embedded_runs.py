@@ -63,7 +63,8 @@ def test_one_process_holds_hundreds_of_runs_waiting_on_their_model_each_conversa
             peak["running"] = max(peak["running"], running(rt))
             return peak["running"] >= 200
 
-        wait_for(many, 60, interval=0.1, what="200 runs in flight at once")
+        # (bounds for a loaded machine: the suite's parallel stage runs beside it)
+        wait_for(many, 150, interval=0.1, what="200 runs in flight at once")
         assert before + 200 <= drainers() <= before + 300
         wait_for(
             lambda: all(rt.store.get_task(b.id).status.terminal for _, b in pairs),
@@ -79,8 +80,8 @@ def test_one_process_holds_hundreds_of_runs_waiting_on_their_model_each_conversa
         assert rt.store.get_task(a.id).status == rt.store.get_task(b.id).status
         assert rt.store.get_task(b.id).status == TaskStatus.SUCCEEDED
         assert ra.finished_at is not None and ra.finished_at <= rb.started_at, "overlap"
-    # 500 runs of 3 s, two after one another per conversation: far less than one at a time
-    assert took < 60, took
+    # 500 runs of 3 s, two after one another per conversation: one at a time takes 1,500 s
+    assert took < 300, took
     assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     rt.close()
 
